@@ -1,0 +1,127 @@
+"""The `gate` command line: seal, run, accept, schema. Every user mistake is one line on stderr
+and a documented exit code (see gate.errors); only a bug in the gate prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from gate.errors import RET_INTERNAL, RET_OK, GateError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would exit 2, which means "harness broken" here
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gate", description="Seal fixtures, run probes in sandboxes, stamp a verdict card.")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    seal = sub.add_parser("seal", help="print the seal of a fixture tree")
+    seal.add_argument("dir", type=Path)
+    seal.add_argument("--write", type=Path, metavar="FILE", help="also write the seal file")
+
+    run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
+    add_run_arguments(run)
+
+    acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
+    add_accept_arguments(acc)
+
+    schema = sub.add_parser("schema", help="print a JSON schema")
+    schema.add_argument("what", choices=["card"])
+    return parser
+
+
+def add_run_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
+    run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
+    run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
+    run.add_argument("--seal", type=Path, required=True, help="seal file of the fixture tree")
+    run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
+    run.add_argument("--card", type=Path, required=True, help="where to write the verdict card")
+    run.add_argument("--base", metavar="GIT_REV", help="list oracle files the patch changed since this revision")
+    run.add_argument("--ledger", type=Path, help="credit ledger + sampler window (default: ledger.json by the card)")
+    run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
+    run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
+
+
+def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
+    acc.add_argument("--card", type=Path, required=True)
+    acc.add_argument("--seal", type=Path, required=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from gate import logs
+
+    try:
+        args = build_parser().parse_args(argv)
+        logs.configure(args.log_level)
+        return _dispatch(args)
+    except GateError as exc:
+        print(f"gate: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("gate: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        traceback.print_exc()
+        print("gate: internal error (a bug in probegate; please report it with the traceback above)", file=sys.stderr)
+        return RET_INTERNAL
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "seal":
+        return _seal(args)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "accept":
+        from gate.accept import run_accept
+
+        return run_accept(args.card, args.seal)
+    if args.command == "schema":
+        from gate.card import VerdictCard
+
+        print(json.dumps(VerdictCard.model_json_schema(), indent=2))
+        return RET_OK
+    raise UsageError(f"unknown command {args.command}")
+
+
+def _seal(args: argparse.Namespace) -> int:
+    from gate.fixtures import seal_tree, write_seal_file
+
+    seal = seal_tree(args.dir)
+    if args.write:
+        write_seal_file(args.write, seal)
+    print(seal.digest)
+    return RET_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gate.run import RunRequest, run_gate
+    from gate.summary import print_summary
+
+    if args.retries < 0:
+        raise UsageError("--retries must be 0 or more")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    if not args.workdir.is_dir():
+        from gate.errors import InputMissingError
+
+        raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
+    request = RunRequest(suite=args.suite, workdir=args.workdir, fixture=args.fixture, seal=args.seal,
+                         card=args.card, retries=args.retries, base=args.base, ledger=args.ledger,
+                         jobs=args.jobs, image=args.image)
+    result = run_gate(request)
+    print_summary(result.card, file=sys.stderr)
+    return result.card.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

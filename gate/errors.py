@@ -1,0 +1,88 @@
+"""Every error the gate raises on purpose, and the exit code each one means.
+
+    GateError                      root; never raised itself
+    ├── UsageError                 bad command line                          → RET_USAGE
+    ├── ConfigError                a file the user wrote is wrong            → RET_CONFIG
+    │   ├── SuiteError             gate.toml / checks module (file, property)
+    │   ├── FreezeFileError        the flake-freeze file (file, freeze id)
+    │   └── FixtureTreeError       symlink / special file in a fixture tree
+    ├── InputMissingError          a named file or directory does not exist → RET_NOINPUT
+    └── HarnessError               the gate itself could not observe         → RET_HARNESS
+        ├── SealDriftError         the fixture tree no longer matches its seal (digest, files)
+        └── SandboxError           image missing, container failed, daemon gone
+
+A HarnessError raised while trials run never escapes to the user: it becomes a `harness_error`
+verdict for the affected property. Only faults before planning (e.g. no Docker at all when the
+card cannot be produced) reach the CLI as an exit code.
+"""
+
+from __future__ import annotations
+
+RET_OK = 0  # accepted: every voting property passed, or nothing blocks the job
+RET_BLOCKED = 1  # blocked by the patch: fail_safety / fail_contract on a voting property
+RET_HARNESS = 2  # broken harness: harness credits exhausted, or a fault with no credit to draw
+RET_SAMPLER = 3  # sampler too noisy: more inconclusive_sample than the window budget allows
+RET_USAGE = 64  # command line misuse (EX_USAGE)
+RET_CONFIG = 65  # a suite, freeze, seal or card file is malformed (EX_DATAERR)
+RET_NOINPUT = 66  # a file or directory named on the command line is missing (EX_NOINPUT)
+RET_INTERNAL = 70  # a bug in the gate itself (EX_SOFTWARE); the traceback goes to stderr
+
+
+class GateError(Exception):
+    """Root of the gate's errors; `exit_code` says what the process should return."""
+
+    exit_code: int = RET_INTERNAL
+
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.field = field
+
+    def __str__(self) -> str:
+        where = ""
+        if self.file:
+            where = f"{self.file}: "
+        if self.field:
+            where += f"{self.field}: "
+        return f"{where}{self.message}"
+
+
+class UsageError(GateError):
+    exit_code = RET_USAGE
+
+
+class ConfigError(GateError):
+    exit_code = RET_CONFIG
+
+
+class SuiteError(ConfigError):
+    """gate.toml or its checks module is wrong; `field` names the property or key."""
+
+
+class FreezeFileError(ConfigError):
+    """The flake-freeze file is wrong (e.g. it tries to freeze a safety property)."""
+
+
+class FixtureTreeError(ConfigError):
+    """A fixture tree holds something that cannot be sealed (symlink, device, fifo)."""
+
+
+class InputMissingError(GateError):
+    exit_code = RET_NOINPUT
+
+
+class HarnessError(GateError):
+    exit_code = RET_HARNESS
+
+
+class SealDriftError(HarnessError):
+    """The fixture tree's digest differs from the seal file; `changed` lists the files."""
+
+    def __init__(self, message: str, *, file: str | None = None, changed: tuple[str, ...] = ()) -> None:
+        super().__init__(message, file=file)
+        self.changed = changed
+
+
+class SandboxError(HarnessError):
+    """The sandbox could not run a trial (no daemon, no image, container failed to start)."""

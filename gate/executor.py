@@ -1,0 +1,126 @@
+"""Executors: the one seam between where trials run and what they mean.
+
+`Executor.run(specs, inputs)` yields one Observation per spec, in completion order. The local
+pool (default, no broker) runs batches on threads, each calling a `Sandbox`; a Celery executor
+implements the same method. `MockSandbox`, like httpx's MockTransport, answers trials from a
+function so everything above the sandbox can be tested without Docker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from itertools import groupby
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+from gate.errors import SandboxError
+from gate.fixtures import seal_tree, tree_files
+from gate.trial import Inputs, Observation, Sandbox, TrialSpec
+
+SKIP_IN_TREE = frozenset({".git"})
+
+
+class Executor(Protocol):
+    def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
+        """Run every spec; yield each observation as it arrives (order is not guaranteed)."""
+        ...
+
+
+class LocalInputs:
+    """A snapshot of the patched tree (digested as copied) and the sealed fixture bytes by digest.
+
+    Trials run from the snapshot, so an edit to the work tree during a run cannot reach them.
+    """
+
+    def __init__(self, workdir: Path, fixtures: Mapping[str, bytes]) -> None:
+        tree_files(workdir, skip_dirs=SKIP_IN_TREE)  # refuses symlinks and specials, naming the workdir
+        self._tmp = Path(tempfile.mkdtemp(prefix="probegate-tree-"))
+        self.snapshot = self._tmp / "tree"
+        shutil.copytree(workdir, self.snapshot, ignore=shutil.ignore_patterns(*SKIP_IN_TREE))
+        _world_readable(self._tmp)
+        self.tree_digest = seal_tree(self.snapshot).digest
+        self._fixtures = dict(fixtures)
+
+    def tree_dir(self, digest: str) -> Path:
+        if digest != self.tree_digest:
+            raise SandboxError(f"no tree with digest {digest[:16]} (have {self.tree_digest[:16]})")
+        return self.snapshot
+
+    def fixture_bytes(self, digest: str) -> bytes:
+        try:
+            return self._fixtures[digest]
+        except KeyError:
+            raise SandboxError(f"no fixture blob with digest {digest[:16]}") from None
+
+    def close(self) -> None:
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> LocalInputs:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.close()
+
+
+def _world_readable(root: Path) -> None:
+    """The sandbox runs as an unprivileged user: make the snapshot readable whatever the umask."""
+    for dirpath, _, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            os.chmod(path, 0o644 | (os.stat(path).st_mode & 0o111))
+
+
+def batches(specs: Sequence[TrialSpec], size: int) -> list[list[TrialSpec]]:
+    """Specs grouped by property (same tree, same fixture), in chunks of at most `size`."""
+    out: list[list[TrialSpec]] = []
+    for _, group in groupby(specs, key=lambda s: s.property_id):
+        items = list(group)
+        out.extend(items[i : i + size] for i in range(0, len(items), size))
+    return out
+
+
+class LocalExecutor:
+    """Runs batches on a thread pool sized to the machine; each thread drives one sandbox call."""
+
+    def __init__(self, sandbox: Sandbox, *, jobs: int | None = None, batch_size: int = 8) -> None:
+        self.sandbox = sandbox
+        self.jobs = jobs or os.cpu_count() or 2
+        self.batch_size = batch_size
+
+    def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
+        futures: dict[Future[list[Observation]], list[TrialSpec]] = {
+            pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in batches(specs, self.batch_size)
+        }
+        try:
+            for future in as_completed(futures):
+                batch = futures[future]
+                try:
+                    observed = future.result()
+                except Exception as exc:
+                    # A sandbox that raises instead of reporting is itself a harness fault.
+                    observed = [Observation.harness_fault(s, f"sandbox raised {type(exc).__name__}: {exc}")
+                                for s in batch]
+                yield from observed
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class MockSandbox:
+    """A Sandbox that answers each trial with `handler(spec, fixture_bytes)`; no container runs."""
+
+    def __init__(self, handler: Callable[[TrialSpec, bytes], Observation], image: str = "sha256:mock") -> None:
+        self.handler = handler
+        self.image = image
+
+    def image_id(self) -> str:
+        return self.image
+
+    def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
+        return [self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)) for spec in specs]

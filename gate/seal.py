@@ -1,0 +1,95 @@
+"""The seal of a tree: one digest over every file, plus a per-file manifest that names drift.
+
+Digest recipe (equal to the verdict-card note's Python recipe, so its seals verify here):
+sha256 over the regular files sorted component by component (as pathlib sorts paths, so `a/b`
+comes before `a-b/x`), each contributing its POSIX path relative to the root in UTF-8, a NUL,
+its bytes, a NUL. This module only hashes: the caller supplies the paths and a way to read them.
+
+Seal file format: the hex digest on the first line, then `sha256  path` lines (as sha256sum
+prints them). A file holding only the digest line still verifies; it just cannot name files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterable
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, ConfigDict
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ManifestDiff(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return (*self.changed, *self.added, *self.removed)
+
+    def describe(self) -> str:
+        parts = [f"{label} {', '.join(paths)}" for label, paths in
+                 (("changed", self.changed), ("added", self.added), ("removed", self.removed)) if paths]
+        return "; ".join(parts) or "no file-level manifest to compare"
+
+
+class Seal(BaseModel):
+    """A tree digest and its manifest (relative POSIX path → sha256 of the file's bytes)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    digest: str
+    manifest: dict[str, str] = {}
+
+    def diff(self, other: Seal) -> ManifestDiff:
+        """Which files differ going from `self` (the recorded seal) to `other` (the tree now)."""
+        old, new = self.manifest, other.manifest
+        if not old:
+            return ManifestDiff()
+        return ManifestDiff(
+            added=tuple(sorted(set(new) - set(old), key=sort_key)),
+            removed=tuple(sorted(set(old) - set(new), key=sort_key)),
+            changed=tuple(sorted((p for p in old.keys() & new.keys() if old[p] != new[p]), key=sort_key)),
+        )
+
+    def to_text(self) -> str:
+        lines = [self.digest] + [f"{h}  {p}" for p, h in sorted(self.manifest.items(), key=lambda i: sort_key(i[0]))]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_text(cls, text: str) -> Seal:
+        """Parse a seal file; raises ValueError naming the bad line."""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not lines or not _HEX64.match(lines[0].strip()):
+            raise ValueError("first line must be a 64-hex-digit sha256 digest")
+        manifest: dict[str, str] = {}
+        for number, line in enumerate(lines[1:], start=2):
+            digest, sep, path = line.partition("  ")
+            if not sep or not _HEX64.match(digest) or not path:
+                raise ValueError(f"line {number} is not `sha256  path`")
+            manifest[path] = digest
+        return cls(digest=lines[0].strip(), manifest=manifest)
+
+
+def sort_key(path: str) -> tuple[str, ...]:
+    """Component-wise order, as `sorted(Path.rglob(...))` yields it."""
+    return PurePosixPath(path).parts
+
+
+def compute(paths: Iterable[str], read: Callable[[str], Iterable[bytes]]) -> Seal:
+    """Seal the files at `paths` (relative POSIX), reading each through `read` in chunks."""
+    tree = hashlib.sha256()
+    manifest: dict[str, str] = {}
+    for path in sorted(paths, key=sort_key):
+        single = hashlib.sha256()
+        tree.update(path.encode("utf-8"))
+        tree.update(b"\0")
+        for chunk in read(path):
+            tree.update(chunk)
+            single.update(chunk)
+        tree.update(b"\0")
+        manifest[path] = single.hexdigest()
+    return Seal(digest=tree.hexdigest(), manifest=manifest)

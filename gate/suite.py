@@ -1,0 +1,165 @@
+"""The suite file (gate.toml): the probe command, the fixture tree, the checks module and the
+classified properties. Validation is strict: an unknown key, an unclassified property or a
+statistical property without a sane band is refused, naming the file and the property.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gate.bands import FixedRule, SamplerWindow
+from gate.errors import InputMissingError, SuiteError
+from gate.trial import Limits
+from gate.verdict import Band
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+M = TypeVar("M", bound=BaseModel)
+
+
+class PropertySpec(BaseModel):
+    model_config = _STRICT
+    id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    band: Band
+    fixture: str = Field(min_length=1)
+    check: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
+    deadline_s: float = Field(2.0, gt=0, le=3600)
+    timeout_is_safety: bool = False
+    trials: int | None = Field(None, ge=1, le=100_000)
+    min_hits: int | None = Field(None, ge=0)
+    params: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _band_fields(self) -> PropertySpec:
+        if self.band is not Band.STATISTICAL and (self.trials is not None or self.min_hits is not None):
+            raise ValueError(f"trials/min_hits apply to the statistical band only, not {self.band}")
+        self.rule()  # validates min_hits <= trials
+        return self
+
+    def rule(self) -> FixedRule | None:
+        """The band rule for a statistical property (the notes' default: 8 of 10)."""
+        if self.band is not Band.STATISTICAL:
+            return None
+        return FixedRule(trials=self.trials or 10, min_hits=8 if self.min_hits is None else self.min_hits)
+
+    def planned_trials(self) -> int:
+        rule = self.rule()
+        return rule.planned_trials() if rule else 1
+
+
+class SamplerConfig(BaseModel):
+    model_config = _STRICT
+    window: int = Field(20, ge=1)
+    max_inconclusive: int = Field(4, ge=0)
+
+    def empty_window(self) -> SamplerWindow:
+        return SamplerWindow(size=self.window, max_inconclusive=self.max_inconclusive)
+
+
+class LedgerConfig(BaseModel):
+    model_config = _STRICT
+    budget: int = Field(2, ge=0, le=100)
+    ttl_hours: float = Field(6.0, gt=0, le=24 * 30)
+
+
+class SuiteConfig(BaseModel):
+    model_config = _STRICT
+    name: str = "suite"
+    probe: tuple[str, ...] = ("python3", "probe.py")
+    fixtures: str = "fixtures"
+    checks: str = "checks.py"
+    freeze_file: str | None = None
+    oracle: tuple[str, ...] = ()
+    sampler: SamplerConfig = SamplerConfig()
+    ledger: LedgerConfig = LedgerConfig()
+    limits: Limits = Limits()
+
+    @field_validator("probe", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(shlex.split(value)) if isinstance(value, str) else value
+
+
+class Suite(BaseModel):
+    """A validated suite; paths in `config` are resolved against `root` (gate.toml's folder)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    path: Path
+    root: Path
+    sha256: str
+    config: SuiteConfig
+    properties: tuple[PropertySpec, ...]
+
+    def resolve(self, relative: str) -> Path:
+        return (self.root / relative).resolve()
+
+    @property
+    def checks_path(self) -> Path:
+        return self.resolve(self.config.checks)
+
+    @property
+    def freeze_path(self) -> Path | None:
+        return self.resolve(self.config.freeze_file) if self.config.freeze_file else None
+
+    def bands(self) -> dict[str, Band]:
+        return {p.id: p.band for p in self.properties}
+
+
+def load_suite(path: Path) -> Suite:
+    """Read and validate gate.toml; every problem is one SuiteError naming the file and field."""
+    if not path.is_file():
+        raise InputMissingError("suite file not found", file=str(path))
+    raw_bytes = path.read_bytes()
+    try:
+        raw = tomllib.loads(raw_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SuiteError(f"not valid TOML: {exc}", file=str(path)) from None
+    unknown = set(raw) - {"suite", "property"}
+    if unknown:
+        raise SuiteError(f"unknown table(s) {', '.join(sorted(unknown))}", file=str(path))
+    config = _validate(SuiteConfig, raw.get("suite", {}), path, "suite")
+    entries = raw.get("property", [])
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError("no [[property]] entries", file=str(path), field="property")
+    properties: list[PropertySpec] = []
+    for index, entry in enumerate(entries):
+        label = f"property[{index}]"
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            label = f"property {entry['id']}"
+        if isinstance(entry, dict) and "band" not in entry:
+            raise SuiteError("has no band; an unclassified property is refused", file=str(path), field=label)
+        properties.append(_validate(PropertySpec, entry, path, label))
+    seen: set[str] = set()
+    for prop in properties:
+        if prop.id in seen:
+            raise SuiteError("duplicate property id", file=str(path), field=f"property {prop.id}")
+        seen.add(prop.id)
+    return Suite(
+        path=path.resolve(),
+        root=path.resolve().parent,
+        sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        config=config,
+        properties=tuple(properties),
+    )
+
+
+def _validate(model: type[M], data: Any, path: Path, label: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SuiteError(one_line(exc), file=str(path), field=label) from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """The first validation problem as `field: message`, with a count of the rest."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}{more}" if where else f"{message}{more}"
+

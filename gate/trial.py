@@ -1,0 +1,156 @@
+"""The values that cross the executor seam: what one trial is, and what a sandbox saw.
+
+A `TrialSpec` says everything a worker needs and nothing it may judge: which tree (by digest),
+which fixture bytes (by digest), the clock instant, the deadline and the limits. An
+`Observation` is what came back; it carries facts only. Judging happens in `gate.verdict`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+
+class ClockSpec(BaseModel):
+    """The frozen instant a probe sees as wall time, from the fixture tree's clock.json."""
+
+    model_config = _FROZEN
+    frozen_at: datetime
+    zone: str = "UTC"
+
+    @field_validator("frozen_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("frozen_at needs an explicit offset, e.g. 2026-03-01T00:00:00Z")
+        return value
+
+    def faketimerc(self) -> str:
+        """The absolute instant in libfaketime's `YYYY-MM-DD hh:mm:ss` form, in UTC."""
+        return self.frozen_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Limits(BaseModel):
+    """Resource limits for one probe container; defaults are safe for a small Python probe."""
+
+    model_config = _FROZEN
+    pids: int = Field(64, ge=8)
+    memory_mb: int = Field(256, ge=32)
+    cpus: float = Field(1.0, gt=0)
+    tmpfs_mb: int = Field(64, ge=1)
+    output_cap_bytes: int = Field(64 * 1024, ge=1024)
+
+
+class TrialSpec(BaseModel):
+    """One trial of one property: run `probe_argv` in tree `tree_digest` with the fixture on stdin."""
+
+    model_config = _FROZEN
+    run_id: str
+    property_id: str
+    trial_index: int = Field(ge=0)
+    probe_argv: tuple[str, ...]
+    tree_digest: str
+    fixture_path: str
+    fixture_digest: str
+    deadline_s: float = Field(gt=0)
+    clock: ClockSpec
+    limits: Limits = Limits()
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """Identity of a trial: a second result with the same key is a duplicate, never a vote."""
+        return (self.run_id, self.property_id, self.trial_index)
+
+
+class Captured(BaseModel):
+    """A captured output stream: the first `cap` bytes, plus the full length and digest."""
+
+    model_config = _FROZEN
+    data: bytes = b""
+    length: int = 0
+    sha256: str = hashlib.sha256(b"").hexdigest()
+
+    @property
+    def truncated(self) -> bool:
+        return self.length > len(self.data)
+
+
+class Change(StrEnum):
+    CREATED = "created"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+
+class FileChange(BaseModel):
+    """A path (absolute, inside the sandbox) that differs after the trial from before it."""
+
+    model_config = _FROZEN
+    path: str
+    change: Change
+
+
+class Observation(BaseModel):
+    """What a sandbox saw during one trial. `fault` set means the gate could not observe at all."""
+
+    model_config = _FROZEN
+    run_id: str
+    property_id: str
+    trial_index: int
+    exit_code: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration_s: float = 0.0
+    stdout: Captured = Captured()
+    stderr: Captured = Captured()
+    writes: tuple[FileChange, ...] = ()
+    image_id: str = ""
+    worker_id: str = ""
+    fault: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.run_id, self.property_id, self.trial_index)
+
+    @classmethod
+    def harness_fault(cls, spec: TrialSpec, detail: str, *, worker_id: str = "", image_id: str = "") -> Observation:
+        """An observation that records only that the gate itself failed to run the trial."""
+        return cls(
+            run_id=spec.run_id,
+            property_id=spec.property_id,
+            trial_index=spec.trial_index,
+            fault=detail,
+            worker_id=worker_id,
+            image_id=image_id,
+        )
+
+
+class Inputs(Protocol):
+    """Where a sandbox gets a trial's bytes: a patched tree and fixture blobs, by digest."""
+
+    def tree_dir(self, digest: str) -> Path:
+        """A local directory holding the tree whose seal is `digest` (read-only use)."""
+        ...
+
+    def fixture_bytes(self, digest: str) -> bytes:
+        """The fixture file whose sha256 is `digest`, verified."""
+        ...
+
+
+class Sandbox(Protocol):
+    """Runs trials and reports what it saw; never judges. The one I/O method is `run_batch`."""
+
+    def image_id(self) -> str:
+        """The ID of the image trials run in; raises SandboxError when it is not available."""
+        ...
+
+    def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
+        """One observation per spec, in order; a per-trial fault is an Observation, not a raise."""
+        ...
