@@ -23,15 +23,10 @@ def plan(
     suite_file: str = "gate.toml",
 ) -> list[TrialSpec]:
     """Trial specs for every property, in suite order; a fixture missing from the seal is refused."""
+    check_fixtures(properties, manifest, suite_file=suite_file)
     specs: list[TrialSpec] = []
     for prop in properties:
-        digest = manifest.get(prop.fixture)
-        if digest is None:
-            raise SuiteError(
-                f"fixture {prop.fixture!r} is not in the sealed fixture tree",
-                file=suite_file,
-                field=f"property {prop.id}",
-            )
+        digest = manifest[prop.fixture]
         specs.extend(
             TrialSpec(
                 run_id=run_id,
@@ -48,3 +43,14 @@ def plan(
             for index in range(prop.planned_trials())
         )
     return specs
+
+
+def check_fixtures(properties: Sequence[PropertySpec], manifest: Mapping[str, str], *, suite_file: str) -> None:
+    """Refuse a property bound to a file the sealed tree does not hold."""
+    for prop in properties:
+        if prop.fixture not in manifest:
+            raise SuiteError(
+                f"fixture {prop.fixture!r} is not in the sealed fixture tree",
+                file=suite_file,
+                field=f"property {prop.id}",
+            )

@@ -26,7 +26,7 @@ from gate.executor import Executor, LocalExecutor, LocalInputs
 from gate.fixtures import read_clock, read_seal_file, seal_tree, verify
 from gate.freezes import FreezeFile, FreezeState, resolve
 from gate.oracle import changed_files, oracle_hits
-from gate.plan import plan
+from gate.plan import check_fixtures, plan
 from gate.policy import Decision, decide
 from gate.state import load_books, save_books
 from gate.suite import Suite, load_suite, one_line
@@ -91,6 +91,8 @@ def run_gate(
         current = verify(fixture_root, expected, seal_file=str(request.seal))
     except SealDriftError as exc:
         drift, current = exc, seal_tree(fixture_root)
+    if drift is None:
+        check_fixtures(suite.properties, current.manifest, suite_file=str(suite.path))
     freezes = _freezes(suite, current.digest, started)
     oracle_edits = _oracle_edits(request, suite, fixture_root) if request.base else ()
     fixtures = {current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
@@ -101,8 +103,6 @@ def run_gate(
     image, image_id, verdicts = "", "", []
     durations: dict[str, tuple[float, ...]] = {}
     with LocalInputs(request.workdir, fixtures) as inputs:
-        specs = plan(suite.properties, run_id=run_id, probe_argv=suite.config.probe, tree_digest=inputs.tree_digest,
-                     manifest=current.manifest, clock=clock, limits=suite.config.limits, suite_file=str(suite.path))
         if drift is not None:
             verdicts = [harness_verdict(p.id, p.band, current.manifest.get(p.fixture, ""), str(drift))
                         for p in suite.properties]
@@ -115,6 +115,9 @@ def run_gate(
                 verdicts = [harness_verdict(p.id, p.band, current.manifest[p.fixture], str(exc))
                             for p in suite.properties]
             else:
+                specs = plan(suite.properties, run_id=run_id, probe_argv=suite.config.probe,
+                             tree_digest=inputs.tree_digest, manifest=current.manifest, clock=clock,
+                             limits=suite.config.limits, suite_file=str(suite.path))
                 executor = (executor_factory or _local)(sandbox, request)
                 observed = _collect(executor.run(specs, inputs), events)
                 verdicts = _fold_all(suite, observed, checks, fixtures, current.manifest, clock)

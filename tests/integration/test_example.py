@@ -1,0 +1,202 @@
+"""The invoice example end to end on real Docker: every patch earns its kind, the card says so,
+and `accept` passes only the good card. Each run goes through the `gate` console entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gate.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
+
+
+class Run:
+    """One finished `gate run` plus `gate accept` on its card."""
+
+    def __init__(self, card_path: Path, done: subprocess.CompletedProcess[str], accept: int) -> None:
+        self.code = done.returncode
+        self.stdout = done.stdout
+        self.stderr = done.stderr
+        self.accept = accept
+        self.card = json.loads(card_path.read_text())
+        self.lines = [json.loads(ln) for ln in done.stdout.splitlines()]
+
+    def kinds(self) -> dict[str, str]:
+        return {row["id"]: row["kind"] for row in self.card["properties"]}
+
+
+def gate_run(example: Path, patch: str, card: Path, *extra: str, fixture: Path | None = None) -> Run:
+    """Run the gate like examples/invoice/run.sh does, then accept the card."""
+    patch_dir = example / "patches" / patch
+    fixture = fixture or (patch_dir / "fixtures" if (patch_dir / "fixtures").is_dir() else example / "fixtures")
+    seal = example / ".fixture-seal"
+    done = subprocess.run(
+        [sys.executable, "-m", "gate.run", "--suite", str(example / "gate.toml"), "--workdir", str(patch_dir),
+         "--fixture", str(fixture), "--seal", str(seal), "--retries", "0", "--card", str(card), *extra],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    accepted = subprocess.run([sys.executable, "-m", "gate.accept", "--card", str(card), "--seal", str(seal)],
+                              capture_output=True, text=True, timeout=60)
+    return Run(card, done, accepted.returncode)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[str, Run]:
+    """Every example patch, run once against the committed example."""
+    out = tmp_path_factory.mktemp("cards")
+    return {p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json")
+            for p in sorted((EXAMPLE / "patches").iterdir())}
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    dest = tmp_path / "invoice"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def test_good_patch_passes_and_is_accepted(runs: dict[str, Run]) -> None:
+    """The good patch passes every property, exits 0 and its card is accepted."""
+    run = runs["good"]
+    assert set(run.kinds().values()) == {"pass"}, run.stderr
+    assert (run.code, run.accept) == (RET_OK, 0)
+    assert run.card["status"] == "accepted"
+    assert run.card["retry_count"] == 0 and run.card["network_mode"] == "none"
+    assert run.card["image_id"].startswith("sha256:")
+    assert run.card["clock"]["frozen_at"].startswith("2026-03-01T00:00:00")
+    stat = next(r for r in run.card["properties"] if r["band"] == "statistical")
+    assert (stat["hits"], stat["trials"]) == (10, 10) and stat["interval"]["method"] == "wilson"
+
+
+def test_stdout_is_one_json_line_per_property_then_the_job(runs: dict[str, Run]) -> None:
+    """Stdout holds one JSON object per property and then the job's final line."""
+    lines = runs["good"].lines
+    assert [ln["property_id"] for ln in lines[:-1]] == [r["id"] for r in runs["good"].card["properties"]]
+    assert {"kind", "property_id", "fixture_digest", "trials", "hits", "detail"} <= set(lines[0])
+    assert lines[-1]["job"] == "accepted" and lines[-1]["exit_code"] == 0
+
+
+def test_unmapped_write_is_fail_safety(runs: dict[str, Run]) -> None:
+    """A patch that writes outside the write map fails safety, naming the file, and is blocked."""
+    run = runs["unsafe_write"]
+    assert run.kinds()["no_unmapped_write"] == "fail_safety"
+    row = next(r for r in run.card["properties"] if r["id"] == "no_unmapped_write")
+    assert "/work/.cache/last-invoice.json" in row["detail"]
+    assert (run.code, run.accept) == (RET_BLOCKED, 1)
+
+
+def test_half_up_rounding_is_fail_contract(runs: dict[str, Run]) -> None:
+    """Rounding the tie half-up misses the half-even total by a cent: fail_contract, blocked."""
+    run = runs["half_up_rounding"]
+    assert run.kinds()["invoice_total_half_even"] == "fail_contract"
+    assert run.kinds()["json_shape_v3"] == "pass"
+    assert (run.code, run.accept) == (RET_BLOCKED, 1)
+
+
+def test_crashing_probe_is_the_patch_not_the_harness(runs: dict[str, Run]) -> None:
+    """A probe that exits non-zero fails the contracts that need its output; no harness_error."""
+    run = runs["crashes"]
+    assert run.kinds()["invoice_total_half_even"] == "fail_contract"
+    assert "harness_error" not in run.kinds().values()
+    assert run.code == RET_BLOCKED and run.card["ledger_actions"] == []
+
+
+def test_hang_is_inconclusive_timeout_and_not_accepted(runs: dict[str, Run]) -> None:
+    """A probe that ignores SIGTERM and loops times out: inconclusive, exit 0, accept refuses."""
+    run = runs["hangs"]
+    assert run.kinds()["invoice_total_half_even"] == "inconclusive_timeout"
+    assert run.kinds()["tool_choice_rate"] == "pass"
+    assert run.code == RET_OK and run.card["status"] == "inconclusive"
+    assert run.accept == 1
+
+
+def test_noisy_sampler_is_inconclusive_sample(runs: dict[str, Run]) -> None:
+    """Tie-breaking at random lands 6 of 10 hits, below the 8-of-10 band: inconclusive_sample."""
+    run = runs["noisy_sampler"]
+    row = next(r for r in run.card["properties"] if r["id"] == "tool_choice_rate")
+    assert (row["kind"], row["hits"], row["trials"]) == ("inconclusive_sample", 6, 10)
+    assert row["interval"]["low"] < 0.6 < row["interval"]["high"]
+    assert run.code == RET_OK and run.accept == 1
+
+
+def test_drifted_fixture_is_harness_error_naming_the_file(runs: dict[str, Run]) -> None:
+    """A retuned fixture breaks the seal: harness_error naming the file, exit 2, accept refuses."""
+    run = runs["drifted_fixture"]
+    assert set(run.kinds().values()) == {"harness_error"}
+    assert all("invoices/inv-002-tie.json" in r["detail"] for r in run.card["properties"])
+    assert all(r["trials"] == 0 for r in run.card["properties"])  # nothing ran
+    assert (run.code, run.accept) == (RET_HARNESS, 1)
+
+
+def test_all_six_kinds_appear_across_the_example(runs: dict[str, Run]) -> None:
+    """The example patches between them produce every verdict kind."""
+    seen = {kind for run in runs.values() for kind in run.kinds().values()}
+    assert seen == {"pass", "fail_safety", "fail_contract", "inconclusive_timeout", "inconclusive_sample",
+                    "harness_error"}
+
+
+def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> None:
+    """After every example run, no container labelled with any of their run ids remains."""
+    for run in runs.values():
+        left = docker_client.containers.list(all=True, filters={"label": f"probegate.run={run.card['run_id']}"})
+        assert left == []
+
+
+def test_retries_are_recorded_and_refused(example: Path, tmp_path: Path, sandbox_image: str) -> None:
+    """--retries 1 runs once, records retry_count 1 on the card, and accept refuses it."""
+    run = gate_run(example, "good", tmp_path / "card.json", "--retries", "1")
+    assert run.card["retry_count"] == 1 and run.code == RET_OK
+    assert run.accept == 1
+
+
+def test_oracle_edit_is_on_the_card_and_refused(example: Path, tmp_path: Path, sandbox_image: str) -> None:
+    """With --base, a patch that edits probe.py lists it in new_oracle_edits and accept refuses."""
+    git = ["git", "-C", str(example), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    probe = example / "patches" / "good" / "probe.py"
+    probe.write_text(probe.read_text() + "\n# the patch grades itself\n")
+    run = gate_run(example, "good", tmp_path / "card.json", "--base", "HEAD")
+    assert run.card["new_oracle_edits"] == ["patches/good/probe.py"]
+    assert run.accept == 1
+
+
+def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox_image: str) -> None:
+    """With a window of 5 allowing 1 inconclusive, the second noisy run fails the job with exit 3."""
+    suite = example / "gate.toml"
+    suite.write_text(suite.read_text().replace('freeze_file = "flake-freeze.json"',
+                                               'freeze_file = "flake-freeze.json"\nsampler = { window = 5, '
+                                               'max_inconclusive = 1 }'))
+    first = gate_run(example, "noisy_sampler", tmp_path / "card.json")
+    second = gate_run(example, "noisy_sampler", tmp_path / "card.json")
+    assert first.code == RET_OK
+    assert second.code == RET_SAMPLER and second.card["status"] == "sampler_budget_exceeded"
+    assert json.loads((tmp_path / "ledger.json").read_text())["sampler_window"] == [True, True]
+
+
+def test_harness_credits_run_out_with_exit_2(example: Path, tmp_path: Path) -> None:
+    """Without a safety property, drift draws a credit twice (exit 0) and then exhausts them (exit 2)."""
+    suite = example / "gate.toml"
+    text = suite.read_text()
+    start = text.index("[[property]]\nid = \"no_unmapped_write\"")
+    end = text.index("[[property]]", start + 1)
+    suite.write_text(text[:start] + text[end:])
+    codes, actions = [], []
+    for _ in range(3):
+        run = gate_run(example, "drifted_fixture", tmp_path / "card.json")
+        codes.append(run.code)
+        actions.append({a["action"] for a in run.card["ledger_actions"]})
+        assert run.accept == 1
+    assert codes == [RET_OK, RET_OK, RET_HARNESS]
+    assert actions == [{"freeze_opened"}, {"freeze_consumed"}, {"freeze_exhausted"}]
