@@ -1,0 +1,157 @@
+"""Fixtures for tests against a real Docker engine: client, image, tiny trees and in-memory inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import NoReturn
+
+import docker
+import pytest
+
+from gate.errors import HarnessError, SandboxError
+from gate.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+from worker.image import DEFAULT_IMAGE, resolve_image_id
+from worker.image import docker_client as connect
+from worker.sandbox import LABEL_RUN, DockerSandbox, sweep
+
+FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def _unavailable(reason: str) -> NoReturn:
+    # CI must prove the sandbox; a laptop without Docker may skip it.
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    """A pinged client for the local engine (skip without one, fail under CI=true)."""
+    try:
+        client = connect()
+    except SandboxError as exc:
+        _unavailable(str(exc))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client: docker.DockerClient) -> str:
+    """The sandbox image ID (skip when it is not built, fail under CI=true)."""
+    try:
+        return resolve_image_id(docker_client, DEFAULT_IMAGE)
+    except SandboxError as exc:
+        _unavailable(str(exc))
+
+
+@pytest.fixture
+def sandbox(docker_client: docker.DockerClient, sandbox_image: str) -> DockerSandbox:
+    return DockerSandbox(client=docker_client, worker_id="pytest")
+
+
+@pytest.fixture
+def run_id(docker_client: docker.DockerClient) -> Iterator[str]:
+    """A fresh run id; its containers are swept afterwards whatever the test did."""
+    rid = f"test-{uuid.uuid4().hex[:12]}"
+    yield rid
+    sweep(docker_client, rid)
+
+
+@pytest.fixture
+def observe(sandbox: DockerSandbox) -> Callable[[TrialSpec, Inputs], Observation]:
+    """Run one trial and return its observation, failing the test on a harness fault."""
+
+    def run(spec: TrialSpec, inputs: Inputs) -> Observation:
+        [obs] = sandbox.run_batch([spec], inputs)
+        assert obs.fault is None, obs.fault
+        return obs
+
+    return run
+
+
+@pytest.fixture
+def leftovers(docker_client: docker.DockerClient, run_id: str) -> Callable[[], list]:
+    """The containers still labelled with this test's run id."""
+    return lambda: docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+
+
+@dataclass
+class MemoryInputs:
+    """A test-local Inputs: trees are directories on disk, fixtures are bytes in a dict."""
+
+    trees: dict[str, Path] = field(default_factory=dict)
+    fixtures: dict[str, bytes] = field(default_factory=dict)
+
+    def add_tree(self, path: Path) -> str:
+        digest = hashlib.sha256(str(path).encode()).hexdigest()
+        self.trees[digest] = path
+        return digest
+
+    def add_fixture(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        self.fixtures[digest] = data
+        return digest
+
+    def tree_dir(self, digest: str) -> Path:
+        return self.trees[digest]
+
+    def fixture_bytes(self, digest: str) -> bytes:
+        data = self.fixtures[digest]
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise HarnessError(f"fixture {digest} does not match its digest")
+        return data
+
+
+def build_tree(root: Path, probe_source: str, extra: dict[str, str] | None = None) -> Path:
+    """A tiny patched tree under `root`: probe.py plus any extra files (relative path → text)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "probe.py").write_text(textwrap.dedent(probe_source))
+    for rel, text in (extra or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+MakeTrial = Callable[..., tuple[TrialSpec, MemoryInputs]]
+
+
+@pytest.fixture
+def make_trial(tmp_path: Path, run_id: str) -> MakeTrial:
+    """Build a tree with the given probe source and return (spec, inputs) for one trial of it."""
+    counter = iter(range(10_000))
+
+    def make(
+        probe_source: str,
+        *,
+        fixture: bytes = b"{}",
+        extra: dict[str, str] | None = None,
+        deadline_s: float = 10.0,
+        limits: Limits | None = None,
+        zone: str = "UTC",
+        trial_index: int = 0,
+        inputs: MemoryInputs | None = None,
+    ) -> tuple[TrialSpec, MemoryInputs]:
+        inputs = inputs or MemoryInputs()
+        tree = build_tree(tmp_path / f"tree-{next(counter)}", probe_source, extra)
+        spec = TrialSpec(
+            run_id=run_id,
+            property_id="prop.sandbox",
+            trial_index=trial_index,
+            probe_argv=("python3", "probe.py"),
+            tree_digest=inputs.add_tree(tree),
+            fixture_path="fixtures/input.json",
+            fixture_digest=inputs.add_fixture(fixture),
+            deadline_s=deadline_s,
+            clock=ClockSpec(frozen_at=FROZEN_AT, zone=zone),
+            limits=limits or Limits(),
+        )
+        return spec, inputs
+
+    return make
