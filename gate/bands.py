@@ -36,7 +36,10 @@ def wilson(hits: int, trials: int, z: float = _Z95) -> Interval:
     denom = 1 + z * z / trials
     centre = (p + z * z / (2 * trials)) / denom
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half))
+    # At 0 or n hits the bound is exactly the observed rate; float rounding must not move it.
+    low = 0.0 if hits == 0 else max(0.0, centre - half)
+    high = 1.0 if hits == trials else min(1.0, centre + half)
+    return Interval(low=low, high=high)
 
 
 class BandDecision(BaseModel):

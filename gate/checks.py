@@ -64,7 +64,10 @@ def no_unmapped_write(trial: Trial) -> bool:
 
     Globs are relative to the work copy, or absolute for other writable places (e.g. "/tmp/*").
     """
-    allowed = [p if p.startswith("/") else f"{WORK_ROOT}/{p}" for p in trial.params.get("write_map", [])]
+    write_map = trial.params.get("write_map", [])
+    if not isinstance(write_map, list) or not all(isinstance(p, str) for p in write_map):
+        raise TypeError(f"params.write_map must be a list of globs, not {write_map!r}")
+    allowed = [p if p.startswith("/") else f"{WORK_ROOT}/{p}" for p in write_map]
     unmapped = [w for w in trial.observation.writes if not any(fnmatch.fnmatchcase(w.path, g) for g in allowed)]
     if unmapped:
         shown = ", ".join(f"{w.change} {w.path}" for w in unmapped[:5])
@@ -92,11 +95,15 @@ def load_checks(checks_path: Path, names: Mapping[str, str], *, suite_file: str)
         where = f"property {prop_id}"
         if mod_name == "builtin":
             if fn_name not in BUILTINS:
-                raise SuiteError(f"no builtin check {fn_name!r} (have {', '.join(BUILTINS)})", file=suite_file, field=where)
+                raise SuiteError(
+                    f"no builtin check {fn_name!r} (have {', '.join(BUILTINS)})", file=suite_file, field=where
+                )
             resolved[prop_id] = BUILTINS[fn_name]
             continue
         if mod_name != checks_path.stem:
-            raise SuiteError(f"check {ref!r}: module must be {checks_path.stem!r} or 'builtin'", file=suite_file, field=where)
+            raise SuiteError(
+                f"check {ref!r}: module must be {checks_path.stem!r} or 'builtin'", file=suite_file, field=where
+            )
         if module is None:
             module = _import_file(checks_path, suite_file)
         fn = getattr(module, fn_name, None)
@@ -141,6 +148,10 @@ def judge(check: Check, trial: Trial, band: Band) -> Outcome:
         return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=detail)
     if held is False:
         return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail="check returned False")
+    if held is not True and held is not None:
+        # Truthiness would let `return len(bad)` or a numpy bool pass open; refuse to guess.
+        detail = f"check returned {type(held).__name__} {held!r}; return True/None, False, or raise AssertionError"
+        return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=detail)
     if obs.timed_out:
         return timeout
     return Outcome(trial_index=index, kind=OutcomeKind.HIT)

@@ -115,9 +115,18 @@ def _run(args: argparse.Namespace) -> int:
         from gate.errors import InputMissingError
 
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
-    request = RunRequest(suite=args.suite, workdir=args.workdir, fixture=args.fixture, seal=args.seal,
-                         card=args.card, retries=args.retries, base=args.base, ledger=args.ledger,
-                         jobs=args.jobs, image=args.image)
+    request = RunRequest(
+        suite=args.suite,
+        workdir=args.workdir,
+        fixture=args.fixture,
+        seal=args.seal,
+        card=args.card,
+        retries=args.retries,
+        base=args.base,
+        ledger=args.ledger,
+        jobs=args.jobs,
+        image=args.image,
+    )
     result = run_gate(request)
     print_summary(result.card, file=sys.stderr)
     return result.card.exit_code

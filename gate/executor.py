@@ -105,8 +105,9 @@ class LocalExecutor:
                     observed = future.result()
                 except Exception as exc:
                     # A sandbox that raises instead of reporting is itself a harness fault.
-                    observed = [Observation.harness_fault(s, f"sandbox raised {type(exc).__name__}: {exc}")
-                                for s in batch]
+                    observed = [
+                        Observation.harness_fault(s, f"sandbox raised {type(exc).__name__}: {exc}") for s in batch
+                    ]
                 yield from observed
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

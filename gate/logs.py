@@ -12,8 +12,9 @@ import structlog
 
 def configure(level: str = "info") -> None:
     """Route structlog to stderr; JSON when piped, a console renderer on a TTY."""
-    renderer = (structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty()
-                else structlog.processors.JSONRenderer())
+    renderer = (
+        structlog.dev.ConsoleRenderer(colors=False) if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+    )
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

@@ -14,14 +14,18 @@ from gate.errors import UsageError
 
 def changed_files(workdir: Path, base: str) -> list[Path]:
     """Absolute paths of files that differ from `base` anywhere in the repository, untracked ones included."""
+
     def git(*args: str) -> str:
         try:
             done = subprocess.run(["git", "-C", str(workdir), *args], capture_output=True, text=True, check=True)
         except FileNotFoundError:
             raise UsageError("--base needs git on PATH") from None
         except subprocess.CalledProcessError as exc:
-            raise UsageError(f"git {' '.join(args)} failed: {exc.stderr.strip().splitlines()[-1:]}",
-                             file=str(workdir), field="--base") from None
+            raise UsageError(
+                f"git {' '.join(args)} failed: {exc.stderr.strip().splitlines()[-1:]}",
+                file=str(workdir),
+                field="--base",
+            ) from None
         return done.stdout
 
     top = Path(git("rev-parse", "--show-toplevel").strip())
@@ -31,14 +35,18 @@ def changed_files(workdir: Path, base: str) -> list[Path]:
     return sorted({(top / n).resolve() for n in names if n})
 
 
-def oracle_hits(changed: list[Path], *, files: list[Path], trees: list[Path], globs: list[str],
-                root: Path) -> list[str]:
+def oracle_hits(
+    changed: list[Path], *, files: list[Path], trees: list[Path], globs: list[str], root: Path
+) -> list[str]:
     """The changed paths that are oracle files, shown relative to `root` where possible."""
     hits: list[str] = []
     for path in changed:
         rel = _relative(path, root)
-        if (path in files or any(path.is_relative_to(t) for t in trees)
-                or any(fnmatch.fnmatchcase(rel, g) for g in globs)):
+        if (
+            path in files
+            or any(path.is_relative_to(t) for t in trees)
+            or any(fnmatch.fnmatchcase(rel, g) for g in globs)
+        ):
             hits.append(rel)
     return hits
 

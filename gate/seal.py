@@ -32,8 +32,11 @@ class ManifestDiff(BaseModel):
         return (*self.changed, *self.added, *self.removed)
 
     def describe(self) -> str:
-        parts = [f"{label} {', '.join(paths)}" for label, paths in
-                 (("changed", self.changed), ("added", self.added), ("removed", self.removed)) if paths]
+        parts = [
+            f"{label} {', '.join(paths)}"
+            for label, paths in (("changed", self.changed), ("added", self.added), ("removed", self.removed))
+            if paths
+        ]
         return "; ".join(parts) or "no file-level manifest to compare"
 
 
@@ -56,22 +59,48 @@ class Seal(BaseModel):
         )
 
     def to_text(self) -> str:
-        lines = [self.digest] + [f"{h}  {p}" for p, h in sorted(self.manifest.items(), key=lambda i: sort_key(i[0]))]
+        """The seal file text; paths holding a backslash or line break are escaped as sha256sum does."""
+        ordered = sorted(self.manifest.items(), key=lambda item: sort_key(item[0]))
+        lines = [self.digest] + [_line(path, digest) for path, digest in ordered]
         return "\n".join(lines) + "\n"
 
     @classmethod
     def from_text(cls, text: str) -> Seal:
         """Parse a seal file; raises ValueError naming the bad line."""
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+        # Split on "\n" only: escaped paths hold no newline, but may hold other Unicode line breaks.
+        lines = [ln.removesuffix("\r") for ln in text.split("\n") if ln.strip()]
         if not lines or not _HEX64.match(lines[0].strip()):
             raise ValueError("first line must be a 64-hex-digit sha256 digest")
         manifest: dict[str, str] = {}
         for number, line in enumerate(lines[1:], start=2):
-            digest, sep, path = line.partition("  ")
+            escaped = line.startswith("\\")
+            digest, sep, path = line.removeprefix("\\").partition("  ")
             if not sep or not _HEX64.match(digest) or not path:
                 raise ValueError(f"line {number} is not `sha256  path`")
-            manifest[path] = digest
+            manifest[_unescape(path) if escaped else path] = digest
         return cls(digest=lines[0].strip(), manifest=manifest)
+
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}
+_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def _line(path: str, digest: str) -> str:
+    if not any(c in path for c in _ESCAPES):
+        return f"{digest}  {path}"
+    return "\\" + f"{digest}  " + "".join(_ESCAPES.get(c, c) for c in path)
+
+
+def _unescape(path: str) -> str:
+    out: list[str] = []
+    chars = iter(path)
+    for c in chars:
+        if c == "\\":
+            nxt = next(chars, "")
+            out.append(_UNESCAPES.get(nxt, "\\" + nxt))
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def sort_key(path: str) -> tuple[str, ...]:

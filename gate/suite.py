@@ -39,6 +39,11 @@ class PropertySpec(BaseModel):
         if self.band is not Band.STATISTICAL and (self.trials is not None or self.min_hits is not None):
             raise ValueError(f"trials/min_hits apply to the statistical band only, not {self.band}")
         self.rule()  # validates min_hits <= trials
+        write_map = self.params.get("write_map", [])
+        if self.check == "builtin:no_unmapped_write" and not (
+            isinstance(write_map, list) and all(isinstance(glob, str) for glob in write_map)
+        ):
+            raise ValueError(f"params.write_map must be a list of globs, not {write_map!r}")
         return self
 
     def rule(self) -> FixedRule | None:
@@ -162,4 +167,3 @@ def one_line(exc: ValidationError) -> str:
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     message = first["msg"].removeprefix("Value error, ")
     return f"{where}: {message}{more}" if where else f"{message}{more}"
-

@@ -10,8 +10,11 @@ from gate.card import VerdictCard
 def print_summary(card: VerdictCard, *, file: TextIO) -> None:
     """A few aligned lines: one per property, then the job status and where the card is."""
     width = max((len(r.id) for r in card.properties), default=8)
-    print(f"probegate {card.gate_version}  run {card.run_id[:12]}  seal {card.fixture.seal[:16]}"
-          f"  image {card.image_id[7:19] or '-'}", file=file)
+    print(
+        f"probegate {card.gate_version}  run {card.run_id[:12]}  seal {card.fixture.seal[:16]}"
+        f"  image {card.image_id[7:19] or '-'}",
+        file=file,
+    )
     for row in card.properties:
         counts = f"{row.hits}/{row.trials}" if row.trials else "-"
         vote = "" if row.voting else f"  (not voting: {row.frozen_by or row.ledger})"

@@ -109,15 +109,13 @@ def fold(
 
     if band is Band.SAFETY and misses:
         return make(Kind.FAIL_SAFETY, _first(misses))
-    if band is Band.SAFETY and timeouts and timeout_is_safety:
+    if timeouts and timeout_is_safety:
         return make(Kind.FAIL_SAFETY, f"deadline fired (timeout_is_safety): {_first(timeouts)}")
     if band is Band.CONTRACT and misses:
         return make(Kind.FAIL_CONTRACT, _first(misses))
     if faults:
         return make(Kind.HARNESS_ERROR, _first(faults))
     if timeouts:
-        if timeout_is_safety:
-            return make(Kind.FAIL_SAFETY, f"deadline fired (timeout_is_safety): {_first(timeouts)}")
         return make(Kind.INCONCLUSIVE_TIMEOUT, _first(timeouts))
     if band is Band.STATISTICAL:
         if rule is None:

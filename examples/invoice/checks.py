@@ -3,7 +3,7 @@ judge only what the sandbox observed: the probe's output and the files it wrote.
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from gate.checks import Trial
@@ -36,7 +36,7 @@ def json_shape_v3(trial: Trial) -> bool:
     for key, kind in SHAPE_V3.items():
         assert isinstance(out[key], kind), f"{key} is {type(out[key]).__name__}"
     if trial.clock is not None:
-        frozen = trial.clock.frozen_at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        frozen = trial.clock.frozen_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         assert out["issued_at"] == frozen, f"issued_at {out['issued_at']} != frozen clock {frozen}"
     return True
 

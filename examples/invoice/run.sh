@@ -23,20 +23,25 @@ run_one() {  # $1 = patch name, $2 = card path
   # A patched tree that carries its own fixture tree is judged against it: that is how drift looks.
   [ -d "$patch/fixtures" ] && fixture="$patch/fixtures"
   rm -f "$(dirname "$2")/ledger.json"
-  "$gate" run --suite "$here/gate.toml" --workdir "$patch" --fixture "$fixture" \
+  "$gate" --log-level warning run --suite "$here/gate.toml" --workdir "$patch" --fixture "$fixture" \
       --seal "$here/.fixture-seal" --retries 0 --card "$2"
   local rc=$?
   "$gate" accept --card "$2" --seal "$here/.fixture-seal" >/dev/null 2>&1
   local acc=$?
   echo "$1: gate run exit $rc, accept exit $acc" >&2
+  last_rc=$rc last_acc=$acc
 }
 
 case "${1:-good}" in
   --all)
+    table=""
     for dir in "$here"/patches/*/; do
       name="$(basename "$dir")"
-      run_one "$name" "artifacts/$name/verdict-card.json" 2>/dev/null | tail -n 1
+      run_one "$name" "artifacts/$name/verdict-card.json" >/dev/null 2>&1
+      kinds="$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(" ".join(sorted({r["kind"] for r in c["properties"]})))' "artifacts/$name/verdict-card.json")"
+      table+="$(printf '%-18s run exit %s  accept exit %s  kinds: %s' "$name" "$last_rc" "$last_acc" "$kinds")"$'\n'
     done
+    printf '%s' "$table"
     ;;
   good) run_one good artifacts/verdict-card.json ;;
   *) [ -d "$here/patches/$1" ] || { echo "no patch named $1 (have: $(ls "$here/patches" | tr '\n' ' '))" >&2; exit 64; }

@@ -34,8 +34,18 @@ def gate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 
 
 def run_args(ex: Path, *extra: str) -> list[str]:
-    return ["run", "--suite", str(ex / "gate.toml"), "--workdir", str(ex / "patches" / "good"),
-            "--seal", str(ex / ".fixture-seal"), "--card", str(ex / "out" / "card.json"), *extra]
+    return [
+        "run",
+        "--suite",
+        str(ex / "gate.toml"),
+        "--workdir",
+        str(ex / "patches" / "good"),
+        "--seal",
+        str(ex / ".fixture-seal"),
+        "--card",
+        str(ex / "out" / "card.json"),
+        *extra,
+    ]
 
 
 def assert_one_line(done: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
@@ -62,8 +72,11 @@ def test_invalid_toml_is_config_error(example: Path) -> None:
 
 def test_property_without_band_is_refused(example: Path) -> None:
     """An unclassified property never runs: exit 65 naming the file and the property."""
-    text = (example / "gate.toml").read_text().replace('band = "contract"\nfixture = "invoices/inv-002-tie.json"',
-                                                     'fixture = "invoices/inv-002-tie.json"')
+    text = (
+        (example / "gate.toml")
+        .read_text()
+        .replace('band = "contract"\nfixture = "invoices/inv-002-tie.json"', 'fixture = "invoices/inv-002-tie.json"')
+    )
     (example / "gate.toml").write_text(text)
     assert_one_line(gate(*run_args(example)), RET_CONFIG, "gate.toml", "property invoice_total_half_even", "no band")
 
@@ -116,8 +129,14 @@ def test_naive_clock_is_config_error(example: Path) -> None:
 def test_freezing_a_safety_property_is_refused(example: Path) -> None:
     """A freeze file that names a safety property exits 65: safety is never frozen."""
     seal = (example / ".fixture-seal").read_text().split()[0]
-    entry = {"freeze_id": "f1", "properties": ["no_unmapped_write"], "seal": seal, "reason": "flaked",
-             "expires_at": "2099-01-01T00:00:00Z", "retry_allowed": False}
+    entry = {
+        "freeze_id": "f1",
+        "properties": ["no_unmapped_write"],
+        "seal": seal,
+        "reason": "flaked",
+        "expires_at": "2099-01-01T00:00:00Z",
+        "retry_allowed": False,
+    }
     (example / "flake-freeze.json").write_text(json.dumps({"freezes": [entry]}))
     assert_one_line(gate(*run_args(example)), RET_CONFIG, "flake-freeze.json", "safety")
 
@@ -125,8 +144,14 @@ def test_freezing_a_safety_property_is_refused(example: Path) -> None:
 def test_freeze_with_retry_allowed_is_refused(example: Path) -> None:
     """A freeze entry with retry_allowed true exits 65 naming the field."""
     seal = (example / ".fixture-seal").read_text().split()[0]
-    entry = {"freeze_id": "f1", "properties": ["tool_choice_rate"], "seal": seal, "reason": "flaked",
-             "expires_at": "2099-01-01T00:00:00Z", "retry_allowed": True}
+    entry = {
+        "freeze_id": "f1",
+        "properties": ["tool_choice_rate"],
+        "seal": seal,
+        "reason": "flaked",
+        "expires_at": "2099-01-01T00:00:00Z",
+        "retry_allowed": True,
+    }
     (example / "flake-freeze.json").write_text(json.dumps({"freezes": [entry]}))
     assert_one_line(gate(*run_args(example)), RET_CONFIG, "flake-freeze.json", "retry_allowed")
 

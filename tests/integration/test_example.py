@@ -40,13 +40,35 @@ def gate_run(example: Path, patch: str, card: Path, *extra: str, fixture: Path |
     fixture = fixture or (patch_dir / "fixtures" if (patch_dir / "fixtures").is_dir() else example / "fixtures")
     seal = example / ".fixture-seal"
     done = subprocess.run(
-        [sys.executable, "-m", "gate.run", "--suite", str(example / "gate.toml"), "--workdir", str(patch_dir),
-         "--fixture", str(fixture), "--seal", str(seal), "--retries", "0", "--card", str(card), *extra],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "gate.run",
+            "--suite",
+            str(example / "gate.toml"),
+            "--workdir",
+            str(patch_dir),
+            "--fixture",
+            str(fixture),
+            "--seal",
+            str(seal),
+            "--retries",
+            "0",
+            "--card",
+            str(card),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert "Traceback" not in done.stderr, done.stderr
-    accepted = subprocess.run([sys.executable, "-m", "gate.accept", "--card", str(card), "--seal", str(seal)],
-                              capture_output=True, text=True, timeout=60)
+    accepted = subprocess.run(
+        [sys.executable, "-m", "gate.accept", "--card", str(card), "--seal", str(seal)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return Run(card, done, accepted.returncode)
 
 
@@ -54,8 +76,10 @@ def gate_run(example: Path, patch: str, card: Path, *extra: str, fixture: Path |
 def runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[str, Run]:
     """Every example patch, run once against the committed example."""
     out = tmp_path_factory.mktemp("cards")
-    return {p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json")
-            for p in sorted((EXAMPLE / "patches").iterdir())}
+    return {
+        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json")
+        for p in sorted((EXAMPLE / "patches").iterdir())
+    }
 
 
 @pytest.fixture
@@ -141,8 +165,14 @@ def test_drifted_fixture_is_harness_error_naming_the_file(runs: dict[str, Run]) 
 def test_all_six_kinds_appear_across_the_example(runs: dict[str, Run]) -> None:
     """The example patches between them produce every verdict kind."""
     seen = {kind for run in runs.values() for kind in run.kinds().values()}
-    assert seen == {"pass", "fail_safety", "fail_contract", "inconclusive_timeout", "inconclusive_sample",
-                    "harness_error"}
+    assert seen == {
+        "pass",
+        "fail_safety",
+        "fail_contract",
+        "inconclusive_timeout",
+        "inconclusive_sample",
+        "harness_error",
+    }
 
 
 def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> None:
@@ -175,9 +205,12 @@ def test_oracle_edit_is_on_the_card_and_refused(example: Path, tmp_path: Path, s
 def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox_image: str) -> None:
     """With a window of 5 allowing 1 inconclusive, the second noisy run fails the job with exit 3."""
     suite = example / "gate.toml"
-    suite.write_text(suite.read_text().replace('freeze_file = "flake-freeze.json"',
-                                               'freeze_file = "flake-freeze.json"\nsampler = { window = 5, '
-                                               'max_inconclusive = 1 }'))
+    suite.write_text(
+        suite.read_text().replace(
+            'freeze_file = "flake-freeze.json"',
+            'freeze_file = "flake-freeze.json"\nsampler = { window = 5, max_inconclusive = 1 }',
+        )
+    )
     first = gate_run(example, "noisy_sampler", tmp_path / "card.json")
     second = gate_run(example, "noisy_sampler", tmp_path / "card.json")
     assert first.code == RET_OK
@@ -189,7 +222,7 @@ def test_harness_credits_run_out_with_exit_2(example: Path, tmp_path: Path) -> N
     """Without a safety property, drift draws a credit twice (exit 0) and then exhausts them (exit 2)."""
     suite = example / "gate.toml"
     text = suite.read_text()
-    start = text.index("[[property]]\nid = \"no_unmapped_write\"")
+    start = text.index('[[property]]\nid = "no_unmapped_write"')
     end = text.index("[[property]]", start + 1)
     suite.write_text(text[:start] + text[end:])
     codes, actions = [], []
