@@ -109,6 +109,12 @@ class LocalExecutor:
                         Observation.harness_fault(s, f"sandbox raised {type(exc).__name__}: {exc}") for s in batch
                     ]
                 yield from observed
+        except BaseException:
+            # Ctrl-C or an abandoned generator: in-flight trials live in pool threads, so end
+            # them by removing their containers instead of waiting out their deadlines.
+            for run_id in {spec.run_id for spec in specs}:
+                self.sandbox.abort(run_id)
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -125,3 +131,6 @@ class MockSandbox:
 
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
         return [self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)) for spec in specs]
+
+    def abort(self, run_id: str) -> int:
+        return 0

@@ -154,3 +154,7 @@ class Sandbox(Protocol):
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
         """One observation per spec, in order; a per-trial fault is an Observation, not a raise."""
         ...
+
+    def abort(self, run_id: str) -> int:
+        """Stop a run now (e.g. on Ctrl-C): start none of its trials, remove its containers."""
+        ...

@@ -85,6 +85,7 @@ class DockerSandbox:
         # Host-side slack beyond the probe deadline: container start, tree copy, snapshots, report.
         self.grace_s = grace_s
         self.supervisor = Path(supervisor).resolve()
+        self._aborted: set[str] = set()
 
     @property
     def client(self) -> docker.DockerClient:
@@ -114,7 +115,16 @@ class DockerSandbox:
     def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
         return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
 
+    def abort(self, run_id: str) -> int:
+        """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
+        self._aborted.add(run_id)
+        with contextlib.suppress(*DOCKER_ERRORS):
+            return sweep(self.client, run_id)
+        return 0
+
     def _run_one(self, spec: TrialSpec, inputs: Inputs, image_id: str) -> Observation:
+        if spec.run_id in self._aborted:
+            return self._fault(spec, "run aborted before this trial started", image_id)
         try:
             tree = inputs.tree_dir(spec.tree_digest)
             fixture = inputs.fixture_bytes(spec.fixture_digest)

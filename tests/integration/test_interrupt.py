@@ -1,0 +1,59 @@
+"""Ctrl-C during `gate run` leaves no container behind and does not wait out the deadlines."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
+
+
+def test_sigint_mid_run_removes_every_container(tmp_path: Path, docker_client, sandbox_image: str) -> None:
+    """SIGINT while hanging probes run exits 130 within seconds and no probegate container remains."""
+    suite = tmp_path / "gate.toml"
+    # Long deadlines: without the abort the run would take a minute to drain.
+    suite.write_text((EXAMPLE / "gate.toml").read_text().replace("deadline_s = 2.0", "deadline_s = 60.0"))
+    for name in ("checks.py", "flake-freeze.json"):
+        (tmp_path / name).write_bytes((EXAMPLE / name).read_bytes())
+    cmd = [
+        sys.executable,
+        "-m",
+        "gate.run",
+        "--suite",
+        str(suite),
+        "--workdir",
+        str(EXAMPLE / "patches" / "hangs"),
+        "--fixture",
+        str(EXAMPLE / "fixtures"),
+        "--seal",
+        str(EXAMPLE / ".fixture-seal"),
+        "--card",
+        str(tmp_path / "card.json"),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not docker_client.containers.list(filters={"label": "probegate.run"}):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no probe container ever started"
+            time.sleep(0.1)
+        time.sleep(1.0)  # let the hanging probes settle into their loops
+        interrupted = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - interrupted
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert took < 20, f"interrupt took {took:.1f}s: the run waited for its deadlines"
+    assert docker_client.containers.list(all=True, filters={"label": "probegate.run"}) == []
+    assert not (tmp_path / "card.json").exists()  # an interrupted run stamps no card
