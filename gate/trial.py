@@ -8,10 +8,11 @@ which fixture bytes (by digest), the clock instant, the deadline and the limits.
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -32,9 +33,18 @@ class ClockSpec(BaseModel):
             raise ValueError("frozen_at needs an explicit offset, e.g. 2026-03-01T00:00:00Z")
         return value
 
+    @field_validator("zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r}") from None
+        return value
+
     def faketimerc(self) -> str:
-        """The absolute instant in libfaketime's `YYYY-MM-DD hh:mm:ss` form, in UTC."""
-        return self.frozen_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        """The instant as libfaketime reads /etc/faketimerc: wall time in `zone` (it parses with mktime)."""
+        return self.frozen_at.astimezone(ZoneInfo(self.zone)).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class Limits(BaseModel):

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfoNotFoundError
 
 import docker
 import docker.errors
@@ -27,14 +27,6 @@ MOUNT = "/opt/probegate"
 WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
 LABEL_RUN, LABEL_PROPERTY, LABEL_TRIAL = "probegate.run", "probegate.property", "probegate.trial"
 DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
-
-
-def _faketimerc(spec: TrialSpec) -> str:
-    """The frozen instant as libfaketime reads it: local wall time in the probe's TZ."""
-    if spec.clock.zone.upper() in ("UTC", "ETC/UTC"):
-        return spec.clock.faketimerc()
-    # libfaketime parses the file with mktime(), i.e. in the process's TZ, not in UTC.
-    return spec.clock.frozen_at.astimezone(ZoneInfo(spec.clock.zone)).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
@@ -157,7 +149,7 @@ class DockerSandbox:
         files = {
             "trial.json": json.dumps(trial).encode(),
             "stdin": fixture,
-            "faketimerc": (_faketimerc(spec) + "\n").encode(),
+            "faketimerc": (spec.clock.faketimerc() + "\n").encode(),
         }
         paths = {}
         for name, data in files.items():

@@ -203,3 +203,12 @@ def test_accept_garbage_card_is_a_failed_gate(example: Path) -> None:
     done = gate("accept", "--card", str(example / "card.json"), "--seal", str(example / ".fixture-seal"))
     assert done.returncode == RET_BLOCKED
     assert "card.json" in json.loads(done.stdout)["reasons"][0]
+
+
+def test_schema_card_prints_the_published_schema() -> None:
+    """`gate schema card` prints a JSON schema whose required fields include the accept inputs."""
+    done = gate("schema", "card")
+    assert done.returncode == 0
+    schema = json.loads(done.stdout)
+    assert schema["title"] == "VerdictCard"
+    assert {"retry_count", "fixture", "properties", "new_oracle_edits", "image_id"} <= set(schema["properties"])
