@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gate.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
+from gate.verdict import Kind
 
 pytestmark = pytest.mark.integration
 
@@ -165,14 +166,7 @@ def test_drifted_fixture_is_harness_error_naming_the_file(runs: dict[str, Run]) 
 def test_all_six_kinds_appear_across_the_example(runs: dict[str, Run]) -> None:
     """The example patches between them produce every verdict kind."""
     seen = {kind for run in runs.values() for kind in run.kinds().values()}
-    assert seen == {
-        "pass",
-        "fail_safety",
-        "fail_contract",
-        "inconclusive_timeout",
-        "inconclusive_sample",
-        "harness_error",
-    }
+    assert seen == {kind.value for kind in Kind}
 
 
 def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> None:

@@ -263,6 +263,13 @@ run_st = st.tuples(
 )
 
 
+def run_case(case):
+    """Decide one generated case: (verdicts, frozen ids, credit budget, window history)."""
+    verdicts, frozen_ids, budget, history = case
+    frozen = {p: "fz" for p in frozen_ids}
+    return verdicts, run(verdicts, frozen=frozen, ledger=Ledger(budget=budget), window=SamplerWindow().push(history))
+
+
 @given(run_st)
 def test_decide_matches_the_decision_table(case):
     """For any run, status and exit code follow the table's rows with precedence 1 > 2 > 3."""
@@ -328,13 +335,7 @@ def test_only_non_safety_unfrozen_harness_errors_draw(case):
 @given(run_st)
 def test_exit_zero_means_accepted_or_inconclusive(case):
     """Exit 0 is returned exactly for ACCEPTED and INCONCLUSIVE, and codes stay in {0, 1, 2, 3}."""
-    verdicts, frozen_ids, budget, history = case
-    d = run(
-        verdicts,
-        frozen={p: "fz" for p in frozen_ids},
-        ledger=Ledger(budget=budget),
-        window=SamplerWindow().push(history),
-    )
+    verdicts, d = run_case(case)
     assert d.exit_code in (RET_OK, RET_BLOCKED, RET_HARNESS, RET_SAMPLER)
     assert (d.exit_code == RET_OK) == (d.status in (S.ACCEPTED, S.INCONCLUSIVE))
     assert len(d.votes) == len(verdicts)
@@ -343,13 +344,7 @@ def test_exit_zero_means_accepted_or_inconclusive(case):
 @given(run_st)
 def test_accepted_means_every_voter_passed(case):
     """ACCEPTED implies at least one vote and that every voting property passed."""
-    verdicts, frozen_ids, budget, history = case
-    d = run(
-        verdicts,
-        frozen={p: "fz" for p in frozen_ids},
-        ledger=Ledger(budget=budget),
-        window=SamplerWindow().push(history),
-    )
+    _, d = run_case(case)
     if d.status is S.ACCEPTED:
         voters = [vote for vote in d.votes if vote.voting]
         assert voters
