@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.errors import RET_INTERNAL, RET_OK, GateError, UsageError
+from gate.reseal import add_reseal_parser, run_from_args
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     seal = sub.add_parser("seal", help="print the seal of a fixture tree")
     seal.add_argument("dir", type=Path)
     seal.add_argument("--write", type=Path, metavar="FILE", help="also write the seal file")
+
+    add_reseal_parser(sub)
 
     run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
     add_run_arguments(run)
@@ -50,6 +53,22 @@ def add_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--ledger", type=Path, help="credit ledger + sampler window (default: ledger.json by the card)")
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
     run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
+    run.add_argument(
+        "--broker", metavar="URL", help="run trials on gate-worker processes over Redis (redis:// or rediss://)"
+    )
+    run.add_argument(
+        "--worker-wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="with --broker: how long to wait for a worker before harness_error (default 30)",
+    )
+    run.add_argument(
+        "--result-timeout",
+        type=float,
+        metavar="S",
+        help="with --broker: give up on unreported batches after S seconds (default: derived)",
+    )
 
 
 def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
@@ -77,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "reseal":
+        return run_from_args(args)
     if args.command == "seal":
         return _seal(args)
     if args.command == "run":
@@ -111,6 +132,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if args.broker and not args.broker.startswith(("redis://", "rediss://")):
+        raise UsageError("must be a redis:// or rediss:// URL", field="--broker")
     if not args.workdir.is_dir():
         from gate.errors import InputMissingError
 
@@ -126,6 +149,9 @@ def _run(args: argparse.Namespace) -> int:
         ledger=args.ledger,
         jobs=args.jobs,
         image=args.image,
+        broker=args.broker,
+        worker_wait_s=args.worker_wait,
+        result_timeout_s=args.result_timeout,
     )
     result = run_gate(request)
     print_summary(result.card, file=sys.stderr)

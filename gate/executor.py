@@ -18,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
+from gate.card import HarnessEvent
 from gate.errors import SandboxError
 from gate.fixtures import seal_tree, tree_files
 from gate.trial import Inputs, Observation, Sandbox, TrialSpec
@@ -26,6 +27,13 @@ SKIP_IN_TREE = frozenset({".git"})
 
 
 class Executor(Protocol):
+    image: str  # the sandbox image tag trials are routed to
+    events: list[HarnessEvent]  # redeliveries, lost batches, broker outages seen during `run`
+
+    def image_id(self) -> str:
+        """The image ID when known before any trial runs (local engine); "" when only workers know."""
+        ...
+
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         """Run every spec; yield each observation as it arrives (order is not guaranteed)."""
         ...
@@ -44,7 +52,7 @@ class LocalInputs:
         shutil.copytree(workdir, self.snapshot, ignore=shutil.ignore_patterns(*SKIP_IN_TREE))
         _world_readable(self._tmp)
         self.tree_digest = seal_tree(self.snapshot).digest
-        self._fixtures = dict(fixtures)
+        self.fixtures: dict[str, bytes] = dict(fixtures)
 
     def tree_dir(self, digest: str) -> Path:
         if digest != self.tree_digest:
@@ -53,7 +61,7 @@ class LocalInputs:
 
     def fixture_bytes(self, digest: str) -> bytes:
         try:
-            return self._fixtures[digest]
+            return self.fixtures[digest]
         except KeyError:
             raise SandboxError(f"no fixture blob with digest {digest[:16]}") from None
 
@@ -92,6 +100,11 @@ class LocalExecutor:
         self.sandbox = sandbox
         self.jobs = jobs or os.cpu_count() or 2
         self.batch_size = batch_size
+        self.image: str = getattr(sandbox, "image", "")
+        self.events: list[HarnessEvent] = []
+
+    def image_id(self) -> str:
+        return self.sandbox.image_id()
 
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")

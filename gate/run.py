@@ -30,7 +30,6 @@ from gate.policy import decide
 from gate.stamp import RunFacts, stamp, verdict_lines
 from gate.state import load_books, save_books
 from gate.suite import Suite, load_suite, one_line
-from gate.trial import Sandbox
 from gate.verdict import Verdict, harness_verdict
 
 log = structlog.get_logger("gate.run")
@@ -48,6 +47,9 @@ class RunRequest:
     ledger: Path | None = None
     jobs: int | None = None
     image: str | None = None
+    broker: str | None = None
+    worker_wait_s: float = 30.0
+    result_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -56,21 +58,30 @@ class RunResult:
     verdicts: tuple[Verdict, ...]
 
 
-SandboxFactory = Callable[[RunRequest], Sandbox]
+ExecutorFactory = Callable[[RunRequest], Executor]
 
 
-def docker_sandbox(request: RunRequest) -> Sandbox:
-    """The default sandbox: Docker on this machine (imported late so the core never loads docker)."""
+def default_executor(request: RunRequest) -> Executor:
+    """Celery over Redis with --broker, else the local pool over this machine's Docker.
+
+    Imported late so that neither docker nor celery loads unless a run needs it."""
+    if request.broker:
+        from worker.dispatch import CeleryExecutor
+
+        options = {"image": request.image} if request.image else {}
+        return CeleryExecutor(
+            request.broker, worker_wait_s=request.worker_wait_s, result_timeout_s=request.result_timeout_s, **options
+        )
     from worker.sandbox import DockerSandbox
 
-    return DockerSandbox(image=request.image) if request.image else DockerSandbox()
+    sandbox = DockerSandbox(image=request.image) if request.image else DockerSandbox()
+    return LocalExecutor(sandbox, jobs=request.jobs)
 
 
 def run_gate(
     request: RunRequest,
     *,
-    sandbox_factory: SandboxFactory = docker_sandbox,
-    executor_factory: Callable[[Sandbox, RunRequest], Executor] | None = None,
+    executor_factory: ExecutorFactory = default_executor,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     run_id: str | None = None,
     emit: Callable[[str], None] = print,
@@ -117,7 +128,7 @@ def run_gate(
         if drift is not None:
             verdicts = _all_harness(suite, current.manifest, str(drift))
         else:
-            verdicts, facts = _execute(request, facts, inputs, checks, fixtures, sandbox_factory, executor_factory)
+            verdicts, facts = _execute(executor_factory(request), facts, inputs, checks, fixtures)
 
     decision = decide(verdicts, frozen=facts.freezes.frozen, ledger=ledger, window=window, now=started)
     card = stamp(facts, verdicts, decision)
@@ -130,20 +141,17 @@ def run_gate(
 
 
 def _execute(
-    request: RunRequest,
+    executor: Executor,
     facts: RunFacts,
     inputs: LocalInputs,
     checks: Mapping[str, Check],
     fixtures: Mapping[str, bytes],
-    sandbox_factory: SandboxFactory,
-    executor_factory: Callable[[Sandbox, RunRequest], Executor] | None,
 ) -> tuple[Sequence[Verdict], RunFacts]:
     """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property."""
     suite, manifest = facts.suite, facts.seal.manifest
-    sandbox = sandbox_factory(request)
-    facts = replace(facts, image=getattr(sandbox, "image", ""))
+    facts = replace(facts, image=executor.image)
     try:
-        facts = replace(facts, image_id=sandbox.image_id())
+        facts = replace(facts, image_id=executor.image_id())
     except HarnessError as exc:
         return _all_harness(suite, manifest, str(exc)), facts
     specs = plan(
@@ -157,19 +165,20 @@ def _execute(
         suite_file=str(suite.path),
     )
     events: list[HarnessEvent] = []
-    observed = collect((executor_factory or _local)(sandbox, request).run(specs, inputs), events)
+    observed = collect(executor.run(specs, inputs), events)
+    events.extend(executor.events)
+    images = sorted({o.image_id for o in observed.values() if o.image_id})
+    if len(images) > 1:
+        events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
     folded = fold_suite(
         suite.properties, observed, checks=checks, fixtures=fixtures, manifest=manifest, clock=facts.clock
     )
-    return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations)
+    image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
+    return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
 
 
 def _all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:
     return [harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail) for p in suite.properties]
-
-
-def _local(sandbox: Sandbox, request: RunRequest) -> Executor:
-    return LocalExecutor(sandbox, jobs=request.jobs)
 
 
 def _freezes(suite: Suite, seal: str, now: datetime) -> FreezeState:

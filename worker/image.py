@@ -10,6 +10,7 @@ from gate.errors import SandboxError
 
 # Must equal sandbox_images/python/TAG (a test checks); a literal so an installed wheel needs no checkout.
 DEFAULT_IMAGE = "probegate/sandbox-python:trixie-1"
+DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 def docker_client() -> docker.DockerClient:
@@ -17,7 +18,7 @@ def docker_client() -> docker.DockerClient:
     try:
         client = docker.from_env()
         client.ping()
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+    except (*DOCKER_ERRORS, OSError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SandboxError(f"docker daemon unreachable: {reason}") from exc
     return client

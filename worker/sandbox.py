@@ -15,18 +15,16 @@ from zoneinfo import ZoneInfoNotFoundError
 
 import docker
 import docker.errors
-import requests.exceptions
 from docker.types import Mount
 
 from gate.errors import GateError, SandboxError
 from gate.trial import Captured, FileChange, Inputs, Observation, TrialSpec
-from worker.image import DEFAULT_IMAGE, docker_client, resolve_image_id
+from worker.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
+from worker.sweep import LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL, sweep
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 MOUNT = "/opt/probegate"
 WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
-LABEL_RUN, LABEL_PROPERTY, LABEL_TRIAL = "probegate.run", "probegate.property", "probegate.trial"
-DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
@@ -43,19 +41,6 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
         "PROBEGATE_TRIAL_INDEX": str(spec.trial_index),
         "PROBEGATE_PROPERTY": spec.property_id,
     }
-
-
-def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:
-    """Force-remove containers labelled probegate.run (all runs, or one); returns how many."""
-    label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
-    removed = 0
-    for container in client.containers.list(all=True, filters={"label": label}):
-        try:
-            container.remove(force=True)
-            removed += 1
-        except docker.errors.NotFound:
-            pass
-    return removed
 
 
 class DockerSandbox:
@@ -194,6 +179,8 @@ class DockerSandbox:
                 LABEL_PROPERTY: spec.property_id,
                 LABEL_TRIAL: str(spec.trial_index),
                 "probegate.worker": self.worker_id,
+                LABEL_HOST: socket.gethostname(),
+                LABEL_PID: str(os.getpid()),
             },
         )
 

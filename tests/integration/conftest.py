@@ -19,7 +19,8 @@ from gate.errors import HarnessError, SandboxError
 from gate.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
 from worker.image import DEFAULT_IMAGE, resolve_image_id
 from worker.image import docker_client as connect
-from worker.sandbox import LABEL_RUN, DockerSandbox, sweep
+from worker.sandbox import DockerSandbox
+from worker.sweep import LABEL_RUN, sweep
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -7,70 +7,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from gate_runs import EXAMPLE, Run, gate_run
 
 from gate.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
 from gate.verdict import Kind
 
 pytestmark = pytest.mark.integration
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
-
-
-class Run:
-    """One finished `gate run` plus `gate accept` on its card."""
-
-    def __init__(self, card_path: Path, done: subprocess.CompletedProcess[str], accept: int) -> None:
-        self.code = done.returncode
-        self.stdout = done.stdout
-        self.stderr = done.stderr
-        self.accept = accept
-        self.card = json.loads(card_path.read_text())
-        self.lines = [json.loads(ln) for ln in done.stdout.splitlines()]
-
-    def kinds(self) -> dict[str, str]:
-        return {row["id"]: row["kind"] for row in self.card["properties"]}
-
-
-def gate_run(example: Path, patch: str, card: Path, *extra: str, fixture: Path | None = None) -> Run:
-    """Run the gate like examples/invoice/run.sh does, then accept the card."""
-    patch_dir = example / "patches" / patch
-    fixture = fixture or (patch_dir / "fixtures" if (patch_dir / "fixtures").is_dir() else example / "fixtures")
-    seal = example / ".fixture-seal"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gate.run",
-            "--suite",
-            str(example / "gate.toml"),
-            "--workdir",
-            str(patch_dir),
-            "--fixture",
-            str(fixture),
-            "--seal",
-            str(seal),
-            "--retries",
-            "0",
-            "--card",
-            str(card),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    accepted = subprocess.run(
-        [sys.executable, "-m", "gate.accept", "--card", str(card), "--seal", str(seal)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    return Run(card, done, accepted.returncode)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import pytest
 from gate.errors import SandboxError
 from gate.trial import Change, Limits, Observation
 from worker.image import DEFAULT_IMAGE
-from worker.sandbox import LABEL_RUN, DockerSandbox, sweep
+from worker.sandbox import DockerSandbox
+from worker.sweep import LABEL_RUN, sweep
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,137 @@
+"""Real processes for the distributed tests: a private redis-server on a free loopback port and
+`gate-worker serve` processes, each in its own session so a test can SIGKILL a whole worker."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from worker.app import make_app
+
+WORKER = [sys.executable, "-m", "worker.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """redis-server on 127.0.0.1 only, no persistence: a restart loses every queued message."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail("CI=true but redis-server is not installed")
+            pytest.skip("redis-server is not installed")
+        self.binary = binary
+        self.port = free_port()
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        give_up = time.monotonic() + 10
+        while time.monotonic() < give_up:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class Workers:
+    """`gate-worker serve` processes against one broker; stopped (and their containers swept) at teardown."""
+
+    def __init__(self, url: str, tmp: Path, env: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.tmp = tmp
+        self.env = {**os.environ, **(env or {})}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, *extra: str, concurrency: int = 1) -> None:
+        log = (self.tmp / f"{name}.log").open("wb")
+        self.procs[name] = subprocess.Popen(
+            [
+                *WORKER,
+                "serve",
+                "--broker",
+                self.url,
+                "--concurrency",
+                str(concurrency),
+                "--name",
+                f"{name}@%h",
+                "--cache",
+                str(self.tmp / f"cache-{name}"),
+                *extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        app = make_app(self.url)
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"worker {name} exited: {(self.tmp / f'{name}.log').read_text()[-2000:]}")
+            replies = app.control.ping(timeout=0.5) or []
+            seen = {key.split("@")[0] for reply in replies for key in reply}
+            if set(self.procs) <= seen:
+                return
+        raise RuntimeError(f"workers not ready: {[(self.tmp / f'{n}.log').read_text()[-500:] for n in self.procs]}")
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the worker and its pool children at once, as a lost machine would vanish."""
+        proc = self.procs[name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop_all(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)

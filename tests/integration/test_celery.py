@@ -1,0 +1,172 @@
+"""Trials across processes: real redis-server, real `gate-worker serve` processes, real Docker.
+
+The same inputs give the same card through Celery as through the local pool; a worker SIGKILLed
+mid-batch costs a redelivery, never a double count; a broker restart or no worker at all ends as
+harness_error (exit 2), never as a false pass.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from celery_helpers import RedisServer, Workers
+from gate_runs import EXAMPLE, gate_run
+
+from gate.errors import RET_HARNESS
+from worker.sweep import sweep_dead_workers
+
+pytestmark = pytest.mark.integration
+
+SLOW_PROBE = """import json, sys, time
+json.load(sys.stdin)
+time.sleep(1.0)
+print(json.dumps({"tool": "issue_refund"}))
+"""
+
+SLOW_SUITE = """[suite]
+probe = "python3 probe.py"
+fixtures = "fixtures"
+checks = "checks.py"
+
+[[property]]
+id = "slow_tool_choice"
+band = "statistical"
+fixture = "tools/refund-query.json"
+check = "checks:tool_choice"
+deadline_s = 5.0
+trials = {trials}
+min_hits = {trials}
+"""
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workers(redis_server: RedisServer, tmp_path: Path, docker_client, sandbox_image: str) -> Iterator[Workers]:
+    """Two single-process workers; a short visibility timeout so a lost batch is redelivered quickly."""
+    pool = Workers(redis_server.url, tmp_path, env={"PROBEGATE_VISIBILITY_TIMEOUT": "8"})
+    yield pool
+    pool.stop_all()
+    sweep_dead_workers(docker_client)
+
+
+@pytest.fixture
+def slow_suite(tmp_path: Path) -> Path:
+    """A suite of one statistical property whose probe takes a second per trial."""
+    root = tmp_path / "slow"
+    shutil.copytree(EXAMPLE / "fixtures", root / "fixtures")
+    shutil.copy(EXAMPLE / "checks.py", root / "checks.py")
+    (root / "patch").mkdir()
+    (root / "patch" / "probe.py").write_text(SLOW_PROBE)
+    (root / "gate.toml").write_text(SLOW_SUITE.format(trials=12))
+    shutil.copy(EXAMPLE / ".fixture-seal", root / ".fixture-seal")
+    return root
+
+
+def run_slow(root: Path, card: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "gate.run",
+        "--suite",
+        str(root / "gate.toml"),
+        "--workdir",
+        str(root / "patch"),
+        "--seal",
+        str(root / ".fixture-seal"),
+        "--card",
+        str(card),
+        *extra,
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def rows(card: dict) -> dict[str, tuple[str, int, int]]:
+    return {r["id"]: (r["kind"], r["hits"], r["trials"]) for r in card["properties"]}
+
+
+def test_celery_gives_the_local_card(workers: Workers, redis_server: RedisServer, tmp_path: Path) -> None:
+    """Every example patch earns the same kinds and hit counts through two workers as through the local pool."""
+    workers.start("w1")
+    workers.start("w2")
+    workers.wait_ready()
+    for patch in sorted(p.name for p in (EXAMPLE / "patches").iterdir()):
+        local = gate_run(EXAMPLE, patch, tmp_path / "local" / patch / "card.json")
+        remote = gate_run(EXAMPLE, patch, tmp_path / "celery" / patch / "card.json", "--broker", redis_server.url)
+        assert rows(remote.card) == rows(local.card), patch
+        assert (remote.code, remote.accept) == (local.code, local.accept), patch
+        if remote.card["properties"][0]["trials"]:  # drift runs no trial, so no image is seen
+            assert remote.card["image_id"] == local.card["image_id"]
+
+
+def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
+    workers: Workers, redis_server: RedisServer, slow_suite: Path, tmp_path: Path, docker_client
+) -> None:
+    """SIGKILL one of two workers mid-batch: the run completes, each trial counted once, the redelivery on the card."""
+    workers.start("w1")
+    workers.start("w2")
+    workers.wait_ready()
+    card = tmp_path / "card.json"
+    proc = run_slow(slow_suite, card, "--broker", redis_server.url, env={**workers.env})
+    time.sleep(3.0)  # both workers are inside a one-second trial by now
+    workers.kill("w1")
+    _, stderr = proc.communicate(timeout=180)
+    stamped = json.loads(card.read_text())
+    assert proc.returncode == 0, stderr
+    assert rows(stamped) == {"slow_tool_choice": ("pass", 12, 12)}
+    assert "redelivery" in {e["kind"] for e in stamped["harness_events"]}
+    assert stamped["retry_count"] == 0
+    assert sweep_dead_workers(docker_client) >= 1  # the dead worker's container, found by its pid label
+
+
+def test_broker_restart_mid_run_never_passes_falsely(
+    workers: Workers, redis_server: RedisServer, slow_suite: Path, tmp_path: Path
+) -> None:
+    """Restarting redis-server (losing every queued batch) mid-run ends as harness_error with exit 2."""
+    suite = slow_suite / "gate.toml"  # no credit to draw, so a harness fault fails the job at once
+    suite.write_text(suite.read_text().replace('checks = "checks.py"', 'checks = "checks.py"\nledger = { budget = 0 }'))
+    workers.start("w1")
+    workers.wait_ready()
+    card = tmp_path / "card.json"
+    proc = run_slow(slow_suite, card, "--broker", redis_server.url, "--result-timeout", "25", env={**workers.env})
+    time.sleep(3.0)
+    redis_server.stop()
+    time.sleep(1.0)
+    redis_server.start()
+    _, stderr = proc.communicate(timeout=180)
+    stamped = json.loads(card.read_text())
+    kind, hits, trials = rows(stamped)["slow_tool_choice"]
+    assert trials == 12 or kind == "harness_error"
+    if proc.returncode == 0:
+        assert (kind, hits, trials) == ("pass", 12, 12)
+    else:
+        assert proc.returncode == RET_HARNESS and kind == "harness_error", stderr
+
+
+def test_no_worker_is_a_harness_error_not_a_hang(redis_server: RedisServer, slow_suite: Path, tmp_path: Path) -> None:
+    """With no worker on the queue, the run stops after --worker-wait with harness_error and exit 2."""
+    suite = slow_suite / "gate.toml"
+    suite.write_text(
+        suite.read_text().replace('band = "statistical"', 'band = "safety"').replace("trials = 12\nmin_hits = 12\n", "")
+    )
+    started = time.monotonic()
+    proc = run_slow(slow_suite, tmp_path / "card.json", "--broker", redis_server.url, "--worker-wait", "2")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == RET_HARNESS, stderr
+    assert time.monotonic() - started < 30
+    stamped = json.loads((tmp_path / "card.json").read_text())
+    assert stamped["properties"][0]["kind"] == "harness_error"
+    assert "no gate-worker answered" in stamped["properties"][0]["detail"]
