@@ -13,7 +13,6 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from itertools import groupby
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol
@@ -86,11 +85,10 @@ def _world_readable(root: Path) -> None:
 
 def batches(specs: Sequence[TrialSpec], size: int) -> list[list[TrialSpec]]:
     """Specs grouped by property (same tree, same fixture), in chunks of at most `size`."""
-    out: list[list[TrialSpec]] = []
-    for _, group in groupby(specs, key=lambda s: s.property_id):
-        items = list(group)
-        out.extend(items[i : i + size] for i in range(0, len(items), size))
-    return out
+    groups: dict[str, list[TrialSpec]] = {}
+    for spec in specs:
+        groups.setdefault(spec.property_id, []).append(spec)
+    return [items[i : i + size] for items in groups.values() for i in range(0, len(items), size)]
 
 
 class LocalExecutor:

@@ -1,6 +1,6 @@
 """`gate-worker`: join a machine to a probegate run with one command.
 
-    gate-worker serve --broker redis://:PASSWORD@HOST:6379/0 [--concurrency N]
+    gate-worker --broker redis://:PASSWORD@HOST:6379/0 [--concurrency N]   (same as `serve`)
     gate-worker preflight
     gate-worker beat --broker URL --fixture DIR --seal FILE
 
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("--") and argv[0] not in ("-h", "--help"):
+        argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
     try:
         args = build_parser().parse_args(argv)
         if args.command in ("serve", "beat") and not (args.broker or "").startswith(("redis://", "rediss://")):

@@ -24,6 +24,7 @@ from gate.trial import Observation, TrialSpec
 from worker.app import TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
 from worker.blobs import BlobStore, RedisBlobStore, upload
 from worker.image import DEFAULT_IMAGE
+from worker.wire import decode_observations, encode_batch
 
 BROKER_ERRORS = (redis.exceptions.RedisError, kombu.exceptions.OperationalError, ConnectionError, OSError)
 MAX_BATCH = 1000
@@ -54,6 +55,7 @@ class CeleryExecutor:
         self.batch_size = batch_size
         self.poll_s = poll_s
         self.events: list[HarnessEvent] = []
+        self._processes = 0
 
     def image_id(self) -> str:
         return ""  # only the workers' engines know; the card takes it from the observations
@@ -61,7 +63,7 @@ class CeleryExecutor:
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         if not specs:
             return
-        processes = self._wait_for_workers()
+        processes = self.discover()
         if processes == 0:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
             yield from (Observation.harness_fault(s, detail) for s in specs)
@@ -84,8 +86,12 @@ class CeleryExecutor:
         spread = math.ceil(len(specs) / (4 * max(1, processes)))
         return max(1, min(spread, by_visibility, MAX_BATCH))
 
-    def _wait_for_workers(self) -> int:
-        """Worker processes consuming our queue, waiting up to `worker_wait_s` for the first."""
+    def discover(self) -> int:
+        """Worker processes consuming our queue, waiting up to `worker_wait_s` for the first.
+
+        Asked once per executor: a broadcast waits out its whole reply window, about 2 s."""
+        if self._processes:
+            return self._processes
         give_up = time.monotonic() + self.worker_wait_s
         while True:
             try:
@@ -93,7 +99,9 @@ class CeleryExecutor:
                 workers = [name for name, queues in stats.items() if any(q["name"] == self.queue for q in queues)]
                 if workers:
                     pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
-                    return sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values()) or 1
+                    self._processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
+                    self._processes = self._processes or len(workers)
+                    return self._processes
             except BROKER_ERRORS:
                 pass
             if time.monotonic() >= give_up:
@@ -103,8 +111,13 @@ class CeleryExecutor:
     def _send(self, specs: Sequence[TrialSpec], processes: int) -> dict[str, list[TrialSpec]]:
         sent: dict[str, list[TrialSpec]] = {}
         for batch in batches(specs, self.batch_size_for(specs, processes)):
-            payload = [spec.model_dump(mode="json") for spec in batch]
-            result = self.app.send_task(TASK_RUN_BATCH, args=[payload], queue=self.queue)
+            # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
+            result = self.app.send_task(
+                TASK_RUN_BATCH,
+                args=[encode_batch(batch)],
+                queue=self.queue,
+                argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
+            )
             sent[result.id] = batch
         return sent
 
@@ -161,8 +174,7 @@ class CeleryExecutor:
                 )
             )
         wanted = {spec.key for spec in batch}
-        for raw in result["observations"]:
-            obs = Observation.model_validate(raw)
+        for obs in decode_observations(result["observations"]):
             if obs.key in wanted:
                 yield obs
             else:

@@ -17,6 +17,7 @@ from gate.executor import MockSandbox
 from gate.trial import Observation, Sandbox, TrialSpec
 from worker.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.blobs import BlobInputs, RedisBlobStore
+from worker.wire import decode_batch, encode_observations
 
 _sandbox: Sandbox | None = None
 _inputs: BlobInputs | None = None
@@ -64,13 +65,12 @@ def inputs() -> BlobInputs:
 
 
 @shared_task(name=TASK_RUN_BATCH, bind=True)
-def run_batch(self: Any, specs: list[dict[str, Any]]) -> dict[str, Any]:
+def run_batch(self: Any, batch: dict[str, Any]) -> dict[str, Any]:
     """Run a batch of trial specs; returns the observations and whether this was a redelivery."""
-    parsed = [TrialSpec.model_validate(spec) for spec in specs]
-    observed = sandbox().run_batch(parsed, inputs())
+    observed = sandbox().run_batch(decode_batch(batch), inputs())
     delivery = self.request.delivery_info or {}
     return {
-        "observations": [obs.model_dump(mode="json") for obs in observed],
+        "observations": encode_observations(observed),
         "worker": worker_id(),
         "redelivered": bool(delivery.get("redelivered")),
     }

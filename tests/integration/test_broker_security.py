@@ -1,0 +1,123 @@
+"""A broker for servers on the open internet: password and TLS (`rediss://`) work end to end with
+a real redis-server and a real worker, and a worker refuses anything but JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+from celery_helpers import RedisServer, Workers
+
+from gate.executor import LocalInputs
+from gate.fold import collect
+from gate.trial import ClockSpec, TrialSpec
+from worker.app import TASK_RUN_BATCH, make_app, queue_for
+from worker.dispatch import CeleryExecutor
+from worker.image import DEFAULT_IMAGE
+
+pytestmark = pytest.mark.integration
+PASSWORD = "s3cret-for-tests"
+
+
+class TlsRedis(RedisServer):
+    """redis-server with a TLS listener only, a password, and a throwaway CA."""
+
+    def start(self) -> None:
+        d = self.workdir
+        openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        subprocess.run([*openssl, "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj", "/CN=test-ca"],
+                       check=True, capture_output=True)
+        subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", d / "srv.key", "-out",
+                        d / "srv.csr", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+        (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+        subprocess.run(["openssl", "x509", "-req", "-in", d / "srv.csr", "-CA", d / "ca.crt", "-CAkey",
+                        d / "ca.key", "-CAcreateserial", "-out", d / "srv.crt", "-days", "1", "-extfile",
+                        d / "san.ext"], check=True, capture_output=True)
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
+             "--tls-cert-file", str(d / "srv.crt"), "--tls-key-file", str(d / "srv.key"),
+             "--tls-ca-cert-file", str(d / "ca.crt"), "--tls-auth-clients", "no", "--requirepass", PASSWORD,
+             "--save", "", "--appendonly", "no", "--dir", str(d)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        give_up = time.monotonic() + 10
+        while time.monotonic() < give_up:
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return
+            except redis.exceptions.RedisError:
+                time.sleep(0.1)
+        raise RuntimeError("TLS redis-server did not start")
+
+    @property
+    def url(self) -> str:
+        ca = self.workdir / "ca.crt"
+        return f"rediss://:{PASSWORD}@127.0.0.1:{self.port}/0?ssl_cert_reqs=required&ssl_ca_certs={ca}"
+
+
+@pytest.fixture
+def tls_redis(tmp_path: Path) -> Iterator[TlsRedis]:
+    server = TlsRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def tls_worker(tls_redis: TlsRedis, tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(tls_redis.url, tmp_path)
+    pool.start("tls1", "--sandbox", "null")
+    pool.wait_ready()
+    yield pool
+    pool.stop_all()
+
+
+def trivial_specs(n: int, tree_digest: str, fixture_digest: str) -> list[TrialSpec]:
+    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
+    return [TrialSpec(run_id="tls", property_id="p", trial_index=i, probe_argv=("python3", "probe.py"),
+                      tree_digest=tree_digest, fixture_path="f.json", fixture_digest=fixture_digest,
+                      deadline_s=2.0, clock=clock) for i in range(n)]
+
+
+def test_trials_flow_over_tls_with_a_password(tls_redis: TlsRedis, tls_worker: Workers, tmp_path: Path) -> None:
+    """Blobs, batches and results all travel over rediss:// with a verified certificate and a password."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "probe.py").write_text("print('{}')\n")
+    fixture = b"{}"
+    digest = hashlib.sha256(fixture).hexdigest()
+    with LocalInputs(tmp_path / "tree", {digest: fixture}) as inputs:
+        executor = CeleryExecutor(tls_redis.url, worker_wait_s=30)
+        seen = collect(executor.run(trivial_specs(40, inputs.tree_digest, digest), inputs), [])
+    assert len(seen) == 40 and all(o.fault is None and o.exit_code == 0 for o in seen.values())
+
+
+def test_broker_refuses_a_client_without_the_password(tls_redis: TlsRedis) -> None:
+    """A client that knows the host but not the password is turned away."""
+    anonymous = tls_redis.url.replace(f":{PASSWORD}@", "")
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(anonymous).ping()
+
+
+def test_plaintext_is_not_served(tls_redis: TlsRedis) -> None:
+    """The TLS port does not answer a plaintext redis:// client."""
+    plain = f"redis://:{PASSWORD}@127.0.0.1:{tls_redis.port}/0"
+    with pytest.raises(redis.exceptions.ConnectionError):
+        redis.Redis.from_url(plain, socket_timeout=2).ping()
+
+
+def test_worker_refuses_a_pickled_task(tls_redis: TlsRedis, tls_worker: Workers, tmp_path: Path) -> None:
+    """A pickle-serialized message is rejected unexecuted: workers accept JSON only."""
+    sender = make_app(tls_redis.url)
+    sender.conf.accept_content = ["json", "pickle"]
+    result = sender.send_task(TASK_RUN_BATCH, args=[{"template": "{}", "indices": []}],
+                              queue=queue_for(DEFAULT_IMAGE), serializer="pickle")
+    time.sleep(3.0)
+    assert result.state == "PENDING"  # never ran, so never reported
+    log = (tmp_path / "tls1.log").read_text()
+    assert "ContentDisallowed" in log or "disallowed" in log.lower()

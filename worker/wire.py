@@ -1,0 +1,42 @@
+"""The JSON that crosses the broker. A batch holds one property's trials, which differ only in
+their index, so it travels as one spec (the template) plus the indices; observations travel as
+one JSON string that pydantic parses and validates in one pass. Both keep the broker's own
+(slow, per-object) JSON work to a few strings per batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from gate.trial import Observation, TrialSpec
+
+_OBSERVATIONS = TypeAdapter(list[Observation])
+
+
+def encode_batch(specs: list[TrialSpec]) -> dict[str, Any]:
+    """A batch as {"template": spec JSON, "indices": [...]}; refuses specs that differ in more."""
+    first = specs[0]
+    shape = _shape(first)
+    for spec in specs:
+        if _shape(spec) != shape:
+            raise ValueError(f"batch mixes trials of different shape ({spec.property_id})")
+    return {"template": first.model_dump_json(), "indices": [spec.trial_index for spec in specs]}
+
+
+def _shape(spec: TrialSpec) -> tuple[object, ...]:
+    return tuple(getattr(spec, name) for name in TrialSpec.model_fields if name != "trial_index")
+
+
+def decode_batch(payload: dict[str, Any]) -> list[TrialSpec]:
+    template = TrialSpec.model_validate_json(payload["template"])
+    return [template.model_copy(update={"trial_index": int(index)}) for index in payload["indices"]]
+
+
+def encode_observations(observations: list[Observation]) -> str:
+    return _OBSERVATIONS.dump_json(observations).decode()
+
+
+def decode_observations(text: str) -> list[Observation]:
+    return _OBSERVATIONS.validate_json(text)
