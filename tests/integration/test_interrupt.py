@@ -40,7 +40,8 @@ def test_sigint_mid_run_removes_every_container(tmp_path: Path, docker_client, s
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not docker_client.containers.list(filters={"label": "probegate.run"}):
+        mine = {"label": f"probegate.pid={proc.pid}"}  # containers this gate process started
+        while not docker_client.containers.list(filters=mine):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no probe container ever started"
             time.sleep(0.1)
@@ -55,5 +56,5 @@ def test_sigint_mid_run_removes_every_container(tmp_path: Path, docker_client, s
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert took < 20, f"interrupt took {took:.1f}s: the run waited for its deadlines"
-    assert docker_client.containers.list(all=True, filters={"label": "probegate.run"}) == []
+    assert docker_client.containers.list(all=True, filters=mine) == []
     assert not (tmp_path / "card.json").exists()  # an interrupted run stamps no card
