@@ -15,15 +15,17 @@ from gate.errors import RET_INTERNAL, RET_OK, GateError, UsageError
 from gate.reseal import add_reseal_parser, run_from_args
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit 2, which means "harness broken" here
+class ArgParser(argparse.ArgumentParser):
+    """argparse that raises UsageError (exit 64): its own exit 2 would read as "harness broken"."""
+
+    def error(self, message: str) -> None:
         raise UsageError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gate", description="Seal fixtures, run probes in sandboxes, stamp a verdict card.")
+    parser = ArgParser(prog="gate", description="Seal fixtures, run probes in sandboxes, stamp a verdict card.")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
 
     seal = sub.add_parser("seal", help="print the seal of a fixture tree")
     seal.add_argument("dir", type=Path)

@@ -24,12 +24,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import traceback
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from gate.errors import RET_BLOCKED, RET_INTERNAL, RET_OK, ConfigError, GateError, UsageError
+from gate.errors import RET_BLOCKED, RET_OK, ConfigError, UsageError
 from gate.seal import ManifestDiff, Seal, sort_key
 
 NIGHTLY_CRON = "17 3 * * *"  # minute hour day-of-month month day-of-week: 03:17 every day
@@ -115,28 +113,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     return run_reseal(args.dir, args.seal, write=args.write)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would exit 2, which means "harness broken" here
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`gate reseal` on its own: the same arguments, errors as one `gate: error: ...` line."""
-    try:
-        parser = _Parser(prog="gate reseal", description="Check (and with --write, replace) a fixture seal file.")
-        _add_arguments(parser)
-        return run_from_args(parser.parse_args(argv))
-    except GateError as exc:
-        print(f"gate: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("gate: interrupted", file=sys.stderr)
-        return 130
-    except Exception:
-        traceback.print_exc()
-        print("gate: internal error (a bug in probegate; please report it with the traceback above)", file=sys.stderr)
-        return RET_INTERNAL
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from gate.cli import main
+
+    sys.exit(main(["reseal", *sys.argv[1:]]))

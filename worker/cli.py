@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from gate.cli import ArgParser
 from gate.errors import RET_OK, GateError, SandboxError, UsageError
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "sandbox_images" / "python" / "build-offline.sh"
@@ -27,14 +28,9 @@ BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "sandbox_images" / "python"
 BROKER_HELP = "redis:// or rediss:// URL (default $PROBEGATE_BROKER, which keeps the password out of ps)"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gate-worker", description="Run probegate trials on this machine.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = ArgParser(prog="gate-worker", description="Run probegate trials on this machine.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
     pre = sub.add_parser("preflight", help="prove the frozen clock and the closed network on this engine")
     pre.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
     serve = sub.add_parser("serve", help="consume trial batches from the broker")

@@ -1,8 +1,5 @@
 """`gate reseal` end to end in subprocesses on a temporary fixture tree: exit codes, the JSON line,
 and that the seal file is touched only when --write asks for it. Needs no Docker.
-
-The subcommand is not wired into gate/cli.py yet, so these drive `gate.reseal.main` directly;
-once it is, RESEAL can become `[sys.executable, "-m", "gate.cli", "reseal"]`.
 """
 
 from __future__ import annotations
