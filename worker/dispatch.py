@@ -9,6 +9,7 @@ ends as harness_error, never as a false pass.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -132,20 +133,27 @@ class CeleryExecutor:
         pending = set(sent)
         give_up = time.monotonic() + timeout
         broker_down_since: float | None = None
-        while pending and time.monotonic() < give_up:
-            try:
-                slice_s = max(0.05, min(1.0, give_up - time.monotonic()))
-                for task_id, meta in self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s):
-                    pending.discard(task_id)
-                    yield from self._observations(sent[task_id], meta)
-                broker_down_since = None
-            except ResultTimeout:
-                continue
-            except BROKER_ERRORS as exc:
-                if broker_down_since is None:
-                    broker_down_since = time.monotonic()
-                    self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
-                time.sleep(0.5)
+        try:
+            while pending and time.monotonic() < give_up:
+                try:
+                    slice_s = max(0.05, min(1.0, give_up - time.monotonic()))
+                    for task_id, meta in self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s):
+                        pending.discard(task_id)
+                        yield from self._observations(sent[task_id], meta)
+                    broker_down_since = None
+                except ResultTimeout:
+                    continue
+                except BROKER_ERRORS as exc:
+                    if broker_down_since is None:
+                        broker_down_since = time.monotonic()
+                        self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
+                    time.sleep(0.5)
+        except BaseException:
+            # Ctrl-C, or the caller stopped listening (a decided property): queued batches are
+            # revoked so no worker starts them; running ones finish and their results expire.
+            with contextlib.suppress(*BROKER_ERRORS):
+                self.app.control.revoke(list(pending))
+            raise
         for task_id in pending:
             batch = sent[task_id]
             self.events.append(
