@@ -27,7 +27,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gate.executor import LocalExecutor, LocalInputs, MockSandbox
-from gate.fold import collect
 from gate.trial import ClockSpec, TrialSpec
 from worker.dispatch import CeleryExecutor
 from worker.tasks import null_observation
@@ -53,7 +52,7 @@ def specs(n: int, tree_digest: str, fixture_digest: str, run_id: str) -> list[Tr
 
 def timed(executor, plan, inputs) -> float:
     started = time.perf_counter()
-    seen = collect(executor.run(plan, inputs), [])
+    seen = {obs.key: obs for obs in executor.run(plan, inputs)}
     elapsed = time.perf_counter() - started
     assert len(seen) == len(plan), f"{len(seen)} of {len(plan)} trials came back"
     return len(plan) / elapsed

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.errors import RET_INTERNAL, RET_OK, GateError, UsageError
+from gate.power import add_power_parser
+from gate.power import run_from_args as run_power
 from gate.reseal import add_reseal_parser, run_from_args
 
 
@@ -32,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     seal.add_argument("--write", type=Path, metavar="FILE", help="also write the seal file")
 
     add_reseal_parser(sub)
+    add_power_parser(sub)
 
     run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
     add_run_arguments(run)
@@ -100,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "reseal":
         return run_from_args(args)
+    if args.command == "power":
+        return run_power(args)
     if args.command == "seal":
         return _seal(args)
     if args.command == "run":

@@ -1,36 +1,50 @@
 """The fold: observations in, one verdict per property out. Checks run here, on the coordinator,
 so the patch never reaches the oracle. A trial key counts once; a duplicate is a harness event.
+
+A `Tally` is what has been seen of one property so far; the wave loop (`gate.waves`) feeds it and
+asks it how many more trials the band rule wants, and `fold_tallies` turns tallies into verdicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from gate.card import HarnessEvent
-from gate.checks import Check, Trial, judge
 from gate.suite import PropertySpec
-from gate.trial import ClockSpec, Observation
-from gate.verdict import Verdict, fold, harness_verdict
+from gate.trial import Observation
+from gate.verdict import Band, Outcome, OutcomeKind, Verdict, fold, harness_verdict
 
-TrialKey = tuple[str, str, int]
+Judge = Callable[[PropertySpec, Observation], Outcome]
 
 
-def collect(stream: Iterable[Observation], events: list[HarnessEvent]) -> dict[TrialKey, Observation]:
-    """First result per trial key wins; a duplicate is recorded in `events`, never a second vote."""
-    seen: dict[TrialKey, Observation] = {}
-    for obs in stream:
-        if obs.key in seen:
-            events.append(
-                HarnessEvent(
-                    kind="duplicate_result",
-                    property_id=obs.property_id,
-                    detail=f"trial {obs.trial_index} reported twice; first result kept",
-                )
-            )
-            continue
-        seen[obs.key] = obs
-    return seen
+@dataclass
+class Tally:
+    """One property's dispatched trial count, observations and judged outcomes, in arrival order."""
+
+    prop: PropertySpec
+    dispatched: int = 0
+    observations: list[Observation] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def add(self, obs: Observation, outcome: Outcome) -> None:
+        self.observations.append(obs)
+        self.outcomes.append(outcome)
+
+    @property
+    def hits(self) -> int:
+        return sum(1 for o in self.outcomes if o.kind is OutcomeKind.HIT)
+
+    def more(self) -> int:
+        """How many trials to dispatch next: the band rule's next wave, 0 once decided or broken."""
+        rule = self.prop.rule()
+        if rule is None:
+            return self.prop.planned_trials() - self.dispatched
+        if len(self.outcomes) < self.dispatched:
+            return 0  # a trial never reported; the fold will say so
+        # A fault or a timeout already fixes the verdict; more trials cannot change it.
+        if any(o.kind in (OutcomeKind.FAULT, OutcomeKind.TIMEOUT) for o in self.outcomes):
+            return 0
+        return rule.next_wave(hits=self.hits, trials=len(self.outcomes))
 
 
 @dataclass(frozen=True)
@@ -39,37 +53,26 @@ class Folded:
     durations: Mapping[str, tuple[float, ...]]
 
 
-def fold_suite(
-    properties: Sequence[PropertySpec],
-    observed: Mapping[TrialKey, Observation],
-    *,
-    checks: Mapping[str, Check],
-    fixtures: Mapping[str, bytes],
-    manifest: Mapping[str, str],
-    clock: ClockSpec,
-) -> Folded:
-    """Judge every observation with its property's check and fold each property to its verdict."""
-    by_property: dict[str, list[Observation]] = {}
-    for obs in sorted(observed.values(), key=lambda o: o.trial_index):
-        by_property.setdefault(obs.property_id, []).append(obs)
+def fold_tallies(tallies: Sequence[Tally], manifest: Mapping[str, str]) -> Folded:
+    """Each property's verdict from its tally, in suite order; trials that never reported are a fault."""
     verdicts: list[Verdict] = []
     durations: dict[str, tuple[float, ...]] = {}
-    for prop in properties:
+    for tally in tallies:
+        prop = tally.prop
         digest = manifest[prop.fixture]
-        mine = by_property.get(prop.id, [])
-        durations[prop.id] = tuple(round(o.duration_s, 4) for o in mine)
-        missing = prop.planned_trials() - len(mine)
+        ordered = sorted(zip(tally.observations, tally.outcomes, strict=True), key=lambda pair: pair[0].trial_index)
+        durations[prop.id] = tuple(round(obs.duration_s, 4) for obs, _ in ordered)
+        missing = tally.dispatched - len(ordered)
         if missing > 0:
-            verdicts.append(harness_verdict(prop.id, prop.band, digest, f"{missing} planned trial(s) never reported"))
+            verdicts.append(harness_verdict(prop.id, prop.band, digest, f"{missing} trial(s) never reported"))
             continue
-        outcomes = [judge(checks[prop.id], Trial(o, fixtures[digest], prop.params, clock), prop.band) for o in mine]
         verdicts.append(
             fold(
                 property_id=prop.id,
                 band=prop.band,
                 fixture_digest=digest,
-                outcomes=outcomes,
-                rule=prop.rule(),
+                outcomes=[outcome for _, outcome in ordered],
+                rule=prop.rule() if prop.band is Band.STATISTICAL else None,
                 timeout_is_safety=prop.timeout_is_safety,
             )
         )

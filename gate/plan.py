@@ -1,14 +1,50 @@
 """Planning: each classified property of the suite becomes its trial specs, bound to the fixture
 digest the seal recorded. Pure: the seal, clock and run id come in as values.
+
+Statistical properties are planned in waves (`Planner.trials(prop, start, count)`); `plan` is the
+whole plan at once, every property at its planned (maximum) trial count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from gate.errors import SuiteError
 from gate.suite import PropertySpec
 from gate.trial import ClockSpec, Limits, TrialSpec
+
+
+@dataclass(frozen=True)
+class Planner:
+    """What every trial of one run shares; `trials` stamps out a property's specs from it."""
+
+    run_id: str
+    probe_argv: tuple[str, ...]
+    tree_digest: str
+    manifest: Mapping[str, str]
+    clock: ClockSpec
+    limits: Limits = field(default_factory=Limits)
+    suite_file: str = "gate.toml"
+
+    def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
+        """Specs for trial indices start .. start+count-1 of `prop`."""
+        check_fixtures([prop], self.manifest, suite_file=self.suite_file)
+        return [
+            TrialSpec(
+                run_id=self.run_id,
+                property_id=prop.id,
+                trial_index=index,
+                probe_argv=self.probe_argv,
+                tree_digest=self.tree_digest,
+                fixture_path=prop.fixture,
+                fixture_digest=self.manifest[prop.fixture],
+                deadline_s=prop.deadline_s,
+                clock=self.clock,
+                limits=self.limits,
+            )
+            for index in range(start, start + count)
+        ]
 
 
 def plan(
@@ -24,25 +60,8 @@ def plan(
 ) -> list[TrialSpec]:
     """Trial specs for every property, in suite order; a fixture missing from the seal is refused."""
     check_fixtures(properties, manifest, suite_file=suite_file)
-    specs: list[TrialSpec] = []
-    for prop in properties:
-        digest = manifest[prop.fixture]
-        specs.extend(
-            TrialSpec(
-                run_id=run_id,
-                property_id=prop.id,
-                trial_index=index,
-                probe_argv=probe_argv,
-                tree_digest=tree_digest,
-                fixture_path=prop.fixture,
-                fixture_digest=digest,
-                deadline_s=prop.deadline_s,
-                clock=clock,
-                limits=limits,
-            )
-            for index in range(prop.planned_trials())
-        )
-    return specs
+    planner = Planner(run_id, probe_argv, tree_digest, manifest, clock, limits, suite_file)
+    return [spec for prop in properties for spec in planner.trials(prop, 0, prop.planned_trials())]
 
 
 def check_fixtures(properties: Sequence[PropertySpec], manifest: Mapping[str, str], *, suite_file: str) -> None:

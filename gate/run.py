@@ -18,19 +18,21 @@ from pydantic import ValidationError
 
 from gate.artifacts import read_json, write_card
 from gate.card import HarnessEvent, VerdictCard
-from gate.checks import Check, load_checks
+from gate.checks import Check, Trial, judge, load_checks
 from gate.errors import FreezeFileError, HarnessError, InputMissingError, SealDriftError
 from gate.executor import Executor, LocalExecutor, LocalInputs
 from gate.fixtures import read_clock, read_seal_file, seal_tree, verify
-from gate.fold import collect, fold_suite
+from gate.fold import fold_tallies
 from gate.freezes import FreezeFile, FreezeState, resolve
 from gate.oracle import changed_files, oracle_hits
-from gate.plan import check_fixtures, plan
+from gate.plan import Planner, check_fixtures
 from gate.policy import decide
 from gate.stamp import RunFacts, stamp, verdict_lines
 from gate.state import load_books, save_books
-from gate.suite import Suite, load_suite, one_line
-from gate.verdict import Verdict, harness_verdict
+from gate.suite import PropertySpec, Suite, load_suite, one_line
+from gate.trial import Observation
+from gate.verdict import Outcome, Verdict, harness_verdict
+from gate.waves import run_waves
 
 log = structlog.get_logger("gate.run")
 
@@ -154,8 +156,7 @@ def _execute(
         facts = replace(facts, image_id=executor.image_id())
     except HarnessError as exc:
         return _all_harness(suite, manifest, str(exc)), facts
-    specs = plan(
-        suite.properties,
+    planner = Planner(
         run_id=facts.run_id,
         probe_argv=suite.config.probe,
         tree_digest=inputs.tree_digest,
@@ -164,15 +165,18 @@ def _execute(
         limits=suite.config.limits,
         suite_file=str(suite.path),
     )
+
+    def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
+        trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
+        return judge(checks[prop.id], trial, prop.band)
+
     events: list[HarnessEvent] = []
-    observed = collect(executor.run(specs, inputs), events)
+    tallies = run_waves(executor, suite.properties, planner=planner, inputs=inputs, judge=judge_one, events=events)
     events.extend(executor.events)
-    images = sorted({o.image_id for o in observed.values() if o.image_id})
+    images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
     if len(images) > 1:
         events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
-    folded = fold_suite(
-        suite.properties, observed, checks=checks, fixtures=fixtures, manifest=manifest, clock=facts.clock
-    )
+    folded = fold_tallies(tallies, manifest)
     image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
     return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
 

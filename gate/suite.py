@@ -9,17 +9,21 @@ import hashlib
 import shlex
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gate.bands import FixedRule, SamplerWindow
+from gate.bands import FixedRule, SamplerWindow, SprtRule
 from gate.errors import InputMissingError, SuiteError
 from gate.trial import Limits
 from gate.verdict import Band
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 M = TypeVar("M", bound=BaseModel)
+_RULE_KEYS: dict[str, tuple[str, ...]] = {
+    "fixed": ("trials", "min_hits"),
+    "sprt": ("p0", "p1", "alpha", "beta", "max_trials", "wave"),
+}
 
 
 class PropertySpec(BaseModel):
@@ -30,15 +34,37 @@ class PropertySpec(BaseModel):
     check: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
     deadline_s: float = Field(2.0, gt=0, le=3600)
     timeout_is_safety: bool = False
-    trials: int | None = Field(None, ge=1, le=100_000)
-    min_hits: int | None = Field(None, ge=0)
+    # Band rule, statistical only: `rule = "fixed"` (the default) with trials/min_hits, or
+    # `rule = "sprt"` with p0, p1, alpha, beta, max_trials, wave. The field is `rule_name` because
+    # `rule()` returns the built rule; in gate.toml the key is `rule`.
+    rule_name: Literal["fixed", "sprt"] | None = Field(None, alias="rule")
+    trials: int | None = None
+    min_hits: int | None = None
+    p0: float | None = None
+    p1: float | None = None
+    alpha: float | None = None
+    beta: float | None = None
+    max_trials: int | None = None
+    wave: int | None = None
     params: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _band_fields(self) -> PropertySpec:
-        if self.band is not Band.STATISTICAL and (self.trials is not None or self.min_hits is not None):
-            raise ValueError(f"trials/min_hits apply to the statistical band only, not {self.band}")
-        self.rule()  # validates min_hits <= trials
+        given = ["rule"] if self.rule_name is not None else []
+        given += [key for keys in _RULE_KEYS.values() for key in keys if getattr(self, key) is not None]
+        if self.band is not Band.STATISTICAL and given:
+            raise ValueError(f"{'/'.join(given)} apply to the statistical band only, not {self.band}")
+        kind = self.rule_name or "fixed"
+        foreign = [name for name in given if name != "rule" and name not in _RULE_KEYS[kind]]
+        if foreign:
+            hint = '; set rule = "sprt" for the sequential test' if kind == "fixed" else ""
+            raise ValueError(
+                f"{'/'.join(foreign)}: not a key of rule {kind!r}, which takes {', '.join(_RULE_KEYS[kind])}{hint}"
+            )
+        try:
+            self.rule()  # validates the rule's own constraints (min_hits <= trials, p1 < p0, ...)
+        except ValidationError as exc:
+            raise ValueError(one_line(exc)) from None
         write_map = self.params.get("write_map", [])
         if self.check == "builtin:no_unmapped_write" and not (
             isinstance(write_map, list) and all(isinstance(glob, str) for glob in write_map)
@@ -46,11 +72,16 @@ class PropertySpec(BaseModel):
             raise ValueError(f"params.write_map must be a list of globs, not {write_map!r}")
         return self
 
-    def rule(self) -> FixedRule | None:
+    def rule(self) -> FixedRule | SprtRule | None:
         """The band rule for a statistical property (the notes' default: 8 of 10)."""
         if self.band is not Band.STATISTICAL:
             return None
-        return FixedRule(trials=self.trials or 10, min_hits=8 if self.min_hits is None else self.min_hits)
+        if self.rule_name == "sprt":
+            fields = {key: getattr(self, key) for key in _RULE_KEYS["sprt"]}
+            return SprtRule(**{key: value for key, value in fields.items() if value is not None})
+        return FixedRule(
+            trials=10 if self.trials is None else self.trials, min_hits=8 if self.min_hits is None else self.min_hits
+        )
 
     def planned_trials(self) -> int:
         rule = self.rule()

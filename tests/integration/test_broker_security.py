@@ -15,7 +15,6 @@ import redis
 from celery_helpers import RedisServer, Workers
 
 from gate.executor import LocalInputs
-from gate.fold import collect
 from gate.trial import ClockSpec, TrialSpec
 from worker.app import TASK_RUN_BATCH, make_app, queue_for
 from worker.dispatch import CeleryExecutor
@@ -31,20 +30,79 @@ class TlsRedis(RedisServer):
     def start(self) -> None:
         d = self.workdir
         openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
-        subprocess.run([*openssl, "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj", "/CN=test-ca"],
-                       check=True, capture_output=True)
-        subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", d / "srv.key", "-out",
-                        d / "srv.csr", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+        subprocess.run(
+            [*openssl, "-keyout", d / "ca.key", "-out", d / "ca.crt", "-subj", "/CN=test-ca"],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                d / "srv.key",
+                "-out",
+                d / "srv.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )
         (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-        subprocess.run(["openssl", "x509", "-req", "-in", d / "srv.csr", "-CA", d / "ca.crt", "-CAkey",
-                        d / "ca.key", "-CAcreateserial", "-out", d / "srv.crt", "-days", "1", "-extfile",
-                        d / "san.ext"], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "openssl",
+                "x509",
+                "-req",
+                "-in",
+                d / "srv.csr",
+                "-CA",
+                d / "ca.crt",
+                "-CAkey",
+                d / "ca.key",
+                "-CAcreateserial",
+                "-out",
+                d / "srv.crt",
+                "-days",
+                "1",
+                "-extfile",
+                d / "san.ext",
+            ],
+            check=True,
+            capture_output=True,
+        )
         self.proc = subprocess.Popen(
-            [self.binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-             "--tls-cert-file", str(d / "srv.crt"), "--tls-key-file", str(d / "srv.key"),
-             "--tls-ca-cert-file", str(d / "ca.crt"), "--tls-auth-clients", "no", "--requirepass", PASSWORD,
-             "--save", "", "--appendonly", "no", "--dir", str(d)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                self.binary,
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--tls-cert-file",
+                str(d / "srv.crt"),
+                "--tls-key-file",
+                str(d / "srv.key"),
+                "--tls-ca-cert-file",
+                str(d / "ca.crt"),
+                "--tls-auth-clients",
+                "no",
+                "--requirepass",
+                PASSWORD,
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(d),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         give_up = time.monotonic() + 10
         while time.monotonic() < give_up:
@@ -80,9 +138,20 @@ def tls_worker(tls_redis: TlsRedis, tmp_path: Path) -> Iterator[Workers]:
 
 def trivial_specs(n: int, tree_digest: str, fixture_digest: str) -> list[TrialSpec]:
     clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
-    return [TrialSpec(run_id="tls", property_id="p", trial_index=i, probe_argv=("python3", "probe.py"),
-                      tree_digest=tree_digest, fixture_path="f.json", fixture_digest=fixture_digest,
-                      deadline_s=2.0, clock=clock) for i in range(n)]
+    return [
+        TrialSpec(
+            run_id="tls",
+            property_id="p",
+            trial_index=i,
+            probe_argv=("python3", "probe.py"),
+            tree_digest=tree_digest,
+            fixture_path="f.json",
+            fixture_digest=fixture_digest,
+            deadline_s=2.0,
+            clock=clock,
+        )
+        for i in range(n)
+    ]
 
 
 def test_trials_flow_over_tls_with_a_password(tls_redis: TlsRedis, tls_worker: Workers, tmp_path: Path) -> None:
@@ -93,7 +162,7 @@ def test_trials_flow_over_tls_with_a_password(tls_redis: TlsRedis, tls_worker: W
     digest = hashlib.sha256(fixture).hexdigest()
     with LocalInputs(tmp_path / "tree", {digest: fixture}) as inputs:
         executor = CeleryExecutor(tls_redis.url, worker_wait_s=30)
-        seen = collect(executor.run(trivial_specs(40, inputs.tree_digest, digest), inputs), [])
+        seen = {o.key: o for o in executor.run(trivial_specs(40, inputs.tree_digest, digest), inputs)}
     assert len(seen) == 40 and all(o.fault is None and o.exit_code == 0 for o in seen.values())
 
 
@@ -115,8 +184,9 @@ def test_worker_refuses_a_pickled_task(tls_redis: TlsRedis, tls_worker: Workers,
     """A pickle-serialized message is rejected unexecuted: workers accept JSON only."""
     sender = make_app(tls_redis.url)
     sender.conf.accept_content = ["json", "pickle"]
-    result = sender.send_task(TASK_RUN_BATCH, args=[{"template": "{}", "indices": []}],
-                              queue=queue_for(DEFAULT_IMAGE), serializer="pickle")
+    result = sender.send_task(
+        TASK_RUN_BATCH, args=[{"template": "{}", "indices": []}], queue=queue_for(DEFAULT_IMAGE), serializer="pickle"
+    )
     time.sleep(3.0)
     assert result.state == "PENDING"  # never ran, so never reported
     log = (tmp_path / "tls1.log").read_text()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.checks import BUILTINS, Trial, exits_zero, judge, load_checks, no_unmapped_write
+from gate.checks import BUILTINS, Trial, exits_zero, judge, load_checks, no_secret_in_output, no_unmapped_write
 from gate.errors import SuiteError
 from gate.trial import Captured, Change, FileChange, Observation
 from gate.verdict import Band, OutcomeKind
@@ -257,9 +257,13 @@ def test_exits_zero_misses_on_no_exit_code():
         exits_zero(trial(exit_code=None))
 
 
-def test_builtins_are_the_two_shipped_checks():
-    """The builtin registry names exactly no_unmapped_write and exits_zero."""
-    assert dict(BUILTINS) == {"no_unmapped_write": no_unmapped_write, "exits_zero": exits_zero}
+def test_builtins_are_the_three_shipped_checks():
+    """The builtin registry names exactly no_unmapped_write, exits_zero and no_secret_in_output."""
+    assert dict(BUILTINS) == {
+        "no_unmapped_write": no_unmapped_write,
+        "exits_zero": exits_zero,
+        "no_secret_in_output": no_secret_in_output,
+    }
 
 
 # --- Trial helpers --------------------------------------------------------------------------------
@@ -361,3 +365,21 @@ def test_load_checks_import_failure_is_a_suite_error(tmp_path):
     )
     with pytest.raises(SuiteError, match="importing the checks module failed: RuntimeError: boom at import"):
         load_checks(path, {"p": "checks:fn"}, suite_file="gate.toml")
+
+
+def test_no_secret_in_output_holds_when_the_canary_was_not_seen():
+    """An observation whose output never held the canary passes no_secret_in_output."""
+    assert BUILTINS["no_secret_in_output"](trial(stdout=captured(b"token: <redacted>"))) is True
+
+
+def test_no_secret_in_output_misses_when_the_canary_was_seen_anywhere():
+    """canary_seen (set from a scan of the whole stream) is a safety miss, also past the captured head."""
+    seen = trial(canary_seen=True, stdout=captured(b"x" * 10, length=10_000_000))
+    outcome = judge(BUILTINS["no_secret_in_output"], seen, Band.SAFETY)
+    assert outcome.kind is OutcomeKind.MISS and "canary" in outcome.detail
+
+
+def test_no_secret_in_output_is_judged_on_a_timed_out_safety_trial():
+    """A canary leaked before the deadline fired is a definite safety miss, not a timeout."""
+    outcome = judge(BUILTINS["no_secret_in_output"], trial(canary_seen=True, timed_out=True), Band.SAFETY)
+    assert outcome.kind is OutcomeKind.MISS

@@ -21,6 +21,8 @@ CORE = [
     "gate.seal",
     "gate.freezes",
     "gate.plan",
+    "gate.power",
+    "gate.calibration",
 ]
 FORBIDDEN = ["docker", "celery", "redis", "kombu", "worker", "structlog", "logging"]
 GATE_DIR = Path(gate.__file__).resolve().parent

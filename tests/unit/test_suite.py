@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.bands import FixedRule, SamplerWindow
+from gate.bands import FixedRule, SamplerWindow, SprtRule
 from gate.errors import RET_CONFIG, RET_NOINPUT, InputMissingError, SuiteError
 from gate.suite import PropertySpec, load_suite
 from gate.verdict import Band
@@ -296,6 +296,75 @@ def test_error_message_counts_further_problems(tmp_path):
     """When a property has several problems, the message shows the first and counts the rest."""
     err = suite_error(tmp_path, prop_toml(id="p", deadline_s=0, fixture="", x=1))
     assert "more)" in str(err)
+
+
+# --- the sequential (sprt) band rule ---------------------------------------------------------------
+
+SPRT_KEYS = dict(rule="sprt", p0=0.8, p1=0.6, alpha=0.05, beta=0.05, max_trials=120)
+
+
+def test_sprt_rule_loads_from_property_keys(tmp_path):
+    """`rule = "sprt"` with p0, p1, alpha, beta, max_trials (and wave) builds an SprtRule planning max_trials."""
+    suite = load_suite(write(tmp_path, prop_toml(id="r", band="statistical", wave=5, **SPRT_KEYS)))
+    (prop,) = suite.properties
+    assert prop.rule() == SprtRule(p0=0.8, p1=0.6, alpha=0.05, beta=0.05, max_trials=120, wave=5)
+    assert prop.planned_trials() == 120
+
+
+def test_sprt_rule_defaults_alpha_beta_and_wave(tmp_path):
+    """Without alpha, beta and wave the sprt rule uses 0.05, 0.05 and waves of 5."""
+    suite = load_suite(
+        write(tmp_path, prop_toml(id="r", band="statistical", rule="sprt", p0=0.9, p1=0.7, max_trials=80))
+    )
+    rule = suite.properties[0].rule()
+    assert (rule.alpha, rule.beta, rule.wave) == (0.05, 0.05, 5)
+
+
+def test_explicit_fixed_rule_is_the_default_rule(tmp_path):
+    """`rule = "fixed"` with trials/min_hits is the same as leaving the rule out."""
+    suite = load_suite(write(tmp_path, prop_toml(id="r", band="statistical", rule="fixed", trials=12, min_hits=9)))
+    assert suite.properties[0].rule() == FixedRule(trials=12, min_hits=9)
+
+
+@pytest.mark.parametrize("fixed_key", [{"trials": 10}, {"min_hits": 8}])
+def test_mixing_fixed_keys_into_an_sprt_rule_is_refused(tmp_path, fixed_key):
+    """trials or min_hits beside `rule = "sprt"` is refused, naming the property and the rule."""
+    err = suite_error(tmp_path, prop_toml(id="r", band="statistical", **SPRT_KEYS, **fixed_key))
+    assert err.field == "property r"
+    assert "not a key of rule 'sprt'" in str(err)
+
+
+@pytest.mark.parametrize("sprt_key", [{"p0": 0.8}, {"max_trials": 50}, {"wave": 5}])
+def test_sprt_keys_without_the_sprt_rule_are_refused(tmp_path, sprt_key):
+    """p0, max_trials or wave on a fixed-rule property is refused with a hint to set rule = "sprt"."""
+    err = suite_error(tmp_path, prop_toml(id="r", band="statistical", trials=10, **sprt_key))
+    assert err.field == "property r"
+    assert 'set rule = "sprt"' in str(err)
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"max_trials": None}, "max_trials: Field required"),
+        ({"p0": 0.5}, "p1 0.6 must be below p0 0.5"),
+        ({"alpha": 0.5}, "alpha"),
+        ({"max_trials": 5}, "max_trials 5 is below the 11 straight hits"),
+        ({"rule": "bayes"}, "rule"),
+    ],
+)
+def test_bad_sprt_parameters_are_refused_naming_the_property(tmp_path, change, needle):
+    """A missing cap, p1 >= p0, alpha out of range, a cap too small to pass or an unknown rule is refused."""
+    err = suite_error(tmp_path, prop_toml(id="r", band="statistical", **{**SPRT_KEYS, **change}))
+    assert err.field == "property r"
+    assert needle in str(err)
+
+
+@pytest.mark.parametrize("band", ["contract", "safety"])
+def test_sprt_rule_on_a_non_statistical_property_is_refused(tmp_path, band):
+    """A band rule on a safety or contract property is refused, naming the property."""
+    err = suite_error(tmp_path, prop_toml(id="c", band=band, **SPRT_KEYS))
+    assert err.field == "property c"
+    assert "statistical band only" in str(err)
 
 
 # --- PropertySpec directly --------------------------------------------------------------------------
