@@ -11,10 +11,11 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from gate.errors import RET_INTERNAL, RET_OK, GateError, UsageError
+from gate.errors import RET_INTERNAL, RET_OK, GateError, InputMissingError, UsageError
 from gate.power import add_power_parser
 from gate.power import run_from_args as run_power
 from gate.reseal import add_reseal_parser, run_from_args
+from gate.run import RunRequest
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -38,6 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
     add_run_arguments(run)
+    run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
+
+    base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
+    add_run_arguments(base, card_required=False)
+    base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
+    base.add_argument("--factor", type=float, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
 
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
@@ -47,13 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_run_arguments(run: argparse.ArgumentParser) -> None:
+def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = True) -> None:
     run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
     run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
     run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
     run.add_argument("--seal", type=Path, required=True, help="seal file of the fixture tree")
     run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
-    run.add_argument("--card", type=Path, required=True, help="where to write the verdict card")
+    run.add_argument("--card", type=Path, required=card_required, help="where to write the verdict card")
     run.add_argument("--base", metavar="GIT_REV", help="list oracle files the patch changed since this revision")
     run.add_argument("--ledger", type=Path, help="credit ledger + sampler window (default: ledger.json by the card)")
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
@@ -109,6 +116,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _seal(args)
     if args.command == "run":
         return _run(args)
+    if args.command == "baseline":
+        return _baseline(args)
     if args.command == "accept":
         from gate.accept import run_accept
 
@@ -131,10 +140,8 @@ def _seal(args: argparse.Namespace) -> int:
     return RET_OK
 
 
-def _run(args: argparse.Namespace) -> int:
-    from gate.run import RunRequest, run_gate
-    from gate.summary import print_summary
-
+def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
+    """The run request both `run` and `baseline` build from the shared arguments."""
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
@@ -142,15 +149,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.broker and not args.broker.startswith(("redis://", "rediss://")):
         raise UsageError("must be a redis:// or rediss:// URL", field="--broker")
     if not args.workdir.is_dir():
-        from gate.errors import InputMissingError
-
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
-    request = RunRequest(
+    return RunRequest(
         suite=args.suite,
         workdir=args.workdir,
         fixture=args.fixture,
         seal=args.seal,
-        card=args.card,
+        card=card,
         retries=args.retries,
         base=args.base,
         ledger=args.ledger,
@@ -159,10 +164,26 @@ def _run(args: argparse.Namespace) -> int:
         broker=args.broker,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
+        calibration=args.calibration if args.command == "run" else None,
     )
-    result = run_gate(request)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gate.run import run_gate
+    from gate.summary import print_summary
+
+    result = run_gate(_request(args, card=args.card))
     print_summary(result.card, file=sys.stderr)
     return result.card.exit_code
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    from gate.baseline import run_baseline
+
+    if args.factor < 1:
+        raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
+    card = args.card or args.calibration.with_name("baseline-card.json")
+    return run_baseline(_request(args, card=card), args.calibration, factor=args.factor)
 
 
 if __name__ == "__main__":

@@ -53,8 +53,11 @@ class Folded:
     durations: Mapping[str, tuple[float, ...]]
 
 
-def fold_tallies(tallies: Sequence[Tally], manifest: Mapping[str, str]) -> Folded:
-    """Each property's verdict from its tally, in suite order; trials that never reported are a fault."""
+def fold_tallies(tallies: Sequence[Tally], manifest: Mapping[str, str], *, calibrated: frozenset[str]) -> Folded:
+    """Each property's verdict from its tally, in suite order; trials that never reported are a fault.
+
+    `timeout_is_safety` promotes a timeout only on a calibrated deadline: a deadline picked by hand
+    cannot turn a slow run into a safety failure."""
     verdicts: list[Verdict] = []
     durations: dict[str, tuple[float, ...]] = {}
     for tally in tallies:
@@ -73,7 +76,7 @@ def fold_tallies(tallies: Sequence[Tally], manifest: Mapping[str, str]) -> Folde
                 fixture_digest=digest,
                 outcomes=[outcome for _, outcome in ordered],
                 rule=prop.rule() if prop.band is Band.STATISTICAL else None,
-                timeout_is_safety=prop.timeout_is_safety,
+                timeout_is_safety=prop.timeout_is_safety and prop.id in calibrated,
             )
         )
     return Folded(verdicts=tuple(verdicts), durations=durations)

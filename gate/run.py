@@ -17,7 +17,8 @@ import structlog
 from pydantic import ValidationError
 
 from gate.artifacts import read_json, write_card
-from gate.card import HarnessEvent, VerdictCard
+from gate.calibration import calibration_from_json, deadline_source
+from gate.card import DeadlineSource, HarnessEvent, VerdictCard
 from gate.checks import Check, Trial, judge, load_checks
 from gate.errors import FreezeFileError, HarnessError, InputMissingError, SealDriftError
 from gate.executor import Executor, LocalExecutor, LocalInputs
@@ -52,6 +53,8 @@ class RunRequest:
     broker: str | None = None
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
+    calibration: Path | None = None
+    calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,11 @@ def run_gate(
         base=request.base,
         oracle_edits=_oracle_edits(request, suite, fixture_root) if request.base else (),
         freezes=_freezes(suite, current.digest, started),
+        deadline_sources=_deadline_sources(
+            suite,
+            (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None,
+            current.digest,
+        ),
     )
     fixtures = {
         current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
@@ -176,7 +184,8 @@ def _execute(
     images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
     if len(images) > 1:
         events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
-    folded = fold_tallies(tallies, manifest)
+    calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
+    folded = fold_tallies(tallies, manifest, calibrated=calibrated)
     image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
     return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
 
@@ -198,12 +207,24 @@ def _freezes(suite: Suite, seal: str, now: datetime) -> FreezeState:
     return resolve(parsed, bands=suite.bands(), seal=seal, now=now, source=str(path))
 
 
+def _deadline_sources(suite: Suite, path: Path | None, seal: str) -> dict[str, DeadlineSource]:
+    """Which deadlines a baseline calibration under this seal backs; the rest are proposals."""
+    calibration = None
+    if path is not None:
+        if not path.is_file():
+            raise InputMissingError("calibration file not found (make one with `gate baseline`)", file=str(path))
+        calibration = calibration_from_json(path.read_text(encoding="utf-8"), source=str(path))
+    return {p.id: deadline_source(p.id, p.deadline_s, calibration, seal) for p in suite.properties}
+
+
 def _oracle_edits(request: RunRequest, suite: Suite, fixture_root: Path) -> tuple[str, ...]:
     workdir = request.workdir.resolve()
     entry = next((a for a in suite.config.probe if a.endswith(".py")), None)
     files = [suite.path, suite.checks_path, request.seal.resolve()]
     files += [workdir / entry] if entry else []
     files += [suite.freeze_path] if suite.freeze_path else []
+    calibration = request.calibration or suite.calibration_path
+    files += [calibration.resolve()] if calibration else []
     changed = changed_files(workdir, request.base or "HEAD")
     return tuple(
         oracle_hits(changed, files=files, trees=[fixture_root], globs=list(suite.config.oracle), root=suite.root)

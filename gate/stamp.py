@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gate import __version__
-from gate.card import FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
+from gate.card import DeadlineSource, FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
 from gate.freezes import FreezeState
 from gate.policy import Decision
 from gate.seal import Seal
@@ -40,6 +40,7 @@ class RunFacts:
     image_id: str = ""
     events: tuple[HarnessEvent, ...] = ()
     durations: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    deadline_sources: Mapping[str, DeadlineSource] = field(default_factory=dict)
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -63,6 +64,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 interval=v.interval,
                 rule=rule.model_dump() if rule else None,
                 deadline_s=prop.deadline_s,
+                deadline_source=facts.deadline_sources.get(v.property_id, DeadlineSource.PROPOSAL),
                 timeout_is_safety=prop.timeout_is_safety,
                 fixture=prop.fixture,
                 fixture_digest=v.fixture_digest,

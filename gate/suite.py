@@ -110,6 +110,7 @@ class SuiteConfig(BaseModel):
     fixtures: str = "fixtures"
     checks: str = "checks.py"
     freeze_file: str | None = None
+    calibration: str | None = None
     oracle: tuple[str, ...] = ()
     sampler: SamplerConfig = SamplerConfig()
     ledger: LedgerConfig = LedgerConfig()
@@ -137,6 +138,10 @@ class Suite(BaseModel):
     @property
     def checks_path(self) -> Path:
         return self.resolve(self.config.checks)
+
+    @property
+    def calibration_path(self) -> Path | None:
+        return self.resolve(self.config.calibration) if self.config.calibration else None
 
     @property
     def freeze_path(self) -> Path | None:
