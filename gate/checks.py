@@ -83,7 +83,20 @@ def exits_zero(trial: Trial) -> bool:
     return True
 
 
-BUILTINS: dict[str, Check] = {"no_unmapped_write": no_unmapped_write, "exits_zero": exits_zero}
+def no_secret_in_output(trial: Trial) -> bool:
+    """Safety: the canary secret planted for this trial (environment and a credentials file) never
+    appeared in stdout or stderr. The sandbox scans the whole stream, not just the captured head;
+    an encoded canary (base64, reversed, split by other bytes) is not recognised."""
+    if trial.observation.canary_seen:
+        raise AssertionError("the trial's canary secret appeared in the probe's output")
+    return True
+
+
+BUILTINS: dict[str, Check] = {
+    "no_unmapped_write": no_unmapped_write,
+    "exits_zero": exits_zero,
+    "no_secret_in_output": no_secret_in_output,
+}
 
 
 def load_checks(checks_path: Path, names: Mapping[str, str], *, suite_file: str) -> dict[str, Check]:

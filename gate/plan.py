@@ -7,7 +7,7 @@ whole plan at once, every property at its planned (maximum) trial count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gate.errors import SuiteError
@@ -26,6 +26,8 @@ class Planner:
     clock: ClockSpec
     limits: Limits = field(default_factory=Limits)
     suite_file: str = "gate.toml"
+    image_id: str = ""  # when set, a worker whose image differs refuses the trial
+    new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
 
     def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
         """Specs for trial indices start .. start+count-1 of `prop`."""
@@ -42,6 +44,8 @@ class Planner:
                 deadline_s=prop.deadline_s,
                 clock=self.clock,
                 limits=self.limits,
+                canary=self.new_canary(),
+                image_id=self.image_id,
             )
             for index in range(start, start + count)
         ]

@@ -6,6 +6,7 @@ into the pure core as values. `python -m gate.run` is the same command as `gate 
 
 from __future__ import annotations
 
+import secrets
 import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -172,6 +173,8 @@ def _execute(
         clock=facts.clock,
         limits=suite.config.limits,
         suite_file=str(suite.path),
+        image_id=facts.image_id,
+        new_canary=lambda: secrets.token_hex(16),
     )
 
     def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:

@@ -56,6 +56,8 @@ class Limits(BaseModel):
     cpus: float = Field(1.0, gt=0)
     tmpfs_mb: int = Field(64, ge=1)
     output_cap_bytes: int = Field(64 * 1024, ge=1024)
+    file_size_mb: int = Field(64, ge=1)  # RLIMIT_FSIZE: no single file the probe writes grows past it
+    nofile: int = Field(256, ge=32)  # RLIMIT_NOFILE for the supervisor and the probe
 
 
 class TrialSpec(BaseModel):
@@ -72,6 +74,11 @@ class TrialSpec(BaseModel):
     deadline_s: float = Field(gt=0)
     clock: ClockSpec
     limits: Limits = Limits()
+    # A fresh secret per trial, planted in the probe's environment and a file; finding it in the
+    # output is a safety failure (builtin:no_secret_in_output). Empty: none planted.
+    canary: str = ""
+    # The image ID the run resolved; a worker whose image differs refuses the trial as a harness fault.
+    image_id: str = ""
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -121,6 +128,11 @@ class Observation(BaseModel):
     stdout: Captured = Captured()
     stderr: Captured = Captured()
     writes: tuple[FileChange, ...] = ()
+    rusage_user_s: float = 0.0
+    rusage_sys_s: float = 0.0
+    max_rss_kb: int = 0
+    # The trial's canary appeared somewhere in stdout or stderr (the whole stream, not just the head).
+    canary_seen: bool = False
     image_id: str = ""
     worker_id: str = ""
     fault: str | None = None

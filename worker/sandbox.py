@@ -1,4 +1,5 @@
-"""DockerSandbox: runs each trial in a fresh network-less container under the in-container supervisor."""
+"""DockerSandbox: runs a batch of trials in one network-less container under the in-container
+supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial."""
 
 from __future__ import annotations
 
@@ -10,21 +11,22 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from zoneinfo import ZoneInfoNotFoundError
+from typing import Any
 
 import docker
-import docker.errors
-from docker.types import Mount
 
 from gate.errors import GateError, SandboxError
 from gate.trial import Captured, FileChange, Inputs, Observation, TrialSpec
+from worker.container import EOF, IN_DIR, ReportStream, batch_labels, create_container
 from worker.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
-from worker.sweep import LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL, sweep
+from worker.sweep import sweep
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
-MOUNT = "/opt/probegate"
 WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
+POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
 
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
@@ -43,8 +45,25 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
     }
 
 
+def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
+    """Runs of consecutive specs that can share one container: same tree, clock and limits."""
+    group: list[TrialSpec] = []
+    for spec in specs:
+        if group and (per_trial or _shape(group[0]) != _shape(spec)):
+            yield group
+            group = []
+        group.append(spec)
+    if group:
+        yield group
+
+
+def _shape(spec: TrialSpec) -> tuple[object, ...]:
+    return (spec.tree_digest, spec.clock, spec.limits)
+
+
 class DockerSandbox:
-    """The gate.trial.Sandbox protocol over a local Docker engine: one container per trial."""
+    """The gate.trial.Sandbox protocol over a local Docker engine: one container per batch
+    (`per_trial=True`: one per trial, the old path, kept for comparison)."""
 
     def __init__(
         self,
@@ -54,14 +73,16 @@ class DockerSandbox:
         *,
         grace_s: float = 15.0,
         supervisor: Path = SUPERVISOR,
+        per_trial: bool = False,
     ) -> None:
         self._client = client
         self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
         self.image = image
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
-        # Host-side slack beyond the probe deadline: container start, tree copy, snapshots, report.
+        # Host-side slack beyond a probe's deadline: container start, tree copy, snapshots, report.
         self.grace_s = grace_s
         self.supervisor = Path(supervisor).resolve()
+        self.per_trial = per_trial
         self._aborted: set[str] = set()
 
     @property
@@ -76,21 +97,30 @@ class DockerSandbox:
         return resolve_image_id(self.client, self.image)
 
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
-        """One observation per spec, in order, each from its own container."""
+        """One observation per spec, in order; trials sharing a tree share a container."""
         try:
             image_id = self.image_id()
         except SandboxError as exc:
             return [Observation.harness_fault(s, str(exc), worker_id=self.worker_id) for s in specs]
+        observed: dict[int, Observation] = {}
+        runnable = []
+        for position, spec in enumerate(specs):
+            if spec.image_id and spec.image_id != image_id:
+                detail = f"worker image {image_id} differs from the run's {spec.image_id}"
+                observed[position] = self._fault(spec, detail, image_id)
+            else:
+                runnable.append((position, spec))
         try:
-            return [self._run_one(spec, inputs, image_id) for spec in specs]
+            for group in container_groups([s for _, s in runnable], self.per_trial):
+                positions = [p for p, _ in runnable[: len(group)]]
+                runnable = runnable[len(group) :]
+                observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
         except (KeyboardInterrupt, SystemExit):
             for run_id in {spec.run_id for spec in specs}:
-                with contextlib.suppress(DOCKER_ERRORS):
+                with contextlib.suppress(*DOCKER_ERRORS):
                     sweep(self.client, run_id)
             raise
-
-    def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
-        return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
+        return [observed[p] for p in range(len(specs))]
 
     def abort(self, run_id: str) -> int:
         """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
@@ -99,156 +129,180 @@ class DockerSandbox:
             return sweep(self.client, run_id)
         return 0
 
-    def _run_one(self, spec: TrialSpec, inputs: Inputs, image_id: str) -> Observation:
-        if spec.run_id in self._aborted:
-            return self._fault(spec, "run aborted before this trial started", image_id)
+    def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
+        return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
+
+    def _run_group(self, group: list[TrialSpec], inputs: Inputs, image_id: str) -> list[Observation]:
+        """Observations for specs sharing a container shape; a lost container is replaced for the rest."""
         try:
-            tree = inputs.tree_dir(spec.tree_digest)
-            fixture = inputs.fixture_bytes(spec.fixture_digest)
-        except (GateError, OSError) as exc:
-            return self._fault(spec, f"trial inputs unavailable: {exc}", image_id)
-        with tempfile.TemporaryDirectory(prefix="probegate-trial-") as tmp:
+            tree = inputs.tree_dir(group[0].tree_digest)
+            fixtures = {s.fixture_digest: inputs.fixture_bytes(s.fixture_digest) for s in group}
+        except (GateError, OSError, KeyError) as exc:
+            return [self._fault(s, f"trial inputs unavailable: {exc}", image_id) for s in group]
+        with tempfile.TemporaryDirectory(prefix="probegate-batch-") as tmp:
+            in_dir = Path(tmp)
             try:
-                files = self._write_trial_files(Path(tmp), spec, fixture)
-            except (OSError, ValueError, ZoneInfoNotFoundError) as exc:
-                return self._fault(spec, f"trial files could not be written: {_one_line(exc)}", image_id)
-            try:
-                container = self._create(spec, image_id, tree, files)
-            except DOCKER_ERRORS as exc:
-                return self._fault(spec, f"container could not start: {_one_line(exc)}", image_id)
-            try:
-                return self._start_and_observe(container, spec, image_id)
-            finally:
-                with contextlib.suppress(DOCKER_ERRORS):
-                    container.remove(force=True)
+                self._write_inputs(in_dir, group[0], fixtures)
+            except (OSError, ValueError) as exc:
+                return [self._fault(s, f"trial files could not be written: {_one_line(exc)}", image_id) for s in group]
+            done: list[Observation] = []
+            while len(done) < len(group):
+                pending = group[len(done) :]
+                if pending[0].run_id in self._aborted:
+                    return [
+                        *done,
+                        *(self._fault(s, "run aborted before this trial started", image_id) for s in pending),
+                    ]
+                got = self._one_container(pending, in_dir, tree, image_id)
+                done += got or [self._fault(pending[0], "container ended without a report", image_id)]
+        return done
 
-    def _write_trial_files(self, tmp: Path, spec: TrialSpec, fixture: bytes) -> dict[str, Path]:
-        trial = {
-            "argv": list(spec.probe_argv),
-            "deadline_s": spec.deadline_s,
-            "output_cap_bytes": spec.limits.output_cap_bytes,
-            "stdin": f"{MOUNT}/stdin",
-            "env": probe_env(spec),
-            "writable_roots": list(WRITABLE_ROOTS),
-        }
-        files = {
-            "trial.json": json.dumps(trial).encode(),
-            "stdin": fixture,
-            "faketimerc": (spec.clock.faketimerc() + "\n").encode(),
-        }
-        paths = {}
+    def _write_inputs(self, in_dir: Path, first: TrialSpec, fixtures: dict[str, bytes]) -> None:
+        in_dir.chmod(0o755)  # the container runs as nobody
+        files = {f"stdin-{digest}": data for digest, data in fixtures.items()}
+        files["faketimerc"] = (first.clock.faketimerc() + "\n").encode()
         for name, data in files.items():
-            path = tmp / name
+            path = in_dir / name
             path.write_bytes(data)
-            path.chmod(0o444)  # the container runs as nobody
-            paths[name] = path
-        return paths
+            path.chmod(0o444)
 
-    def _create(self, spec: TrialSpec, image_id: str, tree: Path, files: dict[str, Path]):
-        limits = spec.limits
-        tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
-        sources = {
-            "/src": Path(tree).resolve(),
-            f"{MOUNT}/supervisor.py": self.supervisor,
-            f"{MOUNT}/trial.json": files["trial.json"],
-            f"{MOUNT}/stdin": files["stdin"],
-            "/etc/faketimerc": files["faketimerc"],
+    def _batch_file(self, in_dir: Path, pending: list[TrialSpec]) -> None:
+        trials = [
+            {
+                "id": str(position),
+                "argv": list(spec.probe_argv),
+                "deadline_s": spec.deadline_s,
+                "output_cap_bytes": spec.limits.output_cap_bytes,
+                "stdin": f"{IN_DIR}/stdin-{spec.fixture_digest}",
+                "env": probe_env(spec),
+                "canary": spec.canary,
+            }
+            for position, spec in enumerate(pending)
+        ]
+        batch = {
+            "writable_roots": list(WRITABLE_ROOTS),
+            "frozen_epoch": pending[0].clock.frozen_at.timestamp(),
+            "trials": trials,
         }
-        # Mount, not `volumes=`: for a missing source `volumes=` silently creates an empty directory.
-        mounts = [Mount(target, str(source), type="bind", read_only=True) for target, source in sources.items()]
-        return self.client.containers.create(
-            image_id,
-            command=["python3", f"{MOUNT}/supervisor.py", f"{MOUNT}/trial.json"],
-            network_mode="none",
-            read_only=True,
-            user="65534:65534",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            pids_limit=limits.pids,
-            mem_limit=f"{limits.memory_mb}m",
-            memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=int(limits.cpus * 1e9),
-            shm_size=f"{limits.tmpfs_mb}m",
-            # /work is exec so a tree may run its own scripts; Docker's tmpfs default is noexec.
-            tmpfs={"/work": tmpfs_opts + ",exec", "/tmp": tmpfs_opts},
-            mounts=mounts,
-            # No working_dir: with it, Docker 20.10 mounts the /work tmpfs as root 0755, ignoring mode=.
-            environment=probe_env(spec),
-            labels={
-                LABEL_RUN: spec.run_id,
-                LABEL_PROPERTY: spec.property_id,
-                LABEL_TRIAL: str(spec.trial_index),
-                "probegate.worker": self.worker_id,
-                LABEL_HOST: socket.gethostname(),
-                LABEL_PID: str(os.getpid()),
-            },
+        path = in_dir / "trials.json"
+        path.unlink(missing_ok=True)  # a fresh file per container: the last one's may still be mapped
+        path.write_text(json.dumps(batch))
+        path.chmod(0o444)
+
+    def _one_container(self, pending: list[TrialSpec], in_dir: Path, tree: Path, image_id: str) -> list[Observation]:
+        """Run `pending` in one fresh container; returns observations for a non-empty prefix of it."""
+        first = pending[0]
+        try:
+            self._batch_file(in_dir, pending)
+            labels = batch_labels(first.run_id, first.property_id, first.trial_index, uuid.uuid4().hex, self.worker_id)
+            container = create_container(
+                self.client,
+                image_id,
+                tree=tree,
+                in_dir=in_dir,
+                supervisor=self.supervisor,
+                limits=first.limits,
+                env=probe_env(first),
+                labels=labels,
+            )
+        except (*DOCKER_ERRORS, OSError) as exc:
+            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+        stream = None
+        try:
+            stream = ReportStream(container)
+            started = time.monotonic()
+            container.start()
+            return self._follow(container, stream, pending, image_id, started)
+        except DOCKER_ERRORS as exc:
+            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+        finally:
+            if stream is not None:
+                stream.close()
+            with contextlib.suppress(*DOCKER_ERRORS):
+                container.remove(force=True)
+
+    def _follow(self, container: Any, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float):
+        """Turn report lines into observations, one trial at a time, each under deadline + grace."""
+        done: list[Observation] = []
+        for position, spec in enumerate(pending):
+            budget = spec.deadline_s + self.grace_s
+            while True:
+                item = stream.next(min(POLL_S, started + budget - time.monotonic()))
+                if item is not None or spec.run_id in self._aborted:
+                    break
+                if time.monotonic() - started >= budget:
+                    # The deadline is the host's to enforce too: a stuck supervisor must not pin the worker.
+                    with contextlib.suppress(*DOCKER_ERRORS):
+                        container.kill()
+                    return [*done, self._timed_out(spec, time.monotonic() - started, image_id)]
+            if spec.run_id in self._aborted:
+                return [*done, *(self._fault(s, "run aborted", image_id) for s in pending[position:])]
+            if item is EOF or not isinstance(item, dict):
+                return [*done, self._lost(container, spec, image_id)]
+            if "batch_error" in item:
+                why = f"supervisor: {item['batch_error']}"
+                return [*done, *(self._fault(s, why, image_id) for s in pending[position:])]
+            if "reset_error" in item:
+                return done  # the supervisor could not clean up after the last trial: go on in a new container
+            if item.get("id") != str(position) or "error" in item:
+                why = item.get("error") or f"unexpected report {str(item)[:200]}"
+                return [*done, self._fault(spec, f"supervisor: {why}", image_id)]
+            done.append(self._observation(spec, image_id, item))
+            started = time.monotonic()
+        return done
+
+    def _timed_out(self, spec: TrialSpec, duration: float, image_id: str) -> Observation:
+        return Observation(
+            run_id=spec.run_id,
+            property_id=spec.property_id,
+            trial_index=spec.trial_index,
+            timed_out=True,
+            signal=9,
+            duration_s=duration,
+            image_id=image_id,
+            worker_id=self.worker_id,
         )
 
-    def _start_and_observe(self, container, spec: TrialSpec, image_id: str) -> Observation:
-        started = time.monotonic()
+    def _lost(self, container: Any, spec: TrialSpec, image_id: str) -> Observation:
+        """The container ended before reporting this trial: the probe's OOM, or the harness's fault."""
         try:
-            container.start()
+            container.wait(timeout=10)
+            container.reload()
+            state = container.attrs["State"]
+            tail = container.logs(stdout=False, stderr=True)[-500:].decode(errors="replace")
         except DOCKER_ERRORS as exc:
-            return self._fault(spec, f"container could not start: {_one_line(exc)}", image_id)
-        budget = spec.deadline_s + self.grace_s
-        try:
-            status = container.wait(timeout=budget)
-        except DOCKER_ERRORS as exc:
-            # Over the unix socket a read timeout arrives as a ConnectionError: tell them by the clock.
-            if time.monotonic() - started < budget:
-                return self._fault(spec, f"docker daemon error while waiting: {_one_line(exc)}", image_id)
-            # The deadline is the host's to enforce too: a stuck supervisor must not pin the worker.
-            with contextlib.suppress(DOCKER_ERRORS):
-                container.kill()
+            return self._fault(spec, f"docker daemon error reading the result: {_one_line(exc)}", image_id)
+        if state.get("OOMKilled"):
+            # The memory cgroup took the supervisor down with the probe: the probe's doing.
             return Observation(
                 run_id=spec.run_id,
                 property_id=spec.property_id,
                 trial_index=spec.trial_index,
-                timed_out=True,
+                oom_killed=True,
                 signal=9,
-                duration_s=time.monotonic() - started,
                 image_id=image_id,
                 worker_id=self.worker_id,
             )
-        try:
-            container.reload()
-            oom_killed = bool(container.attrs["State"].get("OOMKilled"))
-            stdout = container.logs(stdout=True, stderr=False)
-        except DOCKER_ERRORS as exc:
-            return self._fault(spec, f"docker daemon error reading the result: {_one_line(exc)}", image_id)
-        return self._observation(container, spec, image_id, status, oom_killed, stdout)
+        code = state.get("ExitCode")
+        return self._fault(spec, f"supervisor gave no report (container exit {code}): {_one_line(tail)}", image_id)
 
-    def _observation(self, container, spec, image_id, status, oom_killed, stdout) -> Observation:
-        common = dict(
-            run_id=spec.run_id,
-            property_id=spec.property_id,
-            trial_index=spec.trial_index,
-            image_id=image_id,
-            worker_id=self.worker_id,
-            oom_killed=oom_killed,
-        )
-        report = _last_json_line(stdout)
-        if report is None and oom_killed:
-            # The memory cgroup took the supervisor down with the probe: the probe's doing.
-            return Observation(**common, signal=9)
-        if report is None:
-            try:
-                stderr = container.logs(stdout=False, stderr=True)[-500:].decode(errors="replace")
-            except DOCKER_ERRORS:
-                stderr = ""
-            code = status.get("StatusCode")
-            return self._fault(
-                spec, f"supervisor gave no report (container exit {code}): {_one_line(stderr)}", image_id
-            )
-        if "error" in report:
-            return self._fault(spec, f"supervisor: {report['error']}", image_id)
+    def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
         try:
             return Observation(
-                **common,
+                run_id=spec.run_id,
+                property_id=spec.property_id,
+                trial_index=spec.trial_index,
+                image_id=image_id,
+                worker_id=self.worker_id,
                 exit_code=report["exit_code"],
                 signal=report["signal"],
                 timed_out=report["timed_out"],
+                oom_killed=report["oom_killed"],
                 duration_s=report["duration_s"],
+                rusage_user_s=report["rusage_user_s"],
+                rusage_sys_s=report["rusage_sys_s"],
+                max_rss_kb=report["max_rss_kb"],
+                canary_seen=report["canary_seen"],
                 stdout=_captured(report["stdout"]),
                 stderr=_captured(report["stderr"]),
                 writes=tuple(FileChange(path=w["path"], change=w["change"]) for w in report["writes"]),
@@ -259,18 +313,6 @@ class DockerSandbox:
 
 def _captured(stream: dict) -> Captured:
     return Captured(data=base64.b64decode(stream["data_b64"]), length=stream["length"], sha256=stream["sha256"])
-
-
-def _last_json_line(stdout: bytes) -> dict | None:
-    # Only the supervisor writes to the container's stdout; its report is the last line.
-    lines = stdout.strip().splitlines()
-    if not lines:
-        return None
-    try:
-        report = json.loads(lines[-1])
-    except ValueError:
-        return None
-    return report if isinstance(report, dict) else None
 
 
 def _one_line(exc: object) -> str:

@@ -1,7 +1,9 @@
-"""In-container supervisor: runs one probe, watches it, prints exactly one JSON report line.
+"""In-container supervisor: runs a batch of probes, each fresh, and prints one JSON line per trial.
 
 Standalone and stdlib-only: it is bind-mounted read-only into the sandbox image (Python 3.13) and
-runs as PID 1 with `python3 /opt/probegate/supervisor.py /opt/probegate/trial.json`.
+runs as PID 1 with `python3 /opt/probegate/supervisor.py /opt/probegate/in/trials.json`. Between
+trials it kills every other process and wipes the writable places, so no trial sees another's
+processes or writes. The host reads the lines as they come and enforces deadlines itself too.
 """
 
 from __future__ import annotations
@@ -9,39 +11,55 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import threading
 import time
 
+try:
+    from fsdiff import diff, snapshot  # inside the sandbox: a sibling in the same read-only mount
+except ImportError:  # imported on the host as worker.supervisor
+    from worker.fsdiff import diff, snapshot
+
 PR_SET_DUMPABLE = 4
-CHUNK = 1 << 16
-READER_JOIN_S = 5.0
+CHUNK = 1 << 20
+PIPE_SIZE = 1 << 20  # the unprivileged maximum: fewer wake-ups for a flooding probe
+CANARY_DIR = "/tmp/.probegate"
+CANARY_FILE = f"{CANARY_DIR}/credentials"
+CANARY_ENV = "API_TOKEN"
+CLOCK_SLACK_S = 5.0
 
 
 class Stream:
-    """One output pipe: the first `cap` bytes kept, the full length and sha256 counted."""
+    """One output pipe: the first `cap` bytes kept, the full length and sha256 counted, and a scan
+    of the whole stream (not just the head) for the canary."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, canary: bytes) -> None:
         self.cap = cap
         self.head = bytearray()
         self.length = 0
         self.digest = hashlib.sha256()
+        self.canary = canary
+        self.tail = b""  # the last len(canary)-1 bytes, so a canary split across reads is seen
+        self.canary_seen = False
 
-    def pump(self, fd: int) -> None:
-        # Drain to EOF whatever the cap: a blocked writer would otherwise stall the probe.
-        while chunk := os.read(fd, CHUNK):
-            self.length += len(chunk)
-            self.digest.update(chunk)
-            room = self.cap - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
+    def feed(self, chunk: bytes) -> None:
+        self.length += len(chunk)
+        self.digest.update(chunk)
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+        if self.canary and not self.canary_seen:
+            window = self.tail + chunk
+            self.canary_seen = self.canary in window
+            keep = len(self.canary) - 1
+            self.tail = window[len(window) - keep :] if keep else b""
 
     def report(self) -> dict:
         data = base64.b64encode(bytes(self.head)).decode("ascii")
@@ -59,72 +77,36 @@ def harden() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def wipe(root: str) -> None:
+    """Empty a writable root (a tmpfs we may not remove or chmod itself), whatever modes the probe left."""
+    if not os.path.isdir(root):
+        return
+    for entry in os.scandir(root):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def remove_tree(path: str) -> None:
+    # A probe may chmod 000 its directories; we own them (same uid), so give ourselves access back.
+    os.chmod(path, 0o700)
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path)
+        else:
+            os.unlink(entry.path)
+    os.rmdir(path)
+
+
 def copy_tree(src: str, dst: str) -> None:
-    """Copy the entries of `src` into the existing directory `dst` (a tmpfs we may not chmod)."""
+    """Copy the entries of `src` into the existing directory `dst`."""
     for entry in os.scandir(src):
         target = os.path.join(dst, entry.name)
         if entry.is_dir(follow_symlinks=False):
             shutil.copytree(entry.path, target, symlinks=True)
         else:
             shutil.copy2(entry.path, target, follow_symlinks=False)
-
-
-def signature(path: str) -> str:
-    """What a path holds, permission bits included (a chmod is a write too): sha256, link target or type."""
-    st = os.lstat(path)
-    mode = f"{stat.S_IMODE(st.st_mode):o}"
-    if stat.S_ISDIR(st.st_mode):
-        return f"dir:{mode}"
-    if stat.S_ISLNK(st.st_mode):
-        return "link:" + os.readlink(path)
-    if not stat.S_ISREG(st.st_mode):
-        # Fifos, sockets, mqueues: never opened, since opening a fifo blocks.
-        return f"special:{st.st_mode:o}:{st.st_size}:{st.st_mtime_ns}"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return f"unreadable:{mode}:{st.st_size}:{st.st_mtime_ns}"
-    digest = hashlib.sha256()
-    try:
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-    finally:
-        os.close(fd)
-    return f"{digest.hexdigest()}:{mode}"
-
-
-def snapshot(roots: list[str]) -> dict[str, str]:
-    """Every entry under the writable roots (not the roots themselves), path → signature."""
-    seen: dict[str, str] = {}
-    for root in roots:
-        if not os.path.isdir(root):
-            continue
-        for top, dirs, files in os.walk(root, onerror=lambda _err: None):
-            for name in dirs + files:
-                path = os.path.join(top, name)
-                try:
-                    seen[path] = signature(path)
-                except OSError:
-                    seen[path] = "vanished"
-    return seen
-
-
-def diff(before: dict[str, str], after: dict[str, str]) -> list[dict]:
-    """created / modified / deleted paths between two snapshots, sorted by path."""
-    changes = []
-    for path in sorted(before.keys() | after.keys()):
-        if path not in before:
-            change = "created"
-        elif path not in after:
-            change = "deleted"
-        elif before[path] != after[path]:
-            change = "modified"
-        else:
-            continue
-        # Report undecodable names readably instead of leaking lone surrogates into JSON.
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        changes.append({"path": shown, "change": change})
-    return changes
 
 
 def kill_everything() -> None:
@@ -142,6 +124,20 @@ def kill_everything() -> None:
                 break
 
 
+def oom_kills() -> int:
+    """The container's OOM-kill count (cgroup v1 or v2); a rise during a trial means the probe was OOM-killed."""
+    for path, key in (
+        ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
+        ("/sys/fs/cgroup/memory.events", "oom_kill"),
+    ):
+        with contextlib.suppress(OSError), open(path) as handle:
+            for line in handle:
+                name, _, value = line.partition(" ")
+                if name == key:
+                    return int(value)
+    return -1
+
+
 def raise_oom_score() -> None:
     # Runs in the child before exec: make the probe, not the supervisor, the OOM killer's pick.
     try:
@@ -151,13 +147,88 @@ def raise_oom_score() -> None:
         pass
 
 
-def run_trial(trial: dict) -> dict:
-    """Copy the tree, run the probe once under its deadline, and describe what happened."""
-    copy_tree(trial.get("src", "/src"), trial.get("work", "/work"))
-    roots = list(trial["writable_roots"])
+def check_clock(batch: dict) -> str | None:
+    """Prove a child that clears LD_PRELOAD and FAKETIME* still reads the frozen instant; else say why."""
+    expect = batch.get("frozen_epoch")
+    if expect is None:
+        return None
+    env = {k: v for k, v in batch["trials"][0]["env"].items() if k != "LD_PRELOAD" and not k.startswith("FAKETIME")}
+    child = subprocess.run(
+        [sys.executable, "-c", "import time; print(time.time())"], env=env, capture_output=True, text=True, timeout=20
+    )
+    try:
+        seen = float(child.stdout)
+    except ValueError:
+        return f"clock preflight child printed {child.stdout[:80]!r} (exit {child.returncode})"
+    if abs(seen - float(expect)) > CLOCK_SLACK_S:
+        return f"clock preflight: a child without LD_PRELOAD reads {seen:.0f}, not the frozen {float(expect):.0f}"
+    return None
+
+
+def plant_canary(canary: str) -> None:
+    # Before the `before` snapshot, so the planted file is not the probe's write.
+    os.mkdir(CANARY_DIR, 0o755)
+    fd = os.open(CANARY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"[default]\napi_token = {canary}\n")
+
+
+def pump(proc: subprocess.Popen, out: Stream, err: Stream, deadline_s: float, started: float) -> tuple[bool, tuple]:
+    """Drain both pipes until the probe exits or its deadline passes; returns (timed_out, wait4 result).
+
+    One thread and poll(): a fork bomb may exhaust the pids limit, so nothing here may need a thread."""
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    for fd in streams:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, 1031, PIPE_SIZE)  # F_SETPIPE_SZ
+    pidfd = os.pidfd_open(proc.pid)
+    poller = select.poll()
+    for fd in (*streams, pidfd):
+        poller.register(fd, select.POLLIN)
+    timed_out = False
+    try:
+        while True:
+            left = started + deadline_s - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready = poller.poll(left * 1000)
+            if any(fd == pidfd for fd, _ in ready):
+                break
+            for fd, _ in ready:
+                chunk = os.read(fd, CHUNK)
+                if chunk:
+                    streams[fd].feed(chunk)
+                else:
+                    poller.unregister(fd)
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        status = os.wait4(proc.pid, 0)
+    finally:
+        os.close(pidfd)
+    return timed_out, status
+
+
+def drain(fd: int, stream: Stream) -> None:
+    """Read what is left in a pipe once every writer is dead (so EOF comes promptly)."""
+    while chunk := os.read(fd, CHUNK):
+        stream.feed(chunk)
+
+
+def run_trial(batch: dict, trial: dict) -> dict:
+    """Copy the tree into the (empty) work dir, run the probe once under its deadline, describe it."""
+    work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
+    copy_tree(batch.get("src", "/src"), work)
+    canary = trial.get("canary", "")
+    env = dict(trial["env"])
+    if canary:
+        plant_canary(canary)
+        env[CANARY_ENV] = canary
     before = snapshot(roots)
-    out, err = Stream(trial["output_cap_bytes"]), Stream(trial["output_cap_bytes"])
-    deadline_s = float(trial["deadline_s"])
+    cap = int(trial["output_cap_bytes"])
+    out, err = Stream(cap, canary.encode()), Stream(cap, canary.encode())
+    ooms = oom_kills()
     with open(trial["stdin"], "rb") as stdin:
         started = time.monotonic()
         proc = subprocess.Popen(
@@ -165,38 +236,33 @@ def run_trial(trial: dict) -> dict:
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=trial.get("work", "/work"),
-            env=trial["env"],
+            cwd=work,
+            env=env,
             close_fds=True,
             start_new_session=True,
             preexec_fn=raise_oom_score,
         )
-    readers = [
-        threading.Thread(target=out.pump, args=(proc.stdout.fileno(),), daemon=True),
-        threading.Thread(target=err.pump, args=(proc.stderr.fileno(),), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=deadline_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    timed_out, (_, status, usage) = pump(proc, out, err, float(trial["deadline_s"]), started)
     duration = time.monotonic() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never tries to reap it again
     # Orphans (other sessions included) could keep the pipes open or keep writing files.
     kill_everything()
-    for reader in readers:
-        reader.join(READER_JOIN_S)
+    drain(proc.stdout.fileno(), out)
+    drain(proc.stderr.fileno(), err)
+    proc.stdout.close()
+    proc.stderr.close()
     after = snapshot(roots)
     code = proc.returncode
     return {
         "exit_code": code if code >= 0 else None,
         "signal": -code if code < 0 else None,
         "timed_out": timed_out,
+        "oom_killed": ooms >= 0 and oom_kills() > ooms,
         "duration_s": round(duration, 6),
+        "rusage_user_s": round(usage.ru_utime, 6),
+        "rusage_sys_s": round(usage.ru_stime, 6),
+        "max_rss_kb": int(usage.ru_maxrss),
+        "canary_seen": out.canary_seen or err.canary_seen,
         "stdout": out.report(),
         "stderr": err.report(),
         "writes": diff(before, after),
@@ -204,7 +270,7 @@ def run_trial(trial: dict) -> dict:
 
 
 def emit(report: dict) -> None:
-    """Write the single report line to our own stdout, which only the host reads."""
+    """Write one report line to our own stdout, which only the host reads."""
     line = (json.dumps(report, separators=(",", ":")) + "\n").encode("ascii")
     view = memoryview(line)
     while view:
@@ -215,12 +281,30 @@ def main(argv: list[str]) -> int:
     try:
         harden()
         with open(argv[1], "rb") as handle:
-            trial = json.load(handle)
-        report = run_trial(trial)
+            batch = json.load(handle)
+        reason = check_clock(batch)
     except Exception as exc:
-        emit({"error": f"{type(exc).__name__}: {exc}"})
+        emit({"batch_error": f"{type(exc).__name__}: {exc}"})
         return 2
-    emit(report)
+    if reason is not None:
+        emit({"batch_error": reason})
+        return 2
+    for trial in batch["trials"]:
+        try:
+            report = run_trial(batch, trial)
+        except Exception as exc:
+            # The sandbox may be in an unknown state: stop, and let the host start a fresh container.
+            emit({"id": trial["id"], "error": f"{type(exc).__name__}: {exc}"})
+            return 2
+        emit({"id": trial["id"], **report})
+        try:
+            # Reset after, not before: a failure here is this trial's doing, and its report is out.
+            for root in batch["writable_roots"]:
+                wipe(root)
+        except OSError as exc:
+            emit({"reset_error": f"{type(exc).__name__}: {exc}"})
+            return 2
+    emit({"done": True})
     return 0
 
 

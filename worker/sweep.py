@@ -16,6 +16,7 @@ from worker.image import DOCKER_ERRORS
 
 LABEL_RUN, LABEL_PROPERTY, LABEL_TRIAL = "probegate.run", "probegate.property", "probegate.trial"
 LABEL_HOST, LABEL_PID = "probegate.host", "probegate.pid"
+LABEL_BATCH = "probegate.batch"
 
 
 def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:

@@ -1,5 +1,5 @@
 """The JSON that crosses the broker. A batch holds one property's trials, which differ only in
-their index, so it travels as one spec (the template) plus the indices; observations travel as
+their index and canary, so it travels as one spec (the template) plus the indices and canaries; observations travel as
 one JSON string that pydantic parses and validates in one pass. Both keep the broker's own
 (slow, per-object) JSON work to a few strings per batch.
 """
@@ -22,16 +22,24 @@ def encode_batch(specs: list[TrialSpec]) -> dict[str, Any]:
     for spec in specs:
         if _shape(spec) != shape:
             raise ValueError(f"batch mixes trials of different shape ({spec.property_id})")
-    return {"template": first.model_dump_json(), "indices": [spec.trial_index for spec in specs]}
+    return {
+        "template": first.model_dump_json(),
+        "indices": [spec.trial_index for spec in specs],
+        "canaries": [spec.canary for spec in specs],  # one secret per trial, never shared
+    }
 
 
 def _shape(spec: TrialSpec) -> tuple[object, ...]:
-    return tuple(getattr(spec, name) for name in TrialSpec.model_fields if name != "trial_index")
+    return tuple(getattr(spec, name) for name in TrialSpec.model_fields if name not in ("trial_index", "canary"))
 
 
 def decode_batch(payload: dict[str, Any]) -> list[TrialSpec]:
     template = TrialSpec.model_validate_json(payload["template"])
-    return [template.model_copy(update={"trial_index": int(index)}) for index in payload["indices"]]
+    canaries = payload.get("canaries") or [template.canary] * len(payload["indices"])
+    return [
+        template.model_copy(update={"trial_index": int(index), "canary": str(canary)})
+        for index, canary in zip(payload["indices"], canaries, strict=True)
+    ]
 
 
 def encode_observations(observations: list[Observation]) -> str:

@@ -14,13 +14,14 @@ from typing import NoReturn
 
 import docker
 import pytest
+from celery_helpers import RedisServer, Workers
 
 from gate.errors import HarnessError, SandboxError
 from gate.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
 from worker.image import DEFAULT_IMAGE, resolve_image_id
 from worker.image import docker_client as connect
 from worker.sandbox import DockerSandbox
-from worker.sweep import LABEL_RUN, sweep
+from worker.sweep import LABEL_RUN, sweep, sweep_dead_workers
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -156,3 +157,21 @@ def make_trial(tmp_path: Path, run_id: str) -> MakeTrial:
         return spec, inputs
 
     return make
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A private redis-server on a free loopback port (skip without one, fail under CI=true)."""
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workers(redis_server: RedisServer, tmp_path: Path, docker_client, sandbox_image: str) -> Iterator[Workers]:
+    """Gate-worker processes on a private broker; short visibility timeout so a lost batch is redelivered fast."""
+    pool = Workers(redis_server.url, tmp_path, env={"PROBEGATE_VISIBILITY_TIMEOUT": "8"})
+    yield pool
+    pool.stop_all()
+    sweep_dead_workers(docker_client)

@@ -299,3 +299,54 @@ def test_sweep_removes_only_the_named_run(docker_client, sandbox_image, run_id, 
     assert sweep(docker_client, run_id) == 1
     assert leftovers() == []
     assert sweep(docker_client, other) == 1  # the other run's container was left alone
+
+
+def test_clock_preflight_failure_makes_every_trial_of_the_batch_a_fault(sandbox, make_trial, monkeypatch):
+    """When a child reads an instant other than the spec's, each trial of the batch is a harness fault naming why."""
+    from gate.trial import ClockSpec
+
+    monkeypatch.setattr(ClockSpec, "faketimerc", lambda self: "2020-01-01 00:00:00")
+    first, inputs = make_trial("print('never runs')\n")
+    observed = sandbox.run_batch([first, first.model_copy(update={"trial_index": 1})], inputs)
+    assert all(o.fault is not None and "clock preflight" in o.fault for o in observed), observed
+    assert all(o.exit_code is None for o in observed)
+
+
+def test_a_worker_whose_image_differs_refuses_every_trial(sandbox, make_trial, sandbox_image):
+    """A spec naming another image ID is a harness fault naming both IDs; a matching one runs."""
+    spec, inputs = make_trial("print('hi')\n")
+    other = spec.model_copy(update={"image_id": "sha256:" + "0" * 64})
+    same = spec.model_copy(update={"image_id": sandbox_image, "trial_index": 1})
+    refused, ran = sandbox.run_batch([other, same], inputs)
+    assert refused.fault == f"worker image {sandbox_image} differs from the run's sha256:{'0' * 64}"
+    assert ran.fault is None and ran.stdout.data == b"hi\n"
+
+
+def test_rusage_is_reported_per_trial(observe, make_trial):
+    """User CPU time and max RSS come from wait4 on the probe: a busy, allocating probe shows both."""
+    probe = "blob = b'x' * (40 << 20)\nn = 0\nfor i in range(3_000_000):\n    n += i\n"
+    obs = observe(*make_trial(probe))
+    assert obs.rusage_user_s > 0.05 and obs.rusage_sys_s >= 0 and obs.max_rss_kb > 40 * 1024
+
+
+def test_file_size_and_open_file_limits_apply(observe, make_trial):
+    """A file past file_size_mb fails with EFBIG and opening more than nofile descriptors fails with EMFILE."""
+    probe = """
+        import errno, json, os, signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        try:
+            with open("/work/big", "wb") as handle:
+                handle.write(b"x" * (3 << 20))
+            big = "written"
+        except OSError as exc:
+            big = errno.errorcode[exc.errno]
+        fds = []
+        try:
+            while True:
+                fds.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError as exc:
+            print(json.dumps({"big": big, "fds": len(fds), "err": errno.errorcode[exc.errno]}))
+    """
+    obs = observe(*make_trial(probe, limits=Limits(file_size_mb=2, nofile=64)))
+    result = stdout_json(obs)
+    assert result["big"] == "EFBIG" and result["err"] == "EMFILE" and result["fds"] < 64

@@ -1,0 +1,167 @@
+"""Trial overhead: throughput of batch mode, of a container per trial, and of a bare loop of the
+same trivial probe inside one already-running container, in one run, as ratios vs the bare loop.
+
+    .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--repeats 3]
+
+Everything runs sequentially on one thread, so the ratios compare per-trial cost, not parallelism.
+The bare loop is timed inside the container (subprocess.run of the probe N times), so it carries
+no Docker or host cost at all: the strictest baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from docker.types import Mount
+
+from gate.executor import batches
+from gate.trial import ClockSpec, Observation, TrialSpec
+from worker.image import DEFAULT_IMAGE, docker_client, resolve_image_id
+from worker.sandbox import DockerSandbox, probe_env
+from worker.sweep import LABEL_RUN, sweep
+
+PROBE = "import sys, json\njson.dump({'ok': True, 'n': len(sys.stdin.read())}, sys.stdout)\n"
+FIXTURE = b'{"x": 1}'
+CLOCK = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
+
+BARE_LOOP = """
+import subprocess, sys, time
+n = int(sys.argv[1])
+t0 = time.monotonic()
+for _ in range(n):
+    with open("/opt/bench/stdin", "rb") as stdin:
+        subprocess.run(["python3", "probe.py"], stdin=stdin, capture_output=True, check=True, cwd="/src")
+print(time.monotonic() - t0)
+"""
+
+
+class DirInputs:
+    """One tree and one fixture, for the benchmark only."""
+
+    def __init__(self, tree: Path) -> None:
+        self.tree = tree
+
+    def tree_dir(self, digest: str) -> Path:
+        return self.tree
+
+    def fixture_bytes(self, digest: str) -> bytes:
+        return FIXTURE
+
+
+def make_specs(run_id: str, n: int) -> list[TrialSpec]:
+    return [
+        TrialSpec(
+            run_id=run_id,
+            property_id="bench",
+            trial_index=i,
+            probe_argv=("python3", "probe.py"),
+            tree_digest="bench-tree",
+            fixture_path="input.json",
+            fixture_digest=hashlib.sha256(FIXTURE).hexdigest(),
+            deadline_s=10.0,
+            clock=CLOCK,
+        )
+        for i in range(n)
+    ]
+
+
+def timed_sandbox(sandbox: DockerSandbox, specs: list[TrialSpec], inputs: DirInputs, size: int) -> float:
+    started = time.monotonic()
+    observed: list[Observation] = []
+    for group in batches(specs, size):
+        observed += sandbox.run_batch(group, inputs)
+    took = time.monotonic() - started
+    bad = [o for o in observed if o.fault or o.exit_code != 0]
+    if bad:
+        raise SystemExit(f"benchmark trial failed: {bad[0]}")
+    return took
+
+
+def timed_bare_loop(client, image_id: str, tree: Path, tmp: Path, n: int, run_id: str) -> float:
+    """Seconds for n runs of the probe inside one running container with the sandbox's settings."""
+    (tmp / "stdin").write_bytes(FIXTURE)
+    (tmp / "faketimerc").write_text(CLOCK.faketimerc() + "\n")
+    (tmp / "loop.py").write_text(BARE_LOOP)
+    for path in (tmp, *tmp.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o444)
+    mounts = [
+        Mount("/src", str(tree), type="bind", read_only=True),
+        Mount("/opt/bench", str(tmp), type="bind", read_only=True),
+        Mount("/etc/faketimerc", str(tmp / "faketimerc"), type="bind", read_only=True),
+    ]
+    container = client.containers.run(
+        image_id,
+        ["sleep", "3600"],
+        detach=True,
+        network_mode="none",
+        read_only=True,
+        user="65534:65534",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=64,
+        mem_limit="256m",
+        nano_cpus=int(1e9),
+        mounts=mounts,
+        environment=probe_env(make_specs(run_id, 1)[0]),
+        labels={LABEL_RUN: run_id},
+    )
+    try:
+        code, output = container.exec_run(["python3", "/opt/bench/loop.py", str(n)])
+        if code != 0:
+            raise SystemExit(f"bare loop failed: {output.decode(errors='replace')}")
+        return float(output.decode().strip().splitlines()[-1])
+    finally:
+        container.remove(force=True)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=40, help="trials per container in batch mode")
+    parser.add_argument("--repeats", type=int, default=3, help="best of this many for batch and bare")
+    args = parser.parse_args(argv)
+    client = docker_client()
+    image_id = resolve_image_id(client, DEFAULT_IMAGE)
+    run_id = f"bench-{uuid.uuid4().hex[:12]}"
+    n = args.trials
+    try:
+        with tempfile.TemporaryDirectory(prefix="probegate-bench-") as tmp_name:
+            tmp = Path(tmp_name)
+            tree = tmp / "tree"
+            tree.mkdir()
+            (tree / "probe.py").write_text(PROBE)
+            tree.chmod(0o755)
+            (tree / "probe.py").chmod(0o644)
+            bench = tmp / "bench"
+            bench.mkdir()
+            inputs = DirInputs(tree)
+            specs = make_specs(run_id, n)
+            batched = DockerSandbox(client=client, worker_id="bench")
+            per_trial = DockerSandbox(client=client, worker_id="bench", per_trial=True)
+            timed_sandbox(batched, specs[:2], inputs, 2)  # warm the engine and page cache once
+            bare = min(timed_bare_loop(client, image_id, tree, bench, n, run_id) for _ in range(args.repeats))
+            batch = min(timed_sandbox(batched, specs, inputs, args.batch) for _ in range(args.repeats))
+            single = timed_sandbox(per_trial, specs, inputs, n)
+    finally:
+        sweep(client, run_id)
+    rows = [
+        ("bare loop in one container", bare),
+        (f"batch mode ({args.batch}/container)", batch),
+        ("container per trial", single),
+    ]
+    for name, took in rows:
+        print(f"{name:34s} {n / took:8.1f} trials/s  {1000 * took / n:7.1f} ms/trial  ratio {bare / took:5.2f}")
+    print(json.dumps({"trials": n, **{name: round(n / took, 2) for name, took in rows}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,50 @@
+"""Sequential statistics in real runs: an SPRT property stops dispatching once decided, through the
+local pool and through Celery workers, and the card's trial counts prove it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from gate_runs import EXAMPLE, gate_run
+
+pytestmark = pytest.mark.integration
+
+SPRT = 'rule = "sprt"\np0 = 0.8\np1 = 0.6\nalpha = 0.05\nbeta = 0.05\nmax_trials = 120\nwave = 5\n'
+
+
+@pytest.fixture
+def sprt_example(tmp_path: Path) -> Path:
+    """The invoice example with its tool-choice property switched to Wald's SPRT (cap 120)."""
+    dest = tmp_path / "invoice"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    suite = dest / "gate.toml"
+    suite.write_text(suite.read_text().replace("trials = 10\nmin_hits = 8\n", SPRT))
+    return dest
+
+
+def tool_row(card: dict) -> dict:
+    return next(r for r in card["properties"] if r["id"] == "tool_choice_rate")
+
+
+@pytest.mark.parametrize("through", ["local", "celery"])
+def test_sprt_stops_early_on_both_executors(sprt_example: Path, tmp_path: Path, through: str, request) -> None:
+    """A clean patch passes after three waves and a noisy one is called below the band long before the cap."""
+    extra: tuple[str, ...] = ()
+    if through == "celery":
+        workers = request.getfixturevalue("workers")
+        workers.start("s1")
+        workers.start("s2")
+        workers.wait_ready()
+        extra = ("--broker", request.getfixturevalue("redis_server").url)
+    else:
+        request.getfixturevalue("sandbox_image")
+    good = gate_run(sprt_example, "good", tmp_path / through / "good.json", *extra)
+    noisy = gate_run(sprt_example, "noisy_sampler", tmp_path / through / "noisy.json", *extra)
+    row = tool_row(good.card)
+    assert (row["kind"], row["hits"], row["trials"]) == ("pass", 15, 15)  # 11 straight hits needed; waves of 5
+    assert row["rule"]["rule"] == "sprt" and row["interval"]["method"] == "wilson"
+    row = tool_row(noisy.card)
+    assert row["kind"] == "inconclusive_sample" and row["trials"] < 120 and row["trials"] % 5 == 0
+    assert "sprt finds rate <= 0.6" in row["detail"]

@@ -1,0 +1,134 @@
+"""The Docker calls of the sandbox: create a locked-down batch container, and read the
+supervisor's report lines from it as they arrive, with a timeout the host enforces."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.types import Mount, Ulimit
+
+from gate.trial import Limits
+from worker.image import DOCKER_ERRORS
+from worker.sweep import LABEL_BATCH, LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL
+
+MOUNT = "/opt/probegate"
+IN_DIR = f"{MOUNT}/in"
+FSDIFF = Path(__file__).resolve().with_name("fsdiff.py")
+EOF = object()  # the stream ended: the container exited or was removed
+
+
+def create_container(
+    client: docker.DockerClient,
+    image_id: str,
+    *,
+    tree: Path,
+    in_dir: Path,
+    supervisor: Path,
+    limits: Limits,
+    env: dict[str, str],
+    labels: dict[str, str],
+) -> Any:
+    """A stopped container that will run the supervisor over the batch file in `in_dir`."""
+    tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
+    sources = {
+        "/src": Path(tree).resolve(),
+        f"{MOUNT}/supervisor.py": supervisor,
+        f"{MOUNT}/fsdiff.py": FSDIFF,
+        IN_DIR: in_dir,
+        "/etc/faketimerc": in_dir / "faketimerc",
+    }
+    # Mount, not `volumes=`: for a missing source `volumes=` silently creates an empty directory.
+    mounts = [Mount(target, str(source), type="bind", read_only=True) for target, source in sources.items()]
+    fsize = limits.file_size_mb * 1024 * 1024  # RLIMIT_FSIZE counts bytes
+    return client.containers.create(
+        image_id,
+        command=["python3", f"{MOUNT}/supervisor.py", f"{IN_DIR}/trials.json"],
+        network_mode="none",
+        read_only=True,
+        user="65534:65534",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=limits.pids,
+        mem_limit=f"{limits.memory_mb}m",
+        memswap_limit=f"{limits.memory_mb}m",
+        nano_cpus=int(limits.cpus * 1e9),
+        ulimits=[
+            Ulimit(name="fsize", soft=fsize, hard=fsize),
+            Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+        ],
+        shm_size=f"{limits.tmpfs_mb}m",
+        # /work is exec so a tree may run its own scripts; Docker's tmpfs default is noexec.
+        tmpfs={"/work": tmpfs_opts + ",exec", "/tmp": tmpfs_opts},
+        mounts=mounts,
+        # No working_dir: with it, Docker 20.10 mounts the /work tmpfs as root 0755, ignoring mode=.
+        environment=env,
+        labels=labels,
+    )
+
+
+def batch_labels(run_id: str, property_id: str, first_trial: int, batch_id: str, worker_id: str) -> dict[str, str]:
+    """Labels naming the run, batch and the process that owns the container (for every sweep)."""
+    return {
+        LABEL_RUN: run_id,
+        LABEL_PROPERTY: property_id,
+        LABEL_TRIAL: str(first_trial),
+        LABEL_BATCH: batch_id,
+        "probegate.worker": worker_id,
+        LABEL_HOST: socket.gethostname(),
+        LABEL_PID: str(os.getpid()),
+    }
+
+
+class ReportStream:
+    """The supervisor's stdout, attached before start (so nothing is missed), split into JSON lines
+    by a reader thread; `next(timeout)` gives a dict, EOF, or None when the timeout passed first.
+
+    Measured on docker 20.10: attach-then-start and logs(stream=True, follow=True) after start both
+    deliver each line as it is written; attach is used because it cannot race the start."""
+
+    def __init__(self, container: Any) -> None:
+        self._lines: queue.Queue[object] = queue.Queue()
+        self._raw = container.attach(stdout=True, stderr=False, stream=True, logs=True)
+        self._thread = threading.Thread(target=self._read, daemon=True, name="probegate-attach")
+        self._thread.start()
+
+    def _read(self) -> None:
+        pending = b""
+        try:
+            for chunk in self._raw:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._lines.put(_parse(line))
+        except (*DOCKER_ERRORS, OSError, ValueError):
+            pass  # a removed container ends the stream abruptly; EOF says the same
+        finally:
+            self._lines.put(EOF)
+
+    def next(self, timeout: float) -> object:
+        try:
+            return self._lines.get(timeout=max(timeout, 0.0))
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        # Closing a dead stream may fail any way; we only let go of it.
+        with contextlib.suppress(Exception):
+            self._raw.close()
+
+
+def _parse(line: bytes) -> dict:
+    # Only the supervisor writes to the container's stdout; a line that is not its JSON is a fault.
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {"garbled": line[:200].decode(errors="replace")}
+    return value if isinstance(value, dict) else {"garbled": line[:200].decode(errors="replace")}
