@@ -222,7 +222,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     for name in ("p0", "p1", "alpha", "beta"):
         parser.add_argument(f"--{name}", type=float, help=f"sprt: {name}")
     parser.add_argument("--max-trials", type=int, help="sprt: trial cap")
-    parser.add_argument("--wave", type=int, help="sprt: trials per wave (default 10)")
+    parser.add_argument("--wave", type=int, help="sprt: trials per wave (default 5)")
     parser.add_argument("--rates", default="0.5:0.95:0.05", help="START:STOP:STEP (inclusive) or a comma list")
     parser.add_argument("--window", type=int, default=20, help="sampler window size (default 20)")
     parser.add_argument("--max-inconclusive", type=int, default=4, help="sampler budget (default 4)")
