@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
 
+    sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
+    which = sweep.add_mutually_exclusive_group()
+    which.add_argument("--run", metavar="RUN_ID", help="remove this run's containers, running or not")
+    which.add_argument("--all", action="store_true", help="remove every probe container, also of live runs")
+
     schema = sub.add_parser("schema", help="print a JSON schema")
     schema.add_argument("what", choices=["card"])
     return parser
@@ -122,6 +127,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.accept import run_accept
 
         return run_accept(args.card, args.seal)
+    if args.command == "sweep":
+        from worker.image import docker_client
+        from worker.sweep import sweep, sweep_dead_workers
+
+        client = docker_client()
+        removed = sweep(client, args.run) if args.run or args.all else sweep_dead_workers(client)
+        print(json.dumps({"removed": removed, "run": args.run, "all": args.all}))
+        return RET_OK
     if args.command == "schema":
         from gate.card import VerdictCard
 

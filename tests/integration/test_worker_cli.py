@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -41,3 +42,28 @@ def test_unknown_worker_command_is_a_usage_error() -> None:
     """An unknown subcommand exits 64, not argparse's 2."""
     done = subprocess.run([*WORKER, "bogus"], capture_output=True, text=True, timeout=60)
     assert done.returncode == RET_USAGE and "Traceback" not in done.stderr
+
+
+def test_gate_sweep_removes_only_what_it_is_asked_to(docker_client, sandbox_image: str) -> None:
+    """`gate sweep --run` removes that run's containers; a bare sweep spares a container whose process lives."""
+    import os
+
+    labels = {"probegate.run": "sweep-test", "probegate.host": os.uname().nodename, "probegate.pid": str(os.getpid())}
+    container = docker_client.containers.run(
+        sandbox_image, ["python3", "-c", "import time; time.sleep(60)"], detach=True, network_mode="none", labels=labels
+    )
+    try:
+        bare = subprocess.run([sys.executable, "-m", "gate.cli", "sweep"], capture_output=True, text=True, timeout=60)
+        assert bare.returncode == RET_OK
+        assert docker_client.containers.list(all=True, filters={"label": "probegate.run=sweep-test"})  # still there
+        done = subprocess.run(
+            [sys.executable, "-m", "gate.cli", "sweep", "--run", "sweep-test"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == RET_OK and json.loads(done.stdout)["removed"] == 1
+        assert docker_client.containers.list(all=True, filters={"label": "probegate.run=sweep-test"}) == []
+    finally:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
