@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate.errors import RET_INTERNAL, RET_OK, GateError, InputMissingError, UsageError
-from gate.power import add_power_parser
-from gate.power import run_from_args as run_power
+from gate.power_cli import add_power_parser
+from gate.power_cli import run_from_args as run_power
 from gate.reseal import add_reseal_parser, run_from_args
 from gate.run import RunRequest
 
