@@ -3,19 +3,22 @@ supervisor's report lines from it as they arrive, with a timeout the host enforc
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import queue
+import shutil
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import docker
 from docker.types import Mount, Ulimit
 
-from gate.trial import Limits
+from gate.trial import Captured, FileChange, Limits, Observation, TrialSpec
 from worker.image import DOCKER_ERRORS
 from worker.sweep import LABEL_BATCH, LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL
 
@@ -25,32 +28,43 @@ FSDIFF = Path(__file__).resolve().with_name("fsdiff.py")
 EOF = object()  # the stream ended: the container exited or was removed
 
 
+def stage_mount(mount_dir: Path, supervisor: Path) -> Path:
+    """Lay out `mount_dir` as MOUNT: the supervisor, fsdiff.py beside it, and an empty input dir
+    (returned). One bind mount instead of three: each costs a container start ~5 ms."""
+    mount_dir.chmod(0o755)  # the container runs as nobody
+    for name, source in (("supervisor.py", supervisor), ("fsdiff.py", FSDIFF)):
+        shutil.copyfile(source, mount_dir / name)
+        (mount_dir / name).chmod(0o444)
+    in_dir = mount_dir / "in"
+    in_dir.mkdir()
+    in_dir.chmod(0o755)
+    return in_dir
+
+
 def create_container(
     client: docker.DockerClient,
     image_id: str,
     *,
     tree: Path,
-    in_dir: Path,
-    supervisor: Path,
+    mount_dir: Path,
     limits: Limits,
     env: dict[str, str],
     labels: dict[str, str],
 ) -> Any:
-    """A stopped container that will run the supervisor over the batch file in `in_dir`."""
+    """A stopped container that will run the supervisor over the batch file in `mount_dir` (see stage_mount)."""
     tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
     sources = {
         "/src": Path(tree).resolve(),
-        f"{MOUNT}/supervisor.py": supervisor,
-        f"{MOUNT}/fsdiff.py": FSDIFF,
-        IN_DIR: in_dir,
-        "/etc/faketimerc": in_dir / "faketimerc",
+        MOUNT: mount_dir,
+        "/etc/faketimerc": mount_dir / "in" / "faketimerc",
     }
     # Mount, not `volumes=`: for a missing source `volumes=` silently creates an empty directory.
     mounts = [Mount(target, str(source), type="bind", read_only=True) for target, source in sources.items()]
     fsize = limits.file_size_mb * 1024 * 1024  # RLIMIT_FSIZE counts bytes
     return client.containers.create(
         image_id,
-        command=["python3", f"{MOUNT}/supervisor.py", f"{IN_DIR}/trials.json"],
+        # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
+        command=["python3", "-S", f"{MOUNT}/supervisor.py", f"{IN_DIR}/trials.json"],
         network_mode="none",
         read_only=True,
         user="65534:65534",
@@ -119,6 +133,11 @@ class ReportStream:
         except queue.Empty:
             return None
 
+    def wait_eof(self, deadline: float) -> None:
+        """Skip what is left (the supervisor's `done`) until the stream ends or `deadline` passes."""
+        while (left := deadline - time.monotonic()) > 0 and self.next(left) is not EOF:
+            pass
+
     def close(self) -> None:
         # Closing a dead stream may fail any way; we only let go of it.
         with contextlib.suppress(Exception):
@@ -132,3 +151,30 @@ def _parse(line: bytes) -> dict:
     except ValueError:
         return {"garbled": line[:200].decode(errors="replace")}
     return value if isinstance(value, dict) else {"garbled": line[:200].decode(errors="replace")}
+
+
+def report_observation(spec: TrialSpec, report: dict, *, image_id: str, worker_id: str) -> Observation:
+    """The observation a supervisor's trial report describes; KeyError/TypeError/ValueError if malformed."""
+    return Observation(
+        run_id=spec.run_id,
+        property_id=spec.property_id,
+        trial_index=spec.trial_index,
+        image_id=image_id,
+        worker_id=worker_id,
+        exit_code=report["exit_code"],
+        signal=report["signal"],
+        timed_out=report["timed_out"],
+        oom_killed=report["oom_killed"],
+        duration_s=report["duration_s"],
+        rusage_user_s=report["rusage_user_s"],
+        rusage_sys_s=report["rusage_sys_s"],
+        max_rss_kb=report["max_rss_kb"],
+        canary_seen=report["canary_seen"],
+        stdout=_captured(report["stdout"]),
+        stderr=_captured(report["stderr"]),
+        writes=tuple(FileChange(path=w["path"], change=w["change"]) for w in report["writes"]),
+    )
+
+
+def _captured(stream: dict) -> Captured:
+    return Captured(data=base64.b64decode(stream["data_b64"]), length=stream["length"], sha256=stream["sha256"])

@@ -1,4 +1,5 @@
-"""What the writable places hold, and what changed: the supervisor's write detection.
+"""The writable places: filling /work from the tree, what they hold and what changed (the
+supervisor's write detection), and wiping them between trials.
 
 Stdlib-only, mounted read-only beside supervisor.py and imported by it inside the sandbox.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 
 
@@ -66,3 +68,35 @@ def diff(before: dict[str, str], after: dict[str, str]) -> list[dict]:
         shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         changes.append({"path": shown, "change": change})
     return changes
+
+
+def wipe(root: str) -> None:
+    """Empty a writable root (a tmpfs we may not remove or chmod itself), whatever modes the probe left."""
+    if not os.path.isdir(root):
+        return
+    for entry in os.scandir(root):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def remove_tree(path: str) -> None:
+    # A probe may chmod 000 its directories; we own them (same uid), so give ourselves access back.
+    os.chmod(path, 0o700)
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(entry.path)
+        else:
+            os.unlink(entry.path)
+    os.rmdir(path)
+
+
+def copy_tree(src: str, dst: str) -> None:
+    """Copy the entries of `src` into the existing directory `dst`."""
+    for entry in os.scandir(src):
+        target = os.path.join(dst, entry.name)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.copytree(entry.path, target, symlinks=True)
+        else:
+            shutil.copy2(entry.path, target, follow_symlinks=False)

@@ -3,7 +3,6 @@ supervisor (a fresh process and a fresh work copy per trial), reading one report
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -19,14 +18,23 @@ from typing import Any
 import docker
 
 from gate.errors import GateError, SandboxError
-from gate.trial import Captured, FileChange, Inputs, Observation, TrialSpec
-from worker.container import EOF, IN_DIR, ReportStream, batch_labels, create_container
+from gate.trial import Inputs, Observation, TrialSpec
+from worker.container import (
+    EOF,
+    IN_DIR,
+    ReportStream,
+    batch_labels,
+    create_container,
+    report_observation,
+    stage_mount,
+)
 from worker.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
 from worker.sweep import sweep
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
 POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
+EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
 
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
@@ -140,8 +148,8 @@ class DockerSandbox:
         except (GateError, OSError, KeyError) as exc:
             return [self._fault(s, f"trial inputs unavailable: {exc}", image_id) for s in group]
         with tempfile.TemporaryDirectory(prefix="probegate-batch-") as tmp:
-            in_dir = Path(tmp)
             try:
+                in_dir = stage_mount(Path(tmp), self.supervisor)
                 self._write_inputs(in_dir, group[0], fixtures)
             except (OSError, ValueError) as exc:
                 return [self._fault(s, f"trial files could not be written: {_one_line(exc)}", image_id) for s in group]
@@ -199,8 +207,7 @@ class DockerSandbox:
                 self.client,
                 image_id,
                 tree=tree,
-                in_dir=in_dir,
-                supervisor=self.supervisor,
+                mount_dir=in_dir.parent,
                 limits=first.limits,
                 env=probe_env(first),
                 labels=labels,
@@ -212,7 +219,12 @@ class DockerSandbox:
             stream = ReportStream(container)
             started = time.monotonic()
             container.start()
-            return self._follow(container, stream, pending, image_id, started)
+            done = self._follow(container, stream, pending, image_id, started)
+            if len(done) == len(pending):
+                # Let the supervisor finish and exit by itself: removing an exited container is far
+                # cheaper than killing a running one. A supervisor that lingers is killed as before.
+                stream.wait_eof(time.monotonic() + EXIT_WAIT_S)
+            return done
         except DOCKER_ERRORS as exc:
             return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
         finally:
@@ -288,31 +300,9 @@ class DockerSandbox:
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
         try:
-            return Observation(
-                run_id=spec.run_id,
-                property_id=spec.property_id,
-                trial_index=spec.trial_index,
-                image_id=image_id,
-                worker_id=self.worker_id,
-                exit_code=report["exit_code"],
-                signal=report["signal"],
-                timed_out=report["timed_out"],
-                oom_killed=report["oom_killed"],
-                duration_s=report["duration_s"],
-                rusage_user_s=report["rusage_user_s"],
-                rusage_sys_s=report["rusage_sys_s"],
-                max_rss_kb=report["max_rss_kb"],
-                canary_seen=report["canary_seen"],
-                stdout=_captured(report["stdout"]),
-                stderr=_captured(report["stderr"]),
-                writes=tuple(FileChange(path=w["path"], change=w["change"]) for w in report["writes"]),
-            )
+            return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
         except (KeyError, TypeError, ValueError) as exc:
             return self._fault(spec, f"supervisor report malformed: {_one_line(exc)}", image_id)
-
-
-def _captured(stream: dict) -> Captured:
-    return Captured(data=base64.b64decode(stream["data_b64"]), length=stream["length"], sha256=stream["sha256"])
 
 
 def _one_line(exc: object) -> str:

@@ -16,16 +16,15 @@ import hashlib
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
 try:
-    from fsdiff import diff, snapshot  # inside the sandbox: a sibling in the same read-only mount
+    from fsdiff import copy_tree, diff, snapshot, wipe  # inside the sandbox: a sibling in the same read-only mount
 except ImportError:  # imported on the host as worker.supervisor
-    from worker.fsdiff import diff, snapshot
+    from worker.fsdiff import copy_tree, diff, snapshot, wipe
 
 PR_SET_DUMPABLE = 4
 CHUNK = 1 << 20
@@ -34,6 +33,7 @@ CANARY_DIR = "/tmp/.probegate"
 CANARY_FILE = f"{CANARY_DIR}/credentials"
 CANARY_ENV = "API_TOKEN"
 CLOCK_SLACK_S = 5.0
+OOM_SCORE_ADJ = "/proc/self/oom_score_adj"
 
 
 class Stream:
@@ -77,38 +77,6 @@ def harden() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def wipe(root: str) -> None:
-    """Empty a writable root (a tmpfs we may not remove or chmod itself), whatever modes the probe left."""
-    if not os.path.isdir(root):
-        return
-    for entry in os.scandir(root):
-        if entry.is_dir(follow_symlinks=False):
-            remove_tree(entry.path)
-        else:
-            os.unlink(entry.path)
-
-
-def remove_tree(path: str) -> None:
-    # A probe may chmod 000 its directories; we own them (same uid), so give ourselves access back.
-    os.chmod(path, 0o700)
-    for entry in os.scandir(path):
-        if entry.is_dir(follow_symlinks=False):
-            remove_tree(entry.path)
-        else:
-            os.unlink(entry.path)
-    os.rmdir(path)
-
-
-def copy_tree(src: str, dst: str) -> None:
-    """Copy the entries of `src` into the existing directory `dst`."""
-    for entry in os.scandir(src):
-        target = os.path.join(dst, entry.name)
-        if entry.is_dir(follow_symlinks=False):
-            shutil.copytree(entry.path, target, symlinks=True)
-        else:
-            shutil.copy2(entry.path, target, follow_symlinks=False)
-
-
 def kill_everything() -> None:
     """SIGKILL and reap every process but ourselves; as PID 1 we are exempt from kill(-1)."""
     for _ in range(1000):
@@ -138,13 +106,38 @@ def oom_kills() -> int:
     return -1
 
 
-def raise_oom_score() -> None:
-    # Runs in the child before exec: make the probe, not the supervisor, the OOM killer's pick.
+def open_oom_score() -> int:
+    """Our oom_score_adj, opened before harden(): once undumpable, /proc/self is root's and not ours to open."""
+    return os.open(OOM_SCORE_ADJ, os.O_RDWR | os.O_CLOEXEC)
+
+
+def set_oom_score(fd: int, value: bytes) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    if os.write(fd, value) != len(value):
+        raise OSError(f"short write of oom_score_adj {value!r}")
+
+
+def spawn(argv: list[str], stdin, work: str, env: dict[str, str], oom_fd: int) -> subprocess.Popen:
+    """Start the probe as the OOM killer's pick, not the supervisor: it inherits oom_score_adj 1000
+    from the fork on, and we take ours back (allowed down to our start value) before it can run long.
+
+    No preexec_fn, so Popen may vfork: a fork of this process, then Python code in the child, cost
+    ~3 ms per trial and slowed the probe's own start-up."""
+    own = os.pread(oom_fd, 16, 0).strip()
+    set_oom_score(oom_fd, b"1000")
     try:
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")
-    except OSError:
-        pass
+        return subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=work,
+            env=env,
+            close_fds=True,
+            start_new_session=True,
+        )
+    finally:
+        set_oom_score(oom_fd, own)
 
 
 def check_clock(batch: dict) -> str | None:
@@ -153,9 +146,8 @@ def check_clock(batch: dict) -> str | None:
     if expect is None:
         return None
     env = {k: v for k, v in batch["trials"][0]["env"].items() if k != "LD_PRELOAD" and not k.startswith("FAKETIME")}
-    child = subprocess.run(
-        [sys.executable, "-c", "import time; print(time.time())"], env=env, capture_output=True, text=True, timeout=20
-    )
+    argv = [sys.executable, "-S", "-c", "import time; print(time.time())"]
+    child = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=20)
     try:
         seen = float(child.stdout)
     except ValueError:
@@ -231,17 +223,7 @@ def run_trial(batch: dict, trial: dict) -> dict:
     ooms = oom_kills()
     with open(trial["stdin"], "rb") as stdin:
         started = time.monotonic()
-        proc = subprocess.Popen(
-            trial["argv"],
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=work,
-            env=env,
-            close_fds=True,
-            start_new_session=True,
-            preexec_fn=raise_oom_score,
-        )
+        proc = spawn(trial["argv"], stdin, work, env, batch["oom_fd"])
     timed_out, (_, status, usage) = pump(proc, out, err, float(trial["deadline_s"]), started)
     duration = time.monotonic() - started
     proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never tries to reap it again
@@ -279,9 +261,11 @@ def emit(report: dict) -> None:
 
 def main(argv: list[str]) -> int:
     try:
+        oom_fd = open_oom_score()
         harden()
         with open(argv[1], "rb") as handle:
             batch = json.load(handle)
+        batch["oom_fd"] = oom_fd
         reason = check_clock(batch)
     except Exception as exc:
         emit({"batch_error": f"{type(exc).__name__}: {exc}"})
