@@ -8,6 +8,7 @@ function so everything above the sandbox can be tested without Docker.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -23,6 +24,7 @@ from gate.fixtures import seal_tree, tree_files
 from gate.trial import Inputs, Observation, Sandbox, TrialSpec
 
 SKIP_IN_TREE = frozenset({".git"})
+MAX_LOCAL_BATCH = 50  # a crashed supervisor costs at most this many trials' container
 
 
 class Executor(Protocol):
@@ -94,7 +96,7 @@ def batches(specs: Sequence[TrialSpec], size: int) -> list[list[TrialSpec]]:
 class LocalExecutor:
     """Runs batches on a thread pool sized to the machine; each thread drives one sandbox call."""
 
-    def __init__(self, sandbox: Sandbox, *, jobs: int | None = None, batch_size: int = 8) -> None:
+    def __init__(self, sandbox: Sandbox, *, jobs: int | None = None, batch_size: int | None = None) -> None:
         self.sandbox = sandbox
         self.jobs = jobs or os.cpu_count() or 2
         self.batch_size = batch_size
@@ -107,7 +109,7 @@ class LocalExecutor:
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
         futures: dict[Future[list[Observation]], list[TrialSpec]] = {
-            pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in batches(specs, self.batch_size)
+            pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in self._batches(specs)
         }
         try:
             for future in as_completed(futures):
@@ -128,6 +130,18 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+    def _batches(self, specs: Sequence[TrialSpec]) -> list[list[TrialSpec]]:
+        """Each property's trials split evenly over the pool: every container start is paid once
+        per batch, so batches are as large as they can be while every job still gets one."""
+        if self.batch_size:
+            return batches(specs, self.batch_size)
+        counts: dict[str, int] = {}
+        for spec in specs:
+            counts[spec.property_id] = counts.get(spec.property_id, 0) + 1
+        size = max(1, min(MAX_LOCAL_BATCH, math.ceil(max(counts.values(), default=1) / self.jobs)))
+        return batches(specs, size)
 
 
 class MockSandbox:
