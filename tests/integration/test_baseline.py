@@ -54,6 +54,7 @@ def test_baseline_writes_a_calibration_that_run_uses(example: Path, tmp_path: Pa
     written = json.loads(calibration.read_text())
     assert set(written["properties"]) == {
         "no_unmapped_write",
+        "no_secret_in_output",
         "invoice_total_half_even",
         "json_shape_v3",
         "tool_choice_rate",

@@ -65,6 +65,15 @@ def test_unmapped_write_is_fail_safety(runs: dict[str, Run]) -> None:
     assert (run.code, run.accept) == (RET_BLOCKED, 1)
 
 
+def test_leaked_token_is_fail_safety(runs: dict[str, Run]) -> None:
+    """A patch that dumps its environment to stderr leaks the trial's canary: fail_safety, blocked."""
+    run = runs["leaks_token"]
+    assert run.kinds()["no_secret_in_output"] == "fail_safety"
+    assert run.kinds()["no_unmapped_write"] == "pass"
+    assert (run.code, run.accept) == (RET_BLOCKED, 1)
+    assert "API_TOKEN" not in run.stdout  # the card and the JSON lines never carry the secret itself
+
+
 def test_half_up_rounding_is_fail_contract(runs: dict[str, Run]) -> None:
     """Rounding the tie half-up misses the half-even total by a cent: fail_contract, blocked."""
     run = runs["half_up_rounding"]
@@ -161,9 +170,11 @@ def test_harness_credits_run_out_with_exit_2(example: Path, tmp_path: Path) -> N
     """Without a safety property, drift draws a credit twice (exit 0) and then exhausts them (exit 2)."""
     suite = example / "gate.toml"
     text = suite.read_text()
-    start = text.index('[[property]]\nid = "no_unmapped_write"')
-    end = text.index("[[property]]", start + 1)
-    suite.write_text(text[:start] + text[end:])
+    for safety in ("no_unmapped_write", "no_secret_in_output"):
+        start = text.index(f'[[property]]\nid = "{safety}"')
+        end = text.index("[[property]]", start + 1)
+        text = text[:start] + text[end:]
+    suite.write_text(text)
     codes, actions = [], []
     for _ in range(3):
         run = gate_run(example, "drifted_fixture", tmp_path / "card.json")
