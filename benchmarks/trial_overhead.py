@@ -1,7 +1,11 @@
 """Trial overhead: throughput of batch mode, of a container per trial, and of a bare loop of the
 same trivial probe inside one already-running container, in one run, as ratios vs the bare loop.
 
-    .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--repeats 3]
+    .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--wave 5] [--repeats 3]
+
+"single batch" is one run_batch call of --batch trials outside an open run (a container per call,
+as before warm containers); "waves" is the same trials as run_batch calls of --wave trials within
+one open run (open .. close timed too), as real suites send them: warm containers serve them all.
 
 Everything runs sequentially on one thread, so the ratios compare per-trial cost, not parallelism.
 The bare loop is timed inside the container (subprocess.run of the probe N times), so it carries
@@ -73,12 +77,30 @@ def make_specs(run_id: str, n: int) -> list[TrialSpec]:
     ]
 
 
-def timed_sandbox(sandbox: DockerSandbox, specs: list[TrialSpec], inputs: DirInputs, size: int) -> float:
-    started = time.monotonic()
+def timed_sandbox(
+    sandbox: DockerSandbox,
+    specs: list[TrialSpec],
+    inputs: DirInputs,
+    size: int,
+    *,
+    in_run: bool = False,
+    warm: bool = False,
+) -> float:
     observed: list[Observation] = []
-    for group in batches(specs, size):
-        observed += sandbox.run_batch(group, inputs)
-    took = time.monotonic() - started
+    if in_run:
+        sandbox.open(specs[0].run_id)
+        if warm:  # an untimed first wave: the steady state of a long run, its container already started
+            sandbox.run_batch(specs[:size], inputs)
+    started = time.monotonic()
+    try:
+        for group in batches(specs, size):
+            observed += sandbox.run_batch(group, inputs)
+        took = time.monotonic() - started
+    finally:
+        if in_run:
+            sandbox.close(specs[0].run_id)
+    if in_run and not warm:
+        took = time.monotonic() - started  # open .. close: the container's start and removal count
     bad = [o for o in observed if o.fault or o.exit_code != 0]
     if bad:
         raise SystemExit(f"benchmark trial failed: {bad[0]}")
@@ -125,7 +147,8 @@ def timed_bare_loop(client, image_id: str, tree: Path, tmp: Path, n: int, run_id
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=40, help="trials per container in batch mode")
+    parser.add_argument("--batch", type=int, default=40, help="trials per run_batch call in single-batch mode")
+    parser.add_argument("--wave", type=int, default=5, help="trials per run_batch call within one open run")
     parser.add_argument("--repeats", type=int, default=3, help="best of this many for batch and bare")
     args = parser.parse_args(argv)
     client = docker_client()
@@ -149,12 +172,18 @@ def main(argv: list[str]) -> int:
             timed_sandbox(batched, specs[:2], inputs, 2)  # warm the engine and page cache once
             bare = min(timed_bare_loop(client, image_id, tree, bench, n, run_id) for _ in range(args.repeats))
             batch = min(timed_sandbox(batched, specs, inputs, args.batch) for _ in range(args.repeats))
+            waves = min(timed_sandbox(batched, specs, inputs, args.wave, in_run=True) for _ in range(args.repeats))
+            warm = min(
+                timed_sandbox(batched, specs, inputs, args.wave, in_run=True, warm=True) for _ in range(args.repeats)
+            )
             single = timed_sandbox(per_trial, specs, inputs, n)
     finally:
         sweep(client, run_id)
     rows = [
         ("bare loop in one container", bare),
-        (f"batch mode ({args.batch}/container)", batch),
+        (f"single batch ({args.batch}/call)", batch),
+        (f"waves ({n // args.wave}x{args.wave} calls, one run)", waves),
+        ("waves, container already warm", warm),
         ("container per trial", single),
     ]
     for name, took in rows:

@@ -107,6 +107,9 @@ class LocalExecutor:
         return self.sandbox.image_id()
 
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
+        run_ids = {spec.run_id for spec in specs}
+        for run_id in run_ids:
+            self.sandbox.open(run_id)  # containers may now serve several batches, until close below
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
         futures: dict[Future[list[Observation]], list[TrialSpec]] = {
             pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in self._batches(specs)
@@ -125,16 +128,18 @@ class LocalExecutor:
         except BaseException:
             # Ctrl-C or an abandoned generator: in-flight trials live in pool threads, so end
             # them by removing their containers instead of waiting out their deadlines.
-            for run_id in {spec.run_id for spec in specs}:
+            for run_id in run_ids:
                 self.sandbox.abort(run_id)
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-
+            # Every batch is over: however the run ended, none of its containers may remain.
+            for run_id in run_ids:
+                self.sandbox.close(run_id)
 
     def _batches(self, specs: Sequence[TrialSpec]) -> list[list[TrialSpec]]:
-        """Each property's trials split evenly over the pool: every container start is paid once
-        per batch, so batches are as large as they can be while every job still gets one."""
+        """Each property's trials split evenly over the pool: batches are as large as they can be
+        while every job still gets one (a warm container spares all but a thread's first start)."""
         if self.batch_size:
             return batches(specs, self.batch_size)
         counts: dict[str, int] = {}
@@ -156,6 +161,12 @@ class MockSandbox:
 
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
         return [self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)) for spec in specs]
+
+    def open(self, run_id: str) -> None:
+        return None
+
+    def close(self, run_id: str) -> int:
+        return 0
 
     def abort(self, run_id: str) -> int:
         return 0

@@ -177,6 +177,14 @@ class Sandbox(Protocol):
         """One observation per spec, in order; a per-trial fault is an Observation, not a raise."""
         ...
 
+    def open(self, run_id: str) -> None:
+        """A run begins: the sandbox may keep what its batches share (warm containers) until `close`."""
+        ...
+
+    def close(self, run_id: str) -> int:
+        """A run ended (however): release everything kept for it; returns how many containers went."""
+        ...
+
     def abort(self, run_id: str) -> int:
         """Stop a run now (e.g. on Ctrl-C): start none of its trials, remove its containers."""
         ...

@@ -26,6 +26,7 @@ MOUNT = "/opt/probegate"
 IN_DIR = f"{MOUNT}/in"
 FSDIFF = Path(__file__).resolve().with_name("fsdiff.py")
 EOF = object()  # the stream ended: the container exited or was removed
+IDLE_S = 60.0  # the supervisor exits after this long without a batch (see worker/warm.py)
 
 
 def stage_mount(mount_dir: Path, supervisor: Path) -> Path:
@@ -51,7 +52,7 @@ def create_container(
     env: dict[str, str],
     labels: dict[str, str],
 ) -> Any:
-    """A stopped container that will run the supervisor over the batch file in `mount_dir` (see stage_mount)."""
+    """A stopped container that will run the supervisor over the batch files in `mount_dir` (see stage_mount)."""
     tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
     sources = {
         "/src": Path(tree).resolve(),
@@ -64,7 +65,7 @@ def create_container(
     return client.containers.create(
         image_id,
         # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
-        command=["python3", "-S", f"{MOUNT}/supervisor.py", f"{IN_DIR}/trials.json"],
+        command=["python3", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(IDLE_S)],
         network_mode="none",
         read_only=True,
         user="65534:65534",
@@ -126,6 +127,11 @@ class ReportStream:
             pass  # a removed container ends the stream abruptly; EOF says the same
         finally:
             self._lines.put(EOF)
+
+    @property
+    def ended(self) -> bool:
+        """The stream has ended (the reader is done): nothing more will come."""
+        return not self._thread.is_alive()
 
     def next(self, timeout: float) -> object:
         try:

@@ -1,17 +1,16 @@
-"""DockerSandbox: runs a batch of trials in one network-less container under the in-container
-supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial."""
+"""DockerSandbox: runs batches of trials in network-less containers under the in-container
+supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial.
+For an open run (`open`..`close`) a container serves batch after batch (see worker/warm.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ import docker
 
 from gate.errors import GateError, SandboxError
 from gate.trial import Inputs, Observation, TrialSpec
+from worker.batchfile import batch_file, container_groups, probe_env
 from worker.container import (
     EOF,
-    IN_DIR,
     ReportStream,
     batch_labels,
     create_container,
@@ -29,49 +28,18 @@ from worker.container import (
     stage_mount,
 )
 from worker.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
-from worker.sweep import sweep
+from worker.sweep import LABEL_PID, LABEL_RUN, sweep
+from worker.warm import Key, Warm, WarmPool
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
-WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
 POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
 EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
 
 
-def probe_env(spec: TrialSpec) -> dict[str, str]:
-    """The probe's whole environment (nothing inherited from the image or the host)."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": "/tmp",
-        "LANG": "C.UTF-8",
-        "TZ": spec.clock.zone,
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        # Otherwise libfaketime leaves /dev/shm/faketime_shm_* files that look like probe writes.
-        "FAKETIME_DISABLE_SHM": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PROBEGATE_TRIAL_INDEX": str(spec.trial_index),
-        "PROBEGATE_PROPERTY": spec.property_id,
-    }
-
-
-def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
-    """Runs of consecutive specs that can share one container: same tree, clock and limits."""
-    group: list[TrialSpec] = []
-    for spec in specs:
-        if group and (per_trial or _shape(group[0]) != _shape(spec)):
-            yield group
-            group = []
-        group.append(spec)
-    if group:
-        yield group
-
-
-def _shape(spec: TrialSpec) -> tuple[object, ...]:
-    return (spec.tree_digest, spec.clock, spec.limits)
-
-
 class DockerSandbox:
-    """The gate.trial.Sandbox protocol over a local Docker engine: one container per batch
-    (`per_trial=True`: one per trial, the old path, kept for comparison)."""
+    """The gate.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
+    `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
+    batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison)."""
 
     def __init__(
         self,
@@ -82,6 +50,7 @@ class DockerSandbox:
         grace_s: float = 15.0,
         supervisor: Path = SUPERVISOR,
         per_trial: bool = False,
+        max_idle: int | None = None,
     ) -> None:
         self._client = client
         self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
@@ -92,6 +61,7 @@ class DockerSandbox:
         self.supervisor = Path(supervisor).resolve()
         self.per_trial = per_trial
         self._aborted: set[str] = set()
+        self._pool = WarmPool(max_idle or os.cpu_count() or 4)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -125,17 +95,43 @@ class DockerSandbox:
                 observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
         except (KeyboardInterrupt, SystemExit):
             for run_id in {spec.run_id for spec in specs}:
+                self._drop(run_id)
                 with contextlib.suppress(*DOCKER_ERRORS):
                     sweep(self.client, run_id)
             raise
         return [observed[p] for p in range(len(specs))]
 
+    def open(self, run_id: str) -> None:
+        """Keep the run's containers warm between batches until `close(run_id)` or `abort(run_id)`."""
+        self._pool.open(run_id)
+
+    def close(self, run_id: str) -> int:
+        """The run is over: remove its warm containers (and any other this process left for it)."""
+        warms = self._pool.close(run_id)
+        for warm in warms:
+            warm.stop()  # all at once: each supervisor exits by itself within milliseconds
+        deadline = time.monotonic() + EXIT_WAIT_S
+        for warm in warms:
+            warm.stream.wait_eof(deadline)
+            warm.remove()
+        mine = {"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]}
+        with contextlib.suppress(*DOCKER_ERRORS):
+            for container in self.client.containers.list(all=True, filters=mine):
+                with contextlib.suppress(*DOCKER_ERRORS):
+                    container.remove(force=True)
+        return len(warms)
+
     def abort(self, run_id: str) -> int:
         """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
         self._aborted.add(run_id)
+        self._drop(run_id)
         with contextlib.suppress(*DOCKER_ERRORS):
             return sweep(self.client, run_id)
         return 0
+
+    def _drop(self, run_id: str) -> None:
+        for warm in self._pool.close(run_id):
+            warm.remove()
 
     def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
         return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
@@ -147,91 +143,84 @@ class DockerSandbox:
             fixtures = {s.fixture_digest: inputs.fixture_bytes(s.fixture_digest) for s in group}
         except (GateError, OSError, KeyError) as exc:
             return [self._fault(s, f"trial inputs unavailable: {exc}", image_id) for s in group]
-        with tempfile.TemporaryDirectory(prefix="probegate-batch-") as tmp:
-            try:
-                in_dir = stage_mount(Path(tmp), self.supervisor)
-                self._write_inputs(in_dir, group[0], fixtures)
-            except (OSError, ValueError) as exc:
-                return [self._fault(s, f"trial files could not be written: {_one_line(exc)}", image_id) for s in group]
-            done: list[Observation] = []
-            while len(done) < len(group):
-                pending = group[len(done) :]
-                if pending[0].run_id in self._aborted:
-                    return [
-                        *done,
-                        *(self._fault(s, "run aborted before this trial started", image_id) for s in pending),
-                    ]
-                got = self._one_container(pending, in_dir, tree, image_id)
-                done += got or [self._fault(pending[0], "container ended without a report", image_id)]
+        done: list[Observation] = []
+        while len(done) < len(group):
+            pending = group[len(done) :]
+            if pending[0].run_id in self._aborted:
+                return [*done, *(self._fault(s, "run aborted before this trial started", image_id) for s in pending)]
+            got = self._one_container(pending, fixtures, tree, image_id)
+            done += got or [self._fault(pending[0], "container ended without a report", image_id)]
         return done
 
-    def _write_inputs(self, in_dir: Path, first: TrialSpec, fixtures: dict[str, bytes]) -> None:
-        in_dir.chmod(0o755)  # the container runs as nobody
-        files = {f"stdin-{digest}": data for digest, data in fixtures.items()}
-        files["faketimerc"] = (first.clock.faketimerc() + "\n").encode()
-        for name, data in files.items():
-            path = in_dir / name
-            path.write_bytes(data)
-            path.chmod(0o444)
-
-    def _batch_file(self, in_dir: Path, pending: list[TrialSpec]) -> None:
-        trials = [
-            {
-                "id": str(position),
-                "argv": list(spec.probe_argv),
-                "deadline_s": spec.deadline_s,
-                "output_cap_bytes": spec.limits.output_cap_bytes,
-                "stdin": f"{IN_DIR}/stdin-{spec.fixture_digest}",
-                "env": probe_env(spec),
-                "canary": spec.canary,
-            }
-            for position, spec in enumerate(pending)
-        ]
-        batch = {
-            "writable_roots": list(WRITABLE_ROOTS),
-            "frozen_epoch": pending[0].clock.frozen_at.timestamp(),
-            "trials": trials,
-        }
-        path = in_dir / "trials.json"
-        path.unlink(missing_ok=True)  # a fresh file per container: the last one's may still be mapped
-        path.write_text(json.dumps(batch))
-        path.chmod(0o444)
-
-    def _one_container(self, pending: list[TrialSpec], in_dir: Path, tree: Path, image_id: str) -> list[Observation]:
-        """Run `pending` in one fresh container; returns observations for a non-empty prefix of it."""
-        first = pending[0]
+    def _create(self, key: Key, first: TrialSpec, tree: Path, image_id: str) -> Warm:
+        """A created (not yet started) container of this shape, its report stream attached."""
+        tmp = tempfile.TemporaryDirectory(prefix="probegate-batch-")
+        warm = Warm(key, tmp, Path(tmp.name) / "in")
         try:
-            self._batch_file(in_dir, pending)
+            stage_mount(Path(tmp.name), self.supervisor)
+            (warm.in_dir / "faketimerc").write_text(first.clock.faketimerc() + "\n")
+            (warm.in_dir / "faketimerc").chmod(0o444)
             labels = batch_labels(first.run_id, first.property_id, first.trial_index, uuid.uuid4().hex, self.worker_id)
-            container = create_container(
+            warm.container = create_container(
                 self.client,
                 image_id,
                 tree=tree,
-                mount_dir=in_dir.parent,
+                mount_dir=Path(tmp.name),
                 limits=first.limits,
                 env=probe_env(first),
                 labels=labels,
             )
-        except (*DOCKER_ERRORS, OSError) as exc:
-            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
-        stream = None
+            warm.stream = ReportStream(warm.container)
+        except BaseException:
+            warm.remove()
+            raise
+        return warm
+
+    def _one_container(
+        self, pending: list[TrialSpec], fixtures: dict[str, bytes], tree: Path, image_id: str
+    ) -> list[Observation]:
+        """Run `pending` in a warm container of its shape (or a new one); returns observations for a
+        non-empty prefix of it. The container goes back to the pool only if its supervisor said done."""
+        first = pending[0]
+        key: Key = (first.run_id, first.tree_digest, first.clock, first.limits, image_id)
+        warm = self._pool.checkout(key) if self._pool.is_open(first.run_id) else None
         try:
-            stream = ReportStream(container)
+            warm = warm or self._create(key, first, tree, image_id)
+            seq = warm.send(batch_file(pending), {s.fixture_digest: fixtures[s.fixture_digest] for s in pending})
+        except (*DOCKER_ERRORS, OSError, ValueError) as exc:
+            if warm is not None:
+                warm.remove()
+            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+        keep = False
+        try:
             started = time.monotonic()
-            container.start()
-            done = self._follow(container, stream, pending, image_id, started)
+            if not warm.started:
+                warm.container.start()
+                warm.started = True
+            done = self._follow(warm.container, warm.stream, pending, image_id, started)
             if len(done) == len(pending):
-                # Let the supervisor finish and exit by itself: removing an exited container is far
-                # cheaper than killing a running one. A supervisor that lingers is killed as before.
-                stream.wait_eof(time.monotonic() + EXIT_WAIT_S)
+                keep = self._finished(warm, seq)
             return done
         except DOCKER_ERRORS as exc:
             return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
         finally:
-            if stream is not None:
-                stream.close()
-            with contextlib.suppress(*DOCKER_ERRORS):
-                container.remove(force=True)
+            if not (keep and self._pool.checkin(warm)):
+                self._discard(warm, exited=keep)
+
+    def _finished(self, warm: Warm, seq: int) -> bool:
+        """Whether the supervisor ended batch `seq` cleanly and waits for the next in a run still open."""
+        if warm.run_id in self._aborted or not self._pool.is_open(warm.run_id):
+            return False
+        item = warm.stream.next(self.grace_s)
+        return isinstance(item, dict) and item.get("done") == seq and warm.run_id not in self._aborted
+
+    def _discard(self, warm: Warm, *, exited: bool) -> None:
+        """Remove a container; a healthy one is first asked to exit, since removing an exited
+        container is far cheaper than killing a running one. A supervisor that lingers is killed."""
+        if exited or (warm.stream is not None and not warm.stream.ended and warm.run_id not in self._aborted):
+            warm.stop()
+            warm.stream.wait_eof(time.monotonic() + EXIT_WAIT_S)
+        warm.remove()
 
     def _follow(self, container: Any, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float):
         """Turn report lines into observations, one trial at a time, each under deadline + grace."""

@@ -1,7 +1,10 @@
-"""In-container supervisor: runs a batch of probes, each fresh, and prints one JSON line per trial.
+"""In-container supervisor: runs batches of probes, each fresh, and prints one JSON line per trial.
 
 Standalone and stdlib-only: it is bind-mounted read-only into the sandbox image (Python 3.13) and
-runs as PID 1 with `python3 /opt/probegate/supervisor.py /opt/probegate/in/trials.json`. Between
+runs as PID 1 with `python3 /opt/probegate/supervisor.py /opt/probegate/in [idle_s]`. It serves one
+batch file at a time (`batch-0.json`, `batch-1.json`, ... written by the host into the mounted input
+dir), reports each trial, then `{"done": n}`, and waits for the next; it exits on a `stop` file or
+after idle_s without a batch, so a warm container outlives no vanished host for long. Between
 trials it kills every other process and wipes the writable places, so no trial sees another's
 processes or writes. The host reads the lines as they come and enforces deadlines itself too.
 """
@@ -34,6 +37,7 @@ CANARY_FILE = f"{CANARY_DIR}/credentials"
 CANARY_ENV = "API_TOKEN"
 CLOCK_SLACK_S = 5.0
 OOM_SCORE_ADJ = "/proc/self/oom_score_adj"
+IDLE_S = 60.0  # exit after this long without a batch (the host stops using a container well before)
 
 
 class Stream:
@@ -259,20 +263,24 @@ def emit(report: dict) -> None:
         view = view[os.write(1, view) :]
 
 
-def main(argv: list[str]) -> int:
-    try:
-        oom_fd = open_oom_score()
-        harden()
-        with open(argv[1], "rb") as handle:
-            batch = json.load(handle)
-        batch["oom_fd"] = oom_fd
-        reason = check_clock(batch)
-    except Exception as exc:
-        emit({"batch_error": f"{type(exc).__name__}: {exc}"})
-        return 2
-    if reason is not None:
-        emit({"batch_error": reason})
-        return 2
+def wait_batch(in_dir: str, seq: int, idle_s: float) -> str | None:
+    """The path of batch `seq` once the host has written it; None on a stop file or when idle too long.
+
+    Polled (stdlib only, no inotify): every millisecond at first, since the next batch usually
+    follows at once, then more slowly so an idle container costs next to nothing."""
+    path, stop = f"{in_dir}/batch-{seq}.json", f"{in_dir}/stop"
+    since = time.monotonic()
+    while True:
+        if os.path.exists(path):
+            return path
+        idle = time.monotonic() - since
+        if idle >= idle_s or os.path.exists(stop):
+            return None
+        time.sleep(0.001 if idle < 1.0 else 0.02)
+
+
+def run_batch(batch: dict) -> int | None:
+    """Run and report every trial of one batch; an exit code when the container must not go on."""
     for trial in batch["trials"]:
         try:
             report = run_trial(batch, trial)
@@ -288,7 +296,37 @@ def main(argv: list[str]) -> int:
         except OSError as exc:
             emit({"reset_error": f"{type(exc).__name__}: {exc}"})
             return 2
-    emit({"done": True})
+    return None
+
+
+def main(argv: list[str]) -> int:
+    try:
+        oom_fd = open_oom_score()
+        harden()
+        in_dir = argv[1]
+        idle_s = float(argv[2]) if len(argv) > 2 else IDLE_S
+    except Exception as exc:
+        emit({"batch_error": f"{type(exc).__name__}: {exc}"})
+        return 2
+    seq = 0
+    while (path := wait_batch(in_dir, seq, idle_s)) is not None:
+        try:
+            with open(path, "rb") as handle:
+                batch = json.load(handle)
+            batch["oom_fd"] = oom_fd
+            # The clock is the container's (the host keys warm containers by it): prove it once.
+            reason = check_clock(batch) if seq == 0 else None
+        except Exception as exc:
+            emit({"batch_error": f"{type(exc).__name__}: {exc}"})
+            return 2
+        if reason is not None:
+            emit({"batch_error": reason})
+            return 2
+        code = run_batch(batch)
+        if code is not None:
+            return code
+        emit({"done": seq})
+        seq += 1
     return 0
 
 
