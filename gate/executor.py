@@ -51,7 +51,7 @@ class LocalInputs:
         self._tmp = Path(tempfile.mkdtemp(prefix="probegate-tree-"))
         self.snapshot = self._tmp / "tree"
         shutil.copytree(workdir, self.snapshot, ignore=shutil.ignore_patterns(*SKIP_IN_TREE))
-        _world_readable(self._tmp)
+        world_readable(self._tmp)
         self.tree_digest = seal_tree(self.snapshot).digest
         self.fixtures: dict[str, bytes] = dict(fixtures)
 
@@ -76,7 +76,7 @@ class LocalInputs:
         self.close()
 
 
-def _world_readable(root: Path) -> None:
+def world_readable(root: Path) -> None:
     """The sandbox runs as an unprivileged user: make the snapshot readable whatever the umask."""
     for dirpath, _, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)

@@ -11,7 +11,7 @@ import hashlib
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -142,16 +142,14 @@ class Observation(BaseModel):
         return (self.run_id, self.property_id, self.trial_index)
 
     @classmethod
+    def of(cls, spec: TrialSpec, **facts: Any) -> Observation:
+        """An observation of `spec`'s trial (its key copied from the spec) with these facts."""
+        return cls(run_id=spec.run_id, property_id=spec.property_id, trial_index=spec.trial_index, **facts)
+
+    @classmethod
     def harness_fault(cls, spec: TrialSpec, detail: str, *, worker_id: str = "", image_id: str = "") -> Observation:
         """An observation that records only that the gate itself failed to run the trial."""
-        return cls(
-            run_id=spec.run_id,
-            property_id=spec.property_id,
-            trial_index=spec.trial_index,
-            fault=detail,
-            worker_id=worker_id,
-            image_id=image_id,
-        )
+        return cls.of(spec, fault=detail, worker_id=worker_id, image_id=image_id)
 
 
 class Inputs(Protocol):

@@ -21,6 +21,7 @@ import redis
 
 from gate.artifacts import write_atomic
 from gate.errors import SandboxError
+from gate.executor import world_readable
 from gate.fixtures import seal_tree, tree_files
 
 BLOB_TTL_S = 24 * 3600
@@ -128,8 +129,7 @@ class BlobInputs:
             got = seal_tree(staging).digest
             if got != digest:
                 raise SandboxError(f"tree blob unpacks to seal {got[:16]}, expected {digest[:16]}")
-            for dirpath, _, _ in os.walk(staging):
-                os.chmod(dirpath, 0o755)  # the sandbox user must be able to read the tree
+            world_readable(staging)  # the sandbox user must be able to read the tree
             try:
                 staging.rename(final)
             except OSError:  # another process unpacked the same tree first

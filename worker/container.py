@@ -161,10 +161,8 @@ def _parse(line: bytes) -> dict:
 
 def report_observation(spec: TrialSpec, report: dict, *, image_id: str, worker_id: str) -> Observation:
     """The observation a supervisor's trial report describes; KeyError/TypeError/ValueError if malformed."""
-    return Observation(
-        run_id=spec.run_id,
-        property_id=spec.property_id,
-        trial_index=spec.trial_index,
+    return Observation.of(
+        spec,
         image_id=image_id,
         worker_id=worker_id,
         exit_code=report["exit_code"],

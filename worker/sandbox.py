@@ -253,10 +253,8 @@ class DockerSandbox:
         return done
 
     def _timed_out(self, spec: TrialSpec, duration: float, image_id: str) -> Observation:
-        return Observation(
-            run_id=spec.run_id,
-            property_id=spec.property_id,
-            trial_index=spec.trial_index,
+        return Observation.of(
+            spec,
             timed_out=True,
             signal=9,
             duration_s=duration,
@@ -275,10 +273,8 @@ class DockerSandbox:
             return self._fault(spec, f"docker daemon error reading the result: {_one_line(exc)}", image_id)
         if state.get("OOMKilled"):
             # The memory cgroup took the supervisor down with the probe: the probe's doing.
-            return Observation(
-                run_id=spec.run_id,
-                property_id=spec.property_id,
-                trial_index=spec.trial_index,
+            return Observation.of(
+                spec,
                 oom_killed=True,
                 signal=9,
                 image_id=image_id,

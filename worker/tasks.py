@@ -29,14 +29,7 @@ def worker_id() -> str:
 
 def null_observation(spec: TrialSpec, fixture: bytes) -> Observation:
     """What `--sandbox null` reports: a clean exit with no output. For measuring dispatch only."""
-    return Observation(
-        run_id=spec.run_id,
-        property_id=spec.property_id,
-        trial_index=spec.trial_index,
-        exit_code=0,
-        image_id="null",
-        worker_id=worker_id(),
-    )
+    return Observation.of(spec, exit_code=0, image_id="null", worker_id=worker_id())
 
 
 def sandbox() -> Sandbox:
