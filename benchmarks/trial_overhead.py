@@ -28,8 +28,9 @@ from docker.types import Mount
 
 from gate.executor import batches
 from gate.trial import ClockSpec, Observation, TrialSpec
+from worker.batchfile import probe_env
 from worker.image import DEFAULT_IMAGE, docker_client, resolve_image_id
-from worker.sandbox import DockerSandbox, probe_env
+from worker.sandbox import DockerSandbox
 from worker.sweep import LABEL_RUN, sweep
 
 PROBE = "import sys, json\njson.dump({'ok': True, 'n': len(sys.stdin.read())}, sys.stdout)\n"

@@ -21,7 +21,7 @@ from typing import Protocol
 from gate.card import HarnessEvent
 from gate.errors import SandboxError
 from gate.fixtures import seal_tree, tree_files
-from gate.trial import Inputs, Observation, Sandbox, TrialSpec
+from gate.trial import Inputs, Limits, Observation, Sandbox, TrialSpec
 
 SKIP_IN_TREE = frozenset({".git"})
 MAX_LOCAL_BATCH = 50  # a crashed supervisor costs at most this many trials' container
@@ -35,8 +35,17 @@ class Executor(Protocol):
         """The image ID when known before any trial runs (local engine); "" when only workers know."""
         ...
 
+    def open(self, run_id: str, limits: Limits) -> None:
+        """A run begins: its sandboxes stay warm across `run` calls (waves) until `close`, and may
+        start containers of `limits` while the coordinator is still sealing and planning."""
+        ...
+
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         """Run every spec; yield each observation as it arrives (order is not guaranteed)."""
+        ...
+
+    def close(self, run_id: str) -> None:
+        """The run is over, however it ended: nothing kept for it may remain anywhere."""
         ...
 
 
@@ -102,14 +111,26 @@ class LocalExecutor:
         self.batch_size = batch_size
         self.image: str = getattr(sandbox, "image", "")
         self.events: list[HarnessEvent] = []
+        self._open: set[str] = set()
 
     def image_id(self) -> str:
         return self.sandbox.image_id()
 
+    def open(self, run_id: str, limits: Limits) -> None:
+        self.sandbox.open(run_id)
+        self.sandbox.prestart(run_id, limits, self.jobs)  # one container per job, started while the gate plans
+        self._open.add(run_id)
+
+    def close(self, run_id: str) -> None:
+        self._open.discard(run_id)
+        self.sandbox.close(run_id)
+
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
         run_ids = {spec.run_id for spec in specs}
-        for run_id in run_ids:
-            self.sandbox.open(run_id)  # containers may now serve several batches, until close below
+        # A run not opened by the caller is scoped to this call: its containers go when it returns.
+        scoped = run_ids - self._open
+        for run_id in scoped:
+            self.sandbox.open(run_id)
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
         futures: dict[Future[list[Observation]], list[TrialSpec]] = {
             pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in self._batches(specs)
@@ -133,8 +154,7 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-            # Every batch is over: however the run ended, none of its containers may remain.
-            for run_id in run_ids:
+            for run_id in scoped:
                 self.sandbox.close(run_id)
 
     def _batches(self, specs: Sequence[TrialSpec]) -> list[list[TrialSpec]]:
@@ -163,6 +183,9 @@ class MockSandbox:
         return [self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)) for spec in specs]
 
     def open(self, run_id: str) -> None:
+        return None
+
+    def prestart(self, run_id: str, limits: Limits, count: int) -> None:
         return None
 
     def close(self, run_id: str) -> int:

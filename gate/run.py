@@ -102,44 +102,51 @@ def run_gate(
     ledger_path = request.ledger or request.card.parent / "ledger.json"
     ledger, window = load_books(ledger_path, suite.config.ledger, suite.config.sampler)
 
-    drift: SealDriftError | None = None
+    run_id = run_id or uuid.uuid4().hex
+    # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
+    executor = executor_factory(request)
+    executor.open(run_id, suite.config.limits)
     try:
-        current = verify(fixture_root, expected, seal_file=str(request.seal))
-    except SealDriftError as exc:
-        drift, current = exc, seal_tree(fixture_root)
-    if drift is None:
-        check_fixtures(suite.properties, current.manifest, suite_file=str(suite.path))
-    facts = RunFacts(
-        run_id=run_id or uuid.uuid4().hex,
-        started=started,
-        suite=suite,
-        workdir=request.workdir,
-        fixture_root=fixture_root,
-        seal=current,
-        clock=clock,
-        retries=request.retries,
-        base=request.base,
-        oracle_edits=_oracle_edits(request, suite, fixture_root) if request.base else (),
-        freezes=_freezes(suite, current.digest, started),
-        deadline_sources=_deadline_sources(
-            suite,
-            (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None,
-            current.digest,
-        ),
-    )
-    fixtures = {
-        current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
-        for p in suite.properties
-        if p.fixture in current.manifest
-    }
-    log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
+        drift: SealDriftError | None = None
+        try:
+            current = verify(fixture_root, expected, seal_file=str(request.seal))
+        except SealDriftError as exc:
+            drift, current = exc, seal_tree(fixture_root)
+        if drift is None:
+            check_fixtures(suite.properties, current.manifest, suite_file=str(suite.path))
+        facts = RunFacts(
+            run_id=run_id,
+            started=started,
+            suite=suite,
+            workdir=request.workdir,
+            fixture_root=fixture_root,
+            seal=current,
+            clock=clock,
+            retries=request.retries,
+            base=request.base,
+            oracle_edits=_oracle_edits(request, suite, fixture_root) if request.base else (),
+            freezes=_freezes(suite, current.digest, started),
+            deadline_sources=_deadline_sources(
+                suite,
+                (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None,
+                current.digest,
+            ),
+        )
+        fixtures = {
+            current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
+            for p in suite.properties
+            if p.fixture in current.manifest
+        }
+        log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
 
-    with LocalInputs(request.workdir, fixtures) as inputs:
-        facts = replace(facts, tree_digest=inputs.tree_digest)
-        if drift is not None:
-            verdicts = _all_harness(suite, current.manifest, str(drift))
-        else:
-            verdicts, facts = _execute(executor_factory(request), facts, inputs, checks, fixtures)
+        with LocalInputs(request.workdir, fixtures) as inputs:
+            facts = replace(facts, tree_digest=inputs.tree_digest)
+            if drift is not None:
+                verdicts = _all_harness(suite, current.manifest, str(drift))
+            else:
+                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures)
+    finally:
+        executor.close(run_id)
 
     decision = decide(verdicts, frozen=facts.freezes.frozen, ledger=ledger, window=window, now=started)
     card = stamp(facts, verdicts, decision)

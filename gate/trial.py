@@ -179,6 +179,11 @@ class Sandbox(Protocol):
         """A run begins: the sandbox may keep what its batches share (warm containers) until `close`."""
         ...
 
+    def prestart(self, run_id: str, limits: Limits, count: int) -> None:
+        """For an open run, start up to `count` containers of `limits` in the background, before any
+        trial needs them; `close` removes those no batch used."""
+        ...
+
     def close(self, run_id: str) -> int:
         """A run ended (however): release everything kept for it; returns how many containers went."""
         ...

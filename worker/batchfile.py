@@ -11,17 +11,25 @@ from worker.container import IN_DIR
 WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
 
 
-def probe_env(spec: TrialSpec) -> dict[str, str]:
-    """The probe's whole environment (nothing inherited from the image or the host)."""
+def supervisor_env() -> dict[str, str]:
+    """The container's environment, which the supervisor runs in: nothing of any run or trial, so a
+    container can be started before it is bound to a batch."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": "/tmp",
         "LANG": "C.UTF-8",
-        "TZ": spec.clock.zone,
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         # Otherwise libfaketime leaves /dev/shm/faketime_shm_* files that look like probe writes.
         "FAKETIME_DISABLE_SHM": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def probe_env(spec: TrialSpec) -> dict[str, str]:
+    """The probe's whole environment (nothing inherited from the image or the host)."""
+    return {
+        **supervisor_env(),
+        "TZ": spec.clock.zone,
         "PROBEGATE_TRIAL_INDEX": str(spec.trial_index),
         "PROBEGATE_PROPERTY": spec.property_id,
     }

@@ -12,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +27,21 @@ from worker.image import DOCKER_ERRORS
 HOST_IDLE_S = 40.0  # the host hands out no container idle longer than this (a margin below IDLE_S)
 
 Key = tuple[str, str, ClockSpec, Limits, str]  # run id, tree digest, clock, limits, image id
+SpareKey = tuple[str, Limits, str]  # run id, limits, image tag: what a spare is fixed to at creation
+UNBOUND_CLOCK = "+0"  # libfaketime's "no offset": a spare's faketimerc until a batch binds its clock
 
 
 class Warm:
-    """One container, its report stream and its host-side input dir (mounted read-only inside)."""
+    """One container, its report stream and its host-side dirs (mounted read-only inside): `in_dir`
+    for batch files, fixtures and faketimerc, `src_dir` for the tree (filled by `bind`)."""
 
-    def __init__(self, key: Key, tmp: tempfile.TemporaryDirectory, in_dir: Path) -> None:
-        self.key = key
+    def __init__(self, run_id: str, tmp: tempfile.TemporaryDirectory, in_dir: Path, src_dir: Path) -> None:
+        self.key: Key | None = None  # set by `bind`: until then the container serves no batch
+        self._run_id = run_id
         self.tmp = tmp
         self.in_dir = in_dir
+        self.src_dir = src_dir
+        self.image_id = ""
         self.container: Any = None
         self.stream: ReportStream | None = None
         self.started = False
@@ -43,7 +51,15 @@ class Warm:
 
     @property
     def run_id(self) -> str:
-        return self.key[0]
+        return self._run_id
+
+    def bind(self, key: Key, tree: Path) -> None:
+        """Fix this container to a tree and a clock before its first batch (it may already be running:
+        /src and /etc/faketimerc are bind mounts whose contents the supervisor reads per batch)."""
+        _, _, clock, _, _ = key
+        fill_tree(tree, self.src_dir)
+        write_in_place(self.in_dir / "faketimerc", clock.faketimerc() + "\n")
+        self.key = key
 
     def send(self, batch: dict, fixtures: dict[str, bytes]) -> int:
         """Write this batch's fixture files (once each) and then its batch file; returns its number."""
@@ -82,6 +98,26 @@ class Warm:
         self.tmp.cleanup()
 
 
+def write_in_place(path: Path, text: str) -> None:
+    """Rewrite a file keeping its inode: a bind mount of a single file pins the inode, not the name."""
+    with open(path, "r+") as handle:
+        handle.truncate(0)
+        handle.write(text)
+
+
+def fill_tree(tree: Path, dst: Path) -> None:
+    """Lay the tree out in `dst` by hard links (the tree is a private snapshot nobody writes), or copies
+    across file systems. Either way the container sees it read-only."""
+
+    def link(src: str, target: str) -> None:
+        try:
+            os.link(src, target)
+        except OSError:
+            shutil.copy2(src, target)
+
+    shutil.copytree(tree, dst, symlinks=True, copy_function=link, dirs_exist_ok=True)
+
+
 class WarmPool:
     """Idle warm containers of the open runs (thread-safe)."""
 
@@ -90,6 +126,7 @@ class WarmPool:
         self._lock = threading.Lock()
         self._open: set[str] = set()
         self._idle: dict[Key, list[Warm]] = {}
+        self._spares: dict[SpareKey, list[Future[Warm]]] = {}
 
     def open(self, run_id: str) -> None:
         with self._lock:
@@ -124,9 +161,26 @@ class WarmPool:
             self._idle.setdefault(warm.key, []).append(warm)
             return True
 
-    def close(self, run_id: str) -> list[Warm]:
-        """Close the run: nothing more is checked in for it; returns its idle containers to remove."""
+    def add_spare(self, key: SpareKey, starting: Future[Warm]) -> bool:
+        """Hold a container being started for an open run; False when the run is not open."""
+        with self._lock:
+            if key[0] not in self._open:
+                return False
+            self._spares.setdefault(key, []).append(starting)
+            return True
+
+    def take_spare(self, key: SpareKey) -> Future[Warm] | None:
+        """A spare of this shape (perhaps still starting), or None."""
+        with self._lock:
+            spares = self._spares.get(key, [])
+            return spares.pop() if spares else None
+
+    def close(self, run_id: str) -> tuple[list[Warm], list[Future[Warm]]]:
+        """Close the run: nothing more is checked in for it; returns its idle containers and its
+        unused spares (perhaps still starting), all to remove."""
         with self._lock:
             self._open.discard(run_id)
             keys = [key for key in self._idle if key[0] == run_id]
-            return [warm for key in keys for warm in self._idle.pop(key)]
+            spare_keys = [key for key in self._spares if key[0] == run_id]
+            idle = [warm for key in keys for warm in self._idle.pop(key)]
+            return idle, [f for key in spare_keys for f in self._spares.pop(key)]
