@@ -17,6 +17,8 @@ from celery import Celery
 VISIBILITY_TIMEOUT_S = float(os.environ.get("PROBEGATE_VISIBILITY_TIMEOUT", "600"))
 TASK_RUN_BATCH = "probegate.run_batch"
 TASK_RESEAL = "probegate.reseal"
+# Remote-control command the coordinator broadcasts when a run ends (handled in worker.runs).
+CONTROL_CLOSE_RUN = "probegate_close_run"
 
 
 def queue_for(image: str) -> str:

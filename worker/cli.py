@@ -98,6 +98,12 @@ def _ensure_image(image: str | None) -> None:
 def _serve(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    from worker.runs import run_idle_s
+
+    try:
+        run_idle_s()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     from worker.image import DEFAULT_IMAGE
 
     image = args.image or DEFAULT_IMAGE

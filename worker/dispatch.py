@@ -4,13 +4,15 @@ Same interface as the local pool (`run(specs, inputs)` yields observations), so 
 the executor knows which one ran. Inputs are uploaded by content first; batches go to the queue of
 the sandbox image; results are folded as they arrive. A batch that never reports (worker gone,
 broker restarted without persistence) turns into harness faults after the result timeout: the run
-ends as harness_error, never as a false pass.
+ends as harness_error, never as a false pass. Workers keep a run's containers warm between its
+batches; `close` broadcasts that the run is over so every worker removes them at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -21,14 +23,17 @@ from celery.exceptions import TimeoutError as ResultTimeout
 
 from gate.card import HarnessEvent
 from gate.executor import LocalInputs, batches
-from gate.trial import Observation, TrialSpec
-from worker.app import TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
+from gate.trial import Limits, Observation, TrialSpec
+from worker.app import CONTROL_CLOSE_RUN, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
 from worker.blobs import BlobStore, RedisBlobStore, upload
 from worker.image import DEFAULT_IMAGE
 from worker.wire import decode_observations, encode_batch
 
 BROKER_ERRORS = (redis.exceptions.RedisError, kombu.exceptions.OperationalError, ConnectionError, OSError)
 MAX_BATCH = 1000
+CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (kombu retries for longer)
+# A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
+CLOSE_EXPIRES_S = 300.0
 
 
 class CeleryExecutor:
@@ -57,9 +62,33 @@ class CeleryExecutor:
         self.poll_s = poll_s
         self.events: list[HarnessEvent] = []
         self._processes = 0
+        self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
 
     def image_id(self) -> str:
         return ""  # only the workers' engines know; the card takes it from the observations
+
+    def open(self, run_id: str, limits: Limits) -> None:
+        """Nothing to do: each worker process opens the run on its first batch of it. Starting
+        containers ahead would need a word with the pool processes, and a control command only
+        reaches a worker's main process; nor is it known which processes will get the batches."""
+        return None
+
+    def close(self, run_id: str) -> None:
+        """Tell every worker to remove the run's containers now rather than after its idle timeout.
+        Never raises and waits at most CLOSE_WAIT_S: a broker outage must not change the verdict."""
+        if run_id not in self._dispatched:
+            return
+        self._dispatched.discard(run_id)
+
+        def broadcast() -> None:
+            with contextlib.suppress(*BROKER_ERRORS):
+                self.app.control.broadcast(
+                    CONTROL_CLOSE_RUN, arguments={"run_id": run_id}, reply=False, timeout=CLOSE_EXPIRES_S
+                )
+
+        sender = threading.Thread(target=broadcast, name="probegate-close-run", daemon=True)
+        sender.start()
+        sender.join(CLOSE_WAIT_S)
 
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         if not specs:
@@ -120,6 +149,7 @@ class CeleryExecutor:
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
             sent[result.id] = batch
+            self._dispatched.update(spec.run_id for spec in batch)
         return sent
 
     def _timeout(self, specs: Sequence[TrialSpec], processes: int) -> float:

@@ -1,6 +1,7 @@
 """The worker's tasks. `probegate.run_batch` runs trial specs through this machine's sandbox and
 returns observations; it runs no suite or check code and judges nothing. Inputs are fetched by
-digest from the blob store and verified before any trial sees them.
+digest from the blob store and verified before any trial sees them. Each batch's run stays open in
+this process's sandbox (warm containers) until it has been idle a while (see worker.runs).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from gate.executor import MockSandbox
 from gate.trial import Observation, Sandbox, TrialSpec
 from worker.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.blobs import BlobInputs, RedisBlobStore
+from worker.runs import open_runs  # also registers the close-run control command in the worker
 from worker.wire import decode_batch, encode_observations
 
 _sandbox: Sandbox | None = None
@@ -60,7 +62,9 @@ def inputs() -> BlobInputs:
 @shared_task(name=TASK_RUN_BATCH, bind=True)
 def run_batch(self: Any, batch: dict[str, Any]) -> dict[str, Any]:
     """Run a batch of trial specs; returns the observations and whether this was a redelivery."""
-    observed = sandbox().run_batch(decode_batch(batch), inputs())
+    specs = decode_batch(batch)
+    with open_runs(sandbox).serving({spec.run_id for spec in specs}):
+        observed = sandbox().run_batch(specs, inputs())
     delivery = self.request.delivery_info or {}
     return {
         "observations": encode_observations(observed),

@@ -1,0 +1,135 @@
+"""Warm containers through Celery: real redis-server, real `gate-worker serve` processes, real Docker.
+
+A worker process opens a run on its first batch and keeps one container for every later batch of
+it; `CeleryExecutor.close` removes the run's containers at once, and a coordinator that vanishes
+leaves them only until the worker's idle janitor closes the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import docker
+import pytest
+from celery_helpers import RedisServer, Workers
+
+from gate.executor import LocalInputs
+from gate.trial import ClockSpec, Limits, Observation, TrialSpec
+from worker.dispatch import CeleryExecutor
+from worker.sweep import LABEL_RUN
+
+pytestmark = pytest.mark.integration
+
+TRIALS, BATCH = 6, 2  # three batches per wave
+
+
+@pytest.fixture
+def inputs(tmp_path: Path) -> Iterator[LocalInputs]:
+    """A patched tree whose probe prints an empty JSON object, and one fixture."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "probe.py").write_text("print('{}')\n")
+    fixture = b"{}"
+    with LocalInputs(tmp_path / "tree", {hashlib.sha256(fixture).hexdigest(): fixture}) as local:
+        yield local
+
+
+def specs(run_id: str, inputs: LocalInputs, first: int = 0) -> list[TrialSpec]:
+    [fixture_digest] = inputs.fixtures
+    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
+    return [
+        TrialSpec(
+            run_id=run_id,
+            property_id="warm",
+            trial_index=i,
+            probe_argv=("python3", "probe.py"),
+            tree_digest=inputs.tree_digest,
+            fixture_path="f.json",
+            fixture_digest=fixture_digest,
+            deadline_s=5.0,
+            clock=clock,
+        )
+        for i in range(first, first + TRIALS)
+    ]
+
+
+def run_wave(executor: CeleryExecutor, run_id: str, inputs: LocalInputs, first: int = 0) -> list[Observation]:
+    seen = list(executor.run(specs(run_id, inputs, first), inputs))
+    assert len(seen) == TRIALS and all(o.fault is None and o.exit_code == 0 for o in seen), seen
+    return seen
+
+
+def creations(client: docker.DockerClient, run_id: str, since: float) -> int:
+    """How many containers labelled with `run_id` the engine created since `since` (a Unix time)."""
+    until = int(time.time()) + 1  # the events call returns once `until` has passed
+    filters = {"type": "container", "event": "create", "label": f"{LABEL_RUN}={run_id}"}
+    return sum(1 for _ in client.events(since=int(since) - 1, until=until, filters=filters, decode=True))
+
+
+def containers_of(client: docker.DockerClient, run_id: str) -> Callable[[], list]:
+    return lambda: client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+
+
+def gone_within(listing: Callable[[], list], timeout: float) -> float | None:
+    """Seconds until `listing` came back empty, or None if it never did within `timeout`."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if not listing():
+            return time.monotonic() - started
+        time.sleep(0.1)
+    return None
+
+
+@pytest.fixture
+def executor(redis_server: RedisServer) -> CeleryExecutor:
+    return CeleryExecutor(redis_server.url, worker_wait_s=30, batch_size=BATCH)
+
+
+def test_batches_of_a_run_share_one_container(
+    workers: Workers, executor: CeleryExecutor, inputs: LocalInputs, run_id: str, docker_client
+) -> None:
+    """One worker process serves every batch of a run, over two waves, from a single container."""
+    workers.start("w1", concurrency=1)
+    workers.wait_ready()
+    t0 = time.time()
+    executor.open(run_id, Limits())
+    try:
+        run_wave(executor, run_id, inputs)
+        run_wave(executor, run_id, inputs, first=TRIALS)
+    finally:
+        executor.close(run_id)
+    assert creations(docker_client, run_id, t0) == 1  # one per batch (six) without warm runs
+
+
+def test_close_removes_the_runs_containers_at_once(
+    workers: Workers, executor: CeleryExecutor, inputs: LocalInputs, run_id: str, docker_client
+) -> None:
+    """After `close`, no container of the run remains within seconds, long before the idle janitor would act."""
+    workers.start("w1", concurrency=2)
+    workers.wait_ready()
+    executor.open(run_id, Limits())
+    run_wave(executor, run_id, inputs)
+    listing = containers_of(docker_client, run_id)
+    assert listing(), "the run's warm container should wait for its next batch"
+    executor.close(run_id)
+    took = gone_within(listing, 5.0)
+    assert took is not None, [c.name for c in listing()]
+    print(f"containers gone {took:.2f}s after close")
+
+
+def test_a_vanished_coordinator_leaves_containers_only_until_the_janitor(
+    workers: Workers, executor: CeleryExecutor, inputs: LocalInputs, run_id: str, docker_client
+) -> None:
+    """A run never closed by its coordinator is closed by the worker's janitor after PROBEGATE_RUN_IDLE_S."""
+    workers.env["PROBEGATE_RUN_IDLE_S"] = "2"
+    workers.start("w1", concurrency=1)
+    workers.wait_ready()
+    run_wave(executor, run_id, inputs)  # never opened or closed here, as if the coordinator died
+    listing = containers_of(docker_client, run_id)
+    assert listing(), "the run's warm container should wait for its next batch"
+    took = gone_within(listing, 10.0)
+    assert took is not None, [c.name for c in listing()]
+    print(f"containers gone {took:.2f}s after the last batch")
