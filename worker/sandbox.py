@@ -141,7 +141,7 @@ class DockerSandbox:
             warm.remove()
         mine = {"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]}
         with contextlib.suppress(*DOCKER_ERRORS):
-            for container in self.client.containers.list(all=True, filters=mine):
+            for container in self.client.containers.list(all=True, filters=mine, sparse=True):
                 with contextlib.suppress(*DOCKER_ERRORS):
                     container.remove(force=True)
         return len(warms)

@@ -23,12 +23,17 @@ def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:
     """Force-remove containers labelled probegate.run (all runs, or one); returns how many."""
     label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": label}):
+    # sparse: no inspect per container, which fails when one is removed while we list (e.g. by its owner)
+    for container in client.containers.list(all=True, filters={"label": label}, sparse=True):
         try:
             container.remove(force=True)
             removed += 1
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as exc:
+            # 409: its owner (a worker closing the run) is removing it right now: it is going anyway.
+            if exc.status_code != 409:
+                raise
     return removed
 
 

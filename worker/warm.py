@@ -28,7 +28,10 @@ HOST_IDLE_S = 40.0  # the host hands out no container idle longer than this (a m
 
 Key = tuple[str, str, ClockSpec, Limits, str]  # run id, tree digest, clock, limits, image id
 SpareKey = tuple[str, Limits, str]  # run id, limits, image tag: what a spare is fixed to at creation
-UNBOUND_CLOCK = "+0"  # libfaketime's "no offset": a spare's faketimerc until a batch binds its clock
+# A spare's faketimerc until a batch binds its clock. The same length and format as every real one
+# (ClockSpec.faketimerc), so rewriting it in place never shows a reader an empty or unparsable file:
+# libfaketime re-reads it in running processes too, and exits on a bad one (seen: the supervisor).
+UNBOUND_CLOCK = "2000-01-01 00:00:00"
 
 
 class Warm:
@@ -58,7 +61,7 @@ class Warm:
         /src and /etc/faketimerc are bind mounts whose contents the supervisor reads per batch)."""
         _, _, clock, _, _ = key
         fill_tree(tree, self.src_dir)
-        write_in_place(self.in_dir / "faketimerc", clock.faketimerc() + "\n")
+        write_in_place(self.in_dir / "faketimerc", (clock.faketimerc() + "\n").encode())
         self.key = key
 
     def send(self, batch: dict, fixtures: dict[str, bytes]) -> int:
@@ -98,11 +101,15 @@ class Warm:
         self.tmp.cleanup()
 
 
-def write_in_place(path: Path, text: str) -> None:
-    """Rewrite a file keeping its inode: a bind mount of a single file pins the inode, not the name."""
-    with open(path, "r+") as handle:
-        handle.truncate(0)
-        handle.write(text)
+def write_in_place(path: Path, data: bytes) -> None:
+    """Overwrite a file of the same length with one pwrite, keeping its inode (a bind mount of a
+    single file pins the inode, not the name) and never truncating it under a reader."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        if os.fstat(fd).st_size != len(data) or os.pwrite(fd, data, 0) != len(data):
+            raise OSError(f"{path}: cannot overwrite {os.fstat(fd).st_size} bytes with {len(data)} in place")
+    finally:
+        os.close(fd)
 
 
 def fill_tree(tree: Path, dst: Path) -> None:

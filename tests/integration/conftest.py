@@ -81,7 +81,7 @@ def observe(sandbox: DockerSandbox) -> Callable[[TrialSpec, Inputs], Observation
 @pytest.fixture
 def leftovers(docker_client: docker.DockerClient, run_id: str) -> Callable[[], list]:
     """The containers still labelled with this test's run id."""
-    return lambda: docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    return lambda: docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}, sparse=True)
 
 
 @dataclass

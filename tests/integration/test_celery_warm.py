@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
 import pytest
-from celery_helpers import RedisServer, Workers
+from celery_helpers import RedisServer, Workers, containers_of, gone_within
 
 from gate.executor import LocalInputs
 from gate.trial import ClockSpec, Limits, Observation, TrialSpec
@@ -67,20 +67,6 @@ def creations(client: docker.DockerClient, run_id: str, since: float) -> int:
     until = int(time.time()) + 1  # the events call returns once `until` has passed
     filters = {"type": "container", "event": "create", "label": f"{LABEL_RUN}={run_id}"}
     return sum(1 for _ in client.events(since=int(since) - 1, until=until, filters=filters, decode=True))
-
-
-def containers_of(client: docker.DockerClient, run_id: str) -> Callable[[], list]:
-    return lambda: client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
-
-
-def gone_within(listing: Callable[[], list], timeout: float) -> float | None:
-    """Seconds until `listing` came back empty, or None if it never did within `timeout`."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if not listing():
-            return time.monotonic() - started
-        time.sleep(0.1)
-    return None
 
 
 @pytest.fixture

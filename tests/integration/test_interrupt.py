@@ -41,7 +41,7 @@ def test_sigint_mid_run_removes_every_container(tmp_path: Path, docker_client, s
     try:
         deadline = time.monotonic() + 60
         mine = {"label": f"probegate.pid={proc.pid}"}  # containers this gate process started
-        while not docker_client.containers.list(filters=mine):
+        while not docker_client.containers.list(filters=mine, sparse=True):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no probe container ever started"
             time.sleep(0.1)
