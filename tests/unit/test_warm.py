@@ -1,0 +1,53 @@
+"""Binding a started container: its faketimerc is rewritten in place, never truncated, and its
+tree is laid out by links or copies; no Docker needed for these."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gate.trial import ClockSpec
+from worker.warm import UNBOUND_CLOCK, fill_tree, write_in_place
+
+
+def test_rewrite_keeps_the_inode(tmp_path: Path) -> None:
+    """The bound clock lands in the same inode, which is what a single-file bind mount shows."""
+    path = tmp_path / "faketimerc"
+    path.write_text(UNBOUND_CLOCK + "\n")
+    inode = path.stat().st_ino
+    write_in_place(path, b"2026-03-01 00:00:00\n")
+    assert path.stat().st_ino == inode and path.read_text() == "2026-03-01 00:00:00\n"
+
+
+def test_rewrite_of_another_length_is_refused(tmp_path: Path) -> None:
+    """A rewrite that would change the length (and so need a truncate) raises instead of racing readers."""
+    path = tmp_path / "faketimerc"
+    path.write_text(UNBOUND_CLOCK + "\n")
+    with pytest.raises(OSError, match="in place"):
+        write_in_place(path, b"+0\n")
+    assert path.read_text() == UNBOUND_CLOCK + "\n"
+
+
+@given(st.datetimes(min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)))
+def test_every_clock_fits_the_placeholder(instant: datetime) -> None:
+    """Every instant's faketimerc line has the placeholder's length, so binding never truncates."""
+    assert len(ClockSpec(frozen_at=instant).faketimerc()) == len(UNBOUND_CLOCK)
+
+
+def test_tree_is_laid_out_whole(tmp_path: Path) -> None:
+    """fill_tree reproduces files, nested directories and symlinks of the snapshot in the target."""
+    tree, dst = tmp_path / "tree", tmp_path / "src"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "probe.py").write_text("print(1)\n")
+    (tree / "pkg" / "mod.py").write_text("X = 1\n")
+    os.symlink("probe.py", tree / "link.py")
+    dst.mkdir()
+    fill_tree(tree, dst)
+    assert (dst / "probe.py").read_text() == "print(1)\n"
+    assert (dst / "pkg" / "mod.py").read_text() == "X = 1\n"
+    assert os.readlink(dst / "link.py") == "probe.py"
