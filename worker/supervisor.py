@@ -11,63 +11,27 @@ processes or writes. The host reads the lines as they come and enforces deadline
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import ctypes
-import fcntl
-import hashlib
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import time
 
-try:
-    from fsdiff import copy_tree, diff, snapshot, wipe  # inside the sandbox: a sibling in the same read-only mount
+try:  # inside the sandbox: siblings in the same read-only mount
+    from fsdiff import copy_tree, diff, snapshot, wipe
+    from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
 except ImportError:  # imported on the host as worker.supervisor
     from worker.fsdiff import copy_tree, diff, snapshot, wipe
+    from worker.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
 
 PR_SET_DUMPABLE = 4
-CHUNK = 1 << 20
-PIPE_SIZE = 1 << 20  # the unprivileged maximum: fewer wake-ups for a flooding probe
 CANARY_DIR = "/tmp/.probegate"
 CANARY_FILE = f"{CANARY_DIR}/credentials"
 CANARY_ENV = "API_TOKEN"
 CLOCK_SLACK_S = 5.0
-OOM_SCORE_ADJ = "/proc/self/oom_score_adj"
 IDLE_S = 60.0  # exit after this long without a batch (the host stops using a container well before)
-
-
-class Stream:
-    """One output pipe: the first `cap` bytes kept, the full length and sha256 counted, and a scan
-    of the whole stream (not just the head) for the canary."""
-
-    def __init__(self, cap: int, canary: bytes) -> None:
-        self.cap = cap
-        self.head = bytearray()
-        self.length = 0
-        self.digest = hashlib.sha256()
-        self.canary = canary
-        self.tail = b""  # the last len(canary)-1 bytes, so a canary split across reads is seen
-        self.canary_seen = False
-
-    def feed(self, chunk: bytes) -> None:
-        self.length += len(chunk)
-        self.digest.update(chunk)
-        room = self.cap - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-        if self.canary and not self.canary_seen:
-            window = self.tail + chunk
-            self.canary_seen = self.canary in window
-            keep = len(self.canary) - 1
-            self.tail = window[len(window) - keep :] if keep else b""
-
-    def report(self) -> dict:
-        data = base64.b64encode(bytes(self.head)).decode("ascii")
-        return {"data_b64": data, "length": self.length, "sha256": self.digest.hexdigest()}
 
 
 def harden() -> None:
@@ -96,54 +60,6 @@ def kill_everything() -> None:
                 break
 
 
-def oom_kills() -> int:
-    """The container's OOM-kill count (cgroup v1 or v2); a rise during a trial means the probe was OOM-killed."""
-    for path, key in (
-        ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
-        ("/sys/fs/cgroup/memory.events", "oom_kill"),
-    ):
-        with contextlib.suppress(OSError), open(path) as handle:
-            for line in handle:
-                name, _, value = line.partition(" ")
-                if name == key:
-                    return int(value)
-    return -1
-
-
-def open_oom_score() -> int:
-    """Our oom_score_adj, opened before harden(): once undumpable, /proc/self is root's and not ours to open."""
-    return os.open(OOM_SCORE_ADJ, os.O_RDWR | os.O_CLOEXEC)
-
-
-def set_oom_score(fd: int, value: bytes) -> None:
-    os.lseek(fd, 0, os.SEEK_SET)
-    if os.write(fd, value) != len(value):
-        raise OSError(f"short write of oom_score_adj {value!r}")
-
-
-def spawn(argv: list[str], stdin, work: str, env: dict[str, str], oom_fd: int) -> subprocess.Popen:
-    """Start the probe as the OOM killer's pick, not the supervisor: it inherits oom_score_adj 1000
-    from the fork on, and we take ours back (allowed down to our start value) before it can run long.
-
-    No preexec_fn, so Popen may vfork: a fork of this process, then Python code in the child, cost
-    ~3 ms per trial and slowed the probe's own start-up."""
-    own = os.pread(oom_fd, 16, 0).strip()
-    set_oom_score(oom_fd, b"1000")
-    try:
-        return subprocess.Popen(
-            argv,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=work,
-            env=env,
-            close_fds=True,
-            start_new_session=True,
-        )
-    finally:
-        set_oom_score(oom_fd, own)
-
-
 def check_clock(batch: dict) -> str | None:
     """Prove a child that clears LD_PRELOAD and FAKETIME* still reads the frozen instant; else say why."""
     expect = batch.get("frozen_epoch")
@@ -167,49 +83,6 @@ def plant_canary(canary: str) -> None:
     fd = os.open(CANARY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
     with os.fdopen(fd, "w") as handle:
         handle.write(f"[default]\napi_token = {canary}\n")
-
-
-def pump(proc: subprocess.Popen, out: Stream, err: Stream, deadline_s: float, started: float) -> tuple[bool, tuple]:
-    """Drain both pipes until the probe exits or its deadline passes; returns (timed_out, wait4 result).
-
-    One thread and poll(): a fork bomb may exhaust the pids limit, so nothing here may need a thread."""
-    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    for fd in streams:
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, 1031, PIPE_SIZE)  # F_SETPIPE_SZ
-    pidfd = os.pidfd_open(proc.pid)
-    poller = select.poll()
-    for fd in (*streams, pidfd):
-        poller.register(fd, select.POLLIN)
-    timed_out = False
-    try:
-        while True:
-            left = started + deadline_s - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready = poller.poll(left * 1000)
-            if any(fd == pidfd for fd, _ in ready):
-                break
-            for fd, _ in ready:
-                chunk = os.read(fd, CHUNK)
-                if chunk:
-                    streams[fd].feed(chunk)
-                else:
-                    poller.unregister(fd)
-        if timed_out:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        status = os.wait4(proc.pid, 0)
-    finally:
-        os.close(pidfd)
-    return timed_out, status
-
-
-def drain(fd: int, stream: Stream) -> None:
-    """Read what is left in a pipe once every writer is dead (so EOF comes promptly)."""
-    while chunk := os.read(fd, CHUNK):
-        stream.feed(chunk)
 
 
 def run_trial(batch: dict, trial: dict) -> dict:

@@ -134,6 +134,7 @@ class WarmPool:
         self._open: set[str] = set()
         self._idle: dict[Key, list[Warm]] = {}
         self._spares: dict[SpareKey, list[Future[Warm]]] = {}
+        self._images: dict[str, str] = {}  # open run → the image ID its batches resolved first
 
     def open(self, run_id: str) -> None:
         with self._lock:
@@ -168,6 +169,16 @@ class WarmPool:
             self._idle.setdefault(warm.key, []).append(warm)
             return True
 
+    def image_of(self, run_id: str) -> str | None:
+        with self._lock:
+            return self._images.get(run_id)
+
+    def remember_image(self, run_id: str, image_id: str) -> None:
+        """Keep the run's image ID until it closes (nothing is kept for a run that is not open)."""
+        with self._lock:
+            if run_id in self._open:
+                self._images.setdefault(run_id, image_id)
+
     def add_spare(self, key: SpareKey, starting: Future[Warm]) -> bool:
         """Hold a container being started for an open run; False when the run is not open."""
         with self._lock:
@@ -187,6 +198,7 @@ class WarmPool:
         unused spares (perhaps still starting), all to remove."""
         with self._lock:
             self._open.discard(run_id)
+            self._images.pop(run_id, None)
             keys = [key for key in self._idle if key[0] == run_id]
             spare_keys = [key for key in self._spares if key[0] == run_id]
             idle = [warm for key in keys for warm in self._idle.pop(key)]
