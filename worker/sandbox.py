@@ -1,17 +1,14 @@
 """DockerSandbox: runs batches of trials in network-less containers under the in-container
 supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial.
-For an open run (`open`..`close`) a container serves batch after batch (see worker/warm.py)."""
+For an open run (`open`..`close`) a container serves batch after batch (see worker/fleet.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
-import tempfile
 import threading
 import time
-import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +16,19 @@ import docker
 
 from gate.errors import GateError, SandboxError
 from gate.trial import Inputs, Limits, Observation, TrialSpec
-from worker.batchfile import batch_file, container_groups, supervisor_env
+from worker.batchfile import batch_file, container_groups
 from worker.container import (
     EOF,
     ReportStream,
-    batch_labels,
-    create_container,
     report_observation,
-    stage_mount,
 )
+from worker.fleet import Fleet
 from worker.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
-from worker.sweep import LABEL_PID, LABEL_RUN, sweep
-from worker.warm import UNBOUND_CLOCK, Key, SpareKey, Warm, WarmPool
+from worker.sweep import sweep
+from worker.warm import Key, Warm
 
 SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
-EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
-SPARE_WAIT_S = 30.0  # how long a batch or a close waits for a spare still being started
 
 
 class DockerSandbox:
@@ -63,8 +56,14 @@ class DockerSandbox:
         self.supervisor = Path(supervisor).resolve()
         self.per_trial = per_trial
         self._aborted: set[str] = set()
-        self._pool = WarmPool(max_idle or os.cpu_count() or 4)
-        self._starter: ThreadPoolExecutor | None = None
+        self._fleet = Fleet(
+            lambda: self.client,
+            image,
+            self.image_id,
+            supervisor=self.supervisor,
+            worker_id=self.worker_id,
+            max_idle=max_idle or os.cpu_count() or 4,
+        )
 
     @property
     def client(self) -> docker.DockerClient:
@@ -80,7 +79,7 @@ class DockerSandbox:
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
         """One observation per spec, in order; trials sharing a tree share a container."""
         try:
-            image_id = self._image_for({spec.run_id for spec in specs})
+            image_id = self._fleet.image_for({spec.run_id for spec in specs})
         except SandboxError as exc:
             return [Observation.harness_fault(s, str(exc), worker_id=self.worker_id) for s in specs]
         observed: dict[int, Observation] = {}
@@ -98,78 +97,32 @@ class DockerSandbox:
                 observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
         except (KeyboardInterrupt, SystemExit):
             for run_id in {spec.run_id for spec in specs}:
-                self._drop(run_id)
+                self._fleet.drop(run_id)
                 with contextlib.suppress(*DOCKER_ERRORS):
                     sweep(self.client, run_id)
             raise
         return [observed[p] for p in range(len(specs))]
 
-    def _image_for(self, run_ids: set[str]) -> str:
-        """The image ID, resolved once per open run: its warm containers are fixed to that image
-        anyway, and asking the engine costs ~4 ms per batch."""
-        [run_id] = run_ids if len(run_ids) == 1 else [""]
-        if (known := self._pool.image_of(run_id)) is not None:
-            return known
-        image_id = self.image_id()
-        self._pool.remember_image(run_id, image_id)
-        return image_id
-
     def open(self, run_id: str) -> None:
         """Keep the run's containers warm between batches until `close(run_id)` or `abort(run_id)`."""
-        self._pool.open(run_id)
+        self._fleet.open(run_id)
 
     def prestart(self, run_id: str, limits: Limits, count: int) -> None:
         """Start `count` containers for the open run in the background; its first batches bind them
-        to their tree and clock instead of paying a container start (~300 ms here) themselves."""
-        with self._client_lock:
-            if self._starter is None:
-                self._starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probegate-prestart")
-        for _ in range(count):
-            starting = self._starter.submit(self._start_spare, run_id, limits)
-            if not self._pool.add_spare((run_id, limits, self.image), starting):
-                _removed(starting)
-
-    def _start_spare(self, run_id: str, limits: Limits) -> Warm:
-        warm = self._create(run_id, limits, self.image_id(), "", 0)
-        try:
-            warm.container.start()
-            warm.started = True
-        except BaseException:
-            warm.remove()
-            raise
-        return warm
+        to their tree and clock instead of paying a container start themselves."""
+        self._fleet.prestart(run_id, limits, count)
 
     def close(self, run_id: str) -> int:
         """The run is over: remove its warm containers (and any other this process left for it)."""
-        warms, spares = self._pool.close(run_id)
-        warms += [warm for starting in spares if (warm := _started(starting)) is not None]
-        for warm in warms:
-            warm.stop()  # all at once: each supervisor exits by itself within milliseconds
-        deadline = time.monotonic() + EXIT_WAIT_S
-        for warm in warms:
-            warm.stream.wait_eof(deadline)
-            warm.remove()
-        mine = {"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]}
-        with contextlib.suppress(*DOCKER_ERRORS):
-            for container in self.client.containers.list(all=True, filters=mine, sparse=True):
-                with contextlib.suppress(*DOCKER_ERRORS):
-                    container.remove(force=True)
-        return len(warms)
+        return self._fleet.close(run_id)
 
     def abort(self, run_id: str) -> int:
         """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
         self._aborted.add(run_id)
-        self._drop(run_id)
+        self._fleet.drop(run_id)
         with contextlib.suppress(*DOCKER_ERRORS):
             return sweep(self.client, run_id)
         return 0
-
-    def _drop(self, run_id: str) -> None:
-        warms, spares = self._pool.close(run_id)
-        for warm in warms:
-            warm.remove()
-        for starting in spares:
-            _removed(starting)
 
     def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
         return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
@@ -190,60 +143,6 @@ class DockerSandbox:
             done += got or [self._fault(pending[0], "container ended without a report", image_id)]
         return done
 
-    def _create(self, run_id: str, limits: Limits, image_id: str, property_id: str, first_trial: int) -> Warm:
-        """A created (not yet started) container for one run, its report stream attached; `bind`
-        gives it a tree and a clock."""
-        tmp = tempfile.TemporaryDirectory(prefix="probegate-batch-")
-        root = Path(tmp.name)
-        (root / "opt").mkdir()
-        (root / "src").mkdir(mode=0o755)
-        root.chmod(0o755)  # the container runs as nobody
-        warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
-        warm.image_id = image_id
-        try:
-            stage_mount(root / "opt", self.supervisor)
-            (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
-            (warm.in_dir / "faketimerc").chmod(0o644)
-            labels = batch_labels(run_id, property_id, first_trial, uuid.uuid4().hex, self.worker_id)
-            warm.container = create_container(
-                self.client,
-                image_id,
-                tree=warm.src_dir,
-                mount_dir=root / "opt",
-                limits=limits,
-                env=supervisor_env(),
-                labels=labels,
-            )
-            warm.stream = ReportStream(warm.container)
-        except BaseException:
-            warm.remove()
-            raise
-        return warm
-
-    def _container_for(self, key: Key, first: TrialSpec, tree: Path) -> Warm:
-        """A container bound to `key`: a warm one of the run, a spare started for it, or a new one."""
-        run_id, _, _, limits, image_id = key
-        if self._pool.is_open(run_id):
-            if (warm := self._pool.checkout(key)) is not None:
-                return warm
-            spare: SpareKey = (run_id, limits, self.image)
-            while (starting := self._pool.take_spare(spare)) is not None:
-                warm = _started(starting)
-                if warm is not None and warm.image_id == image_id and not warm.stream.ended:
-                    return self._bound(warm, key, tree)
-                if warm is not None:
-                    warm.remove()
-        return self._bound(self._create(run_id, limits, image_id, first.property_id, first.trial_index), key, tree)
-
-    @staticmethod
-    def _bound(warm: Warm, key: Key, tree: Path) -> Warm:
-        try:
-            warm.bind(key, tree)
-        except BaseException:
-            warm.remove()
-            raise
-        return warm
-
     def _one_container(
         self, pending: list[TrialSpec], fixtures: dict[str, bytes], tree: Path, image_id: str
     ) -> list[Observation]:
@@ -253,7 +152,7 @@ class DockerSandbox:
         key: Key = (first.run_id, first.tree_digest, first.clock, first.limits, image_id)
         warm = None
         try:
-            warm = self._container_for(key, first, tree)
+            warm = self._fleet.acquire(key, first, tree)
             seq = warm.send(batch_file(pending), {s.fixture_digest: fixtures[s.fixture_digest] for s in pending})
         except (*DOCKER_ERRORS, OSError, ValueError) as exc:
             if warm is not None:
@@ -272,23 +171,14 @@ class DockerSandbox:
         except DOCKER_ERRORS as exc:
             return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
         finally:
-            if not (keep and self._pool.checkin(warm)):
-                self._discard(warm, exited=keep)
+            self._fleet.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
 
     def _finished(self, warm: Warm, seq: int) -> bool:
         """Whether the supervisor ended batch `seq` cleanly and waits for the next in a run still open."""
-        if warm.run_id in self._aborted or not self._pool.is_open(warm.run_id):
+        if warm.run_id in self._aborted or not self._fleet.is_open(warm.run_id):
             return False
         item = warm.stream.next(self.grace_s)
         return isinstance(item, dict) and item.get("done") == seq and warm.run_id not in self._aborted
-
-    def _discard(self, warm: Warm, *, exited: bool) -> None:
-        """Remove a container; a healthy one is first asked to exit, since removing an exited
-        container is far cheaper than killing a running one. A supervisor that lingers is killed."""
-        if exited or (warm.stream is not None and not warm.stream.ended and warm.run_id not in self._aborted):
-            warm.stop()
-            warm.stream.wait_eof(time.monotonic() + EXIT_WAIT_S)
-        warm.remove()
 
     def _follow(self, container: Any, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float):
         """Turn report lines into observations, one trial at a time, each under deadline + grace."""
@@ -356,19 +246,6 @@ class DockerSandbox:
             return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
         except (KeyError, TypeError, ValueError) as exc:
             return self._fault(spec, f"supervisor report malformed: {_one_line(exc)}", image_id)
-
-
-def _started(starting: Future[Warm]) -> Warm | None:
-    """The spare once started, or None when starting it failed (the batch then starts its own)."""
-    try:
-        return starting.result(timeout=SPARE_WAIT_S)
-    except Exception:
-        return None
-
-
-def _removed(starting: Future[Warm]) -> None:
-    if (warm := _started(starting)) is not None:
-        warm.remove()
 
 
 def _one_line(exc: object) -> str:
