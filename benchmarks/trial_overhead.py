@@ -2,6 +2,7 @@
 same trivial probe inside one already-running container, in one run, as ratios vs the bare loop.
 
     .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--wave 5] [--repeats 3]
+                                                  [--tree-files 0]
 
 "single batch" is one run_batch call of --batch trials outside an open run (a container per call);
 "fresh run" is the same trials as run_batch calls of --wave trials within one open run, timed from
@@ -12,7 +13,8 @@ many trials a fresh run needs before it reaches 0.8 of the bare loop.
 
 Everything runs sequentially on one thread, so the ratios compare per-trial cost, not parallelism.
 The bare loop is timed inside the container (subprocess.run of the probe N times), so it carries
-no Docker or host cost at all: the strictest baseline.
+no Docker or host cost at all: the strictest baseline. It runs the probe in the mounted tree, while
+batch mode gives every trial a fresh copy and checks it for writes: --tree-files shows that cost.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from docker.types import Mount
 
-from gate.executor import batches
+from gate.executor import batches, world_readable
 from gate.trial import ClockSpec, Observation, TrialSpec
 from worker.batchfile import probe_env
 from worker.image import DEFAULT_IMAGE, docker_client, resolve_image_id
@@ -155,6 +157,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--batch", type=int, default=40, help="trials per run_batch call in single-batch mode")
     parser.add_argument("--wave", type=int, default=5, help="trials per run_batch call within one open run")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; each mode's best counts")
+    parser.add_argument("--tree-files", type=int, default=0, help="extra 1.2 KB files in the tree beside probe.py")
     args = parser.parse_args(argv)
     client = docker_client()
     image_id = resolve_image_id(client, DEFAULT_IMAGE)
@@ -166,8 +169,10 @@ def main(argv: list[str]) -> int:
             tree = tmp / "tree"
             tree.mkdir()
             (tree / "probe.py").write_text(PROBE)
-            tree.chmod(0o755)
-            (tree / "probe.py").chmod(0o644)
+            for i in range(args.tree_files):  # a realistic tree: every trial copies and checks it all
+                (tree / f"pkg{i % 10}").mkdir(mode=0o755, exist_ok=True)
+                (tree / f"pkg{i % 10}" / f"mod{i}.py").write_text("VALUE = 1\n" * 120)
+            world_readable(tree)
             bench = tmp / "bench"
             bench.mkdir()
             inputs = DirInputs(tree)

@@ -20,10 +20,10 @@ import sys
 import time
 
 try:  # inside the sandbox: siblings in the same read-only mount
-    from fsdiff import copy_tree, diff, snapshot, wipe
+    from fsdiff import Template, diff, snapshot, wipe
     from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
 except ImportError:  # imported on the host as worker.supervisor
-    from worker.fsdiff import copy_tree, diff, snapshot, wipe
+    from worker.fsdiff import Template, diff, snapshot, wipe
     from worker.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
 
 PR_SET_DUMPABLE = 4
@@ -85,16 +85,27 @@ def plant_canary(canary: str) -> None:
         handle.write(f"[default]\napi_token = {canary}\n")
 
 
+_templates: dict[str, Template] = {}
+
+
+def template(src: str) -> Template:
+    """The tree at `src`, read once per container: it is bound once and never changes after."""
+    if src not in _templates:
+        _templates[src] = Template(src)
+    return _templates[src]
+
+
 def run_trial(batch: dict, trial: dict) -> dict:
     """Copy the tree into the (empty) work dir, run the probe once under its deadline, describe it."""
     work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
-    copy_tree(batch.get("src", "/src"), work)
+    laid_out = template(batch.get("src", "/src")).lay_out(work)
     canary = trial.get("canary", "")
     env = dict(trial["env"])
     if canary:
         plant_canary(canary)
         env[CANARY_ENV] = canary
-    before = snapshot(roots)
+    # The work copy's state is known from laying it out; the rest (the canary) is small.
+    before = {**laid_out, **snapshot([root for root in roots if root != work])}
     cap = int(trial["output_cap_bytes"])
     out, err = Stream(cap, canary.encode()), Stream(cap, canary.encode())
     ooms = oom_kills()
