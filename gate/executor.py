@@ -1,8 +1,9 @@
 """Executors: the one seam between where trials run and what they mean.
 
-`Executor.run(specs, inputs)` yields one Observation per spec, in completion order. The local
-pool (default, no broker) runs batches on threads, each calling a `Sandbox`; a Celery executor
-implements the same method. `MockSandbox`, like httpx's MockTransport, answers trials from a
+`Executor.run(specs, inputs)` yields one Observation per spec, in completion order; `open` and
+`close` bracket a whole run, so its sandboxes stay warm from wave to wave. The local pool (default,
+no broker) runs batches on threads, each calling a `Sandbox`; a Celery executor implements the
+same methods. `MockSandbox`, like httpx's MockTransport, answers trials from a
 function so everything above the sandbox can be tested without Docker.
 """
 
