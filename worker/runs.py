@@ -30,7 +30,6 @@ from worker.sweep import sweep
 from worker.warm import HOST_IDLE_S
 
 DEFAULT_RUN_IDLE_S = 20.0
-SWEEP_ATTEMPTS = 3  # a container being removed by its pool process meanwhile makes docker answer 409
 
 log = logging.getLogger("probegate.worker.runs")
 
@@ -170,13 +169,10 @@ def sweep_run(run_id: str) -> int:
         log.warning("cannot remove containers of run %s: %s", run_id, exc)
         return 0
     try:
-        for _ in range(SWEEP_ATTEMPTS):
-            try:
-                removed += sweep(client, run_id)
-                break
-            except DOCKER_ERRORS as exc:
-                log.info("removing containers of run %s: %s; trying again", run_id, exc)
-                time.sleep(0.2)
+        # A container its pool process is removing meanwhile is skipped by sweep (docker's 409).
+        removed = sweep(client, run_id)
+    except DOCKER_ERRORS as exc:
+        log.warning("removing containers of run %s failed: %s", run_id, exc)
     finally:
         client.close()
     log.info("closed run %s: removed %d container(s)", run_id, removed)

@@ -97,9 +97,7 @@ class DockerSandbox:
                 observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
         except (KeyboardInterrupt, SystemExit):
             for run_id in {spec.run_id for spec in specs}:
-                self._fleet.drop(run_id)
-                with contextlib.suppress(*DOCKER_ERRORS):
-                    sweep(self.client, run_id)
+                self.abort(run_id)
             raise
         return [observed[p] for p in range(len(specs))]
 

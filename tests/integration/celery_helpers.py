@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -136,21 +135,3 @@ class Workers:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-
-
-def containers_of(client, run_id: str) -> Callable[[], list]:
-    """A listing of the run's containers (sparse: a container removed while we list cannot fail it)."""
-    return lambda: client.containers.list(all=True, filters={"label": f"probegate.run={run_id}"}, sparse=True)
-
-
-def gone_within(listing: Callable[[], list], timeout: float) -> float | None:
-    """Seconds until `listing` came back empty, or None if it never did within `timeout`.
-
-    Workers remove a run's containers when the coordinator's close broadcast reaches them, a few
-    hundred milliseconds after the run returns, so Celery tests wait for it rather than race it."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if not listing():
-            return time.monotonic() - started
-        time.sleep(0.1)
-    return None

@@ -15,13 +15,14 @@ from typing import NoReturn
 import docker
 import pytest
 from celery_helpers import RedisServer, Workers
+from run_containers import containers_of
 
 from gate.errors import HarnessError, SandboxError
 from gate.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
 from worker.image import DEFAULT_IMAGE, resolve_image_id
 from worker.image import docker_client as connect
 from worker.sandbox import DockerSandbox
-from worker.sweep import LABEL_RUN, sweep, sweep_dead_workers
+from worker.sweep import sweep, sweep_dead_workers
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -81,7 +82,7 @@ def observe(sandbox: DockerSandbox) -> Callable[[TrialSpec, Inputs], Observation
 @pytest.fixture
 def leftovers(docker_client: docker.DockerClient, run_id: str) -> Callable[[], list]:
     """The containers still labelled with this test's run id."""
-    return lambda: docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}, sparse=True)
+    return containers_of(docker_client, run_id)
 
 
 @dataclass

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, containers_of, gone_within
+from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, gate_run
+from run_containers import containers_of, gone_within
 
 from gate.errors import RET_HARNESS
 from worker.sweep import sweep_dead_workers

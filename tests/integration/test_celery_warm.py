@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import docker
 import pytest
-from celery_helpers import RedisServer, Workers, containers_of, gone_within
+from celery_helpers import RedisServer, Workers
+from run_containers import containers_created, containers_of, gone_within
 
 from gate.executor import LocalInputs
 from gate.trial import ClockSpec, Limits, Observation, TrialSpec
 from worker.dispatch import CeleryExecutor
-from worker.sweep import LABEL_RUN
 
 pytestmark = pytest.mark.integration
 
@@ -62,13 +61,6 @@ def run_wave(executor: CeleryExecutor, run_id: str, inputs: LocalInputs, first: 
     return seen
 
 
-def creations(client: docker.DockerClient, run_id: str, since: float) -> int:
-    """How many containers labelled with `run_id` the engine created since `since` (a Unix time)."""
-    until = int(time.time()) + 1  # the events call returns once `until` has passed
-    filters = {"type": "container", "event": "create", "label": f"{LABEL_RUN}={run_id}"}
-    return sum(1 for _ in client.events(since=int(since) - 1, until=until, filters=filters, decode=True))
-
-
 @pytest.fixture
 def executor(redis_server: RedisServer) -> CeleryExecutor:
     return CeleryExecutor(redis_server.url, worker_wait_s=30, batch_size=BATCH)
@@ -87,7 +79,7 @@ def test_batches_of_a_run_share_one_container(
         run_wave(executor, run_id, inputs, first=TRIALS)
     finally:
         executor.close(run_id)
-    assert creations(docker_client, run_id, t0) == 1  # one per batch (six) without warm runs
+    assert containers_created(docker_client, run_id, t0) == 1  # one per batch (six) without warm runs
 
 
 def test_close_removes_the_runs_containers_at_once(

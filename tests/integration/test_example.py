@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from gate_runs import EXAMPLE, Run, gate_run
+from run_containers import containers_of
 
 from gate.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
 from gate.verdict import Kind
@@ -126,8 +127,7 @@ def test_all_six_kinds_appear_across_the_example(runs: dict[str, Run]) -> None:
 def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> None:
     """After every example run, no container labelled with any of their run ids remains."""
     for run in runs.values():
-        left = docker_client.containers.list(all=True, filters={"label": f"probegate.run={run.card['run_id']}"})
-        assert left == []
+        assert containers_of(docker_client, run.card["run_id"])() == []
 
 
 def test_retries_are_recorded_and_refused(example: Path, tmp_path: Path, sandbox_image: str) -> None:

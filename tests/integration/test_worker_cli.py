@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from run_containers import containers_of
 
 from gate.errors import RET_HARNESS, RET_OK, RET_USAGE
 
@@ -55,7 +56,7 @@ def test_gate_sweep_removes_only_what_it_is_asked_to(docker_client, sandbox_imag
     try:
         bare = subprocess.run([sys.executable, "-m", "gate.cli", "sweep"], capture_output=True, text=True, timeout=60)
         assert bare.returncode == RET_OK
-        assert docker_client.containers.list(all=True, filters={"label": "probegate.run=sweep-test"})  # still there
+        assert containers_of(docker_client, "sweep-test")()  # still there
         done = subprocess.run(
             [sys.executable, "-m", "gate.cli", "sweep", "--run", "sweep-test"],
             capture_output=True,
@@ -63,7 +64,7 @@ def test_gate_sweep_removes_only_what_it_is_asked_to(docker_client, sandbox_imag
             timeout=60,
         )
         assert done.returncode == RET_OK and json.loads(done.stdout)["removed"] == 1
-        assert docker_client.containers.list(all=True, filters={"label": "probegate.run=sweep-test"}) == []
+        assert containers_of(docker_client, "sweep-test")() == []
     finally:
         with contextlib.suppress(Exception):
             container.remove(force=True)
