@@ -27,10 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gate.executor import LocalExecutor, LocalInputs, MockSandbox
-from gate.trial import ClockSpec, TrialSpec
-from worker.dispatch import CeleryExecutor
-from worker.tasks import null_observation
+from gate.core.testing import MockSandbox
+from gate.core.trial import ClockSpec, TrialSpec
+from gate.io.snapshot import LocalInputs
+from gate.run.executor import LocalExecutor
+from worker.celery.dispatch import CeleryExecutor
+from worker.celery.tasks import null_observation
 
 
 def specs(n: int, tree_digest: str, fixture_digest: str, run_id: str) -> list[TrialSpec]:
@@ -92,7 +94,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-m",
-                "worker.cli",
+                "worker.celery.cli",
                 "serve",
                 "--broker",
                 url,

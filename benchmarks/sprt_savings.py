@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gate.bands import FixedRule, SprtRule
-from gate.power import OCPoint, operating_characteristic, smallest_fixed_n
+from gate.core.bands import FixedRule, SprtRule
+from gate.core.power import OCPoint, operating_characteristic, smallest_fixed_n
 
 P0, P1, ALPHA, BETA, MAX_TRIALS = 0.8, 0.6, 0.05, 0.05, 120
 RATES = [round(0.5 + 0.05 * i, 2) for i in range(10)]

@@ -31,12 +31,13 @@ from pathlib import Path
 
 from docker.types import Mount
 
-from gate.executor import batches, world_readable
-from gate.trial import ClockSpec, Observation, TrialSpec
-from worker.batchfile import probe_env
-from worker.image import DEFAULT_IMAGE, docker_client, resolve_image_id
-from worker.sandbox import DockerSandbox
-from worker.sweep import LABEL_RUN, sweep
+from gate.core.plan import batches
+from gate.core.trial import ClockSpec, Observation, TrialSpec
+from gate.io.snapshot import world_readable
+from worker.host.batchfile import probe_env
+from worker.host.image import DEFAULT_IMAGE, docker_client, resolve_image_id
+from worker.host.sandbox import DockerSandbox
+from worker.host.sweep import LABEL_RUN, sweep
 
 PROBE = "import sys, json\njson.dump({'ok': True, 'n': len(sys.stdin.read())}, sys.stdout)\n"
 FIXTURE = b'{"x": 1}'

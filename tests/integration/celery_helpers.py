@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from worker.app import make_app
+from worker.celery.app import make_app
 
-WORKER = [sys.executable, "-m", "worker.cli"]
+WORKER = [sys.executable, "-m", "worker.celery.cli"]
 
 
 def free_port() -> int:

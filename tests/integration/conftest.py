@@ -17,12 +17,12 @@ import pytest
 from celery_helpers import RedisServer, Workers
 from run_containers import containers_of
 
-from gate.errors import HarnessError, SandboxError
-from gate.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
-from worker.image import DEFAULT_IMAGE, resolve_image_id
-from worker.image import docker_client as connect
-from worker.sandbox import DockerSandbox
-from worker.sweep import sweep, sweep_dead_workers
+from gate.core.errors import HarnessError, SandboxError
+from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+from worker.host.image import DEFAULT_IMAGE, resolve_image_id
+from worker.host.image import docker_client as connect
+from worker.host.sandbox import DockerSandbox
+from worker.host.sweep import sweep, sweep_dead_workers
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 

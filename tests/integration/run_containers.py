@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import docker
 
-from worker.sweep import LABEL_RUN
+from worker.host.sweep import LABEL_RUN
 
 
 def containers_of(client: docker.DockerClient, run_id: str) -> Callable[[], list]:

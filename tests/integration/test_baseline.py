@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from gate_runs import EXAMPLE, gate_run
 
-from gate.errors import RET_BLOCKED, RET_OK
+from gate.core.errors import RET_BLOCKED, RET_OK
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from celery_helpers import RedisServer
 
-from gate.errors import SandboxError
-from gate.fixtures import seal_tree
-from worker.blobs import BlobInputs, RedisBlobStore, pack_tree, upload
+from gate.core.errors import SandboxError
+from gate.io.fixtures import seal_tree
+from worker.celery.blobs import BlobInputs, RedisBlobStore, pack_tree, upload
 
 pytestmark = pytest.mark.integration
 

@@ -14,11 +14,11 @@ import pytest
 import redis
 from celery_helpers import RedisServer, Workers
 
-from gate.executor import LocalInputs
-from gate.trial import ClockSpec, TrialSpec
-from worker.app import TASK_RUN_BATCH, make_app, queue_for
-from worker.dispatch import CeleryExecutor
-from worker.image import DEFAULT_IMAGE
+from gate.core.trial import ClockSpec, TrialSpec
+from gate.io.snapshot import LocalInputs
+from worker.celery.app import TASK_RUN_BATCH, make_app, queue_for
+from worker.celery.dispatch import CeleryExecutor
+from worker.host.image import DEFAULT_IMAGE
 
 pytestmark = pytest.mark.integration
 PASSWORD = "s3cret-for-tests"

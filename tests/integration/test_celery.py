@@ -19,8 +19,8 @@ from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, gate_run
 from run_containers import containers_of, gone_within
 
-from gate.errors import RET_HARNESS
-from worker.sweep import sweep_dead_workers
+from gate.core.errors import RET_HARNESS
+from worker.host.sweep import sweep_dead_workers
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,9 @@ import pytest
 from celery_helpers import RedisServer, Workers
 from run_containers import containers_created, containers_of, gone_within
 
-from gate.executor import LocalInputs
-from gate.trial import ClockSpec, Limits, Observation, TrialSpec
-from worker.dispatch import CeleryExecutor
+from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
+from gate.io.snapshot import LocalInputs
+from worker.celery.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_USAGE
+from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_USAGE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 GATE = [sys.executable, "-m", "gate.cli"]

@@ -13,8 +13,8 @@ import pytest
 from gate_runs import EXAMPLE, Run, gate_run
 from run_containers import containers_of
 
-from gate.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
-from gate.verdict import Kind
+from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
+from gate.core.verdict import Kind
 
 pytestmark = pytest.mark.integration
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gate.checks import BUILTINS, Trial, judge
-from gate.trial import Limits, Observation, TrialSpec
-from gate.verdict import Band, OutcomeKind
-from worker.sandbox import SUPERVISOR, DockerSandbox
+from gate.core.checks import BUILTINS, Trial, judge
+from gate.core.trial import Limits, Observation, TrialSpec
+from gate.core.verdict import Band, OutcomeKind
+from worker.host.sandbox import SUPERVISOR, DockerSandbox
 
 pytestmark = pytest.mark.integration
 

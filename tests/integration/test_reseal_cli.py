@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_OK, RET_USAGE
+from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_OK, RET_USAGE
 
 RESEAL = [sys.executable, "-m", "gate.cli", "reseal"]
 GATE = [sys.executable, "-m", "gate.cli"]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gate.errors import SandboxError
-from gate.trial import Change, Limits, Observation
-from worker.image import DEFAULT_IMAGE
-from worker.sandbox import DockerSandbox
-from worker.sweep import LABEL_RUN, sweep
+from gate.core.errors import SandboxError
+from gate.core.trial import Change, Limits, Observation
+from worker.host.image import DEFAULT_IMAGE
+from worker.host.sandbox import DockerSandbox
+from worker.host.sweep import LABEL_RUN, sweep
 
 pytestmark = pytest.mark.integration
 
@@ -303,7 +303,7 @@ def test_sweep_removes_only_the_named_run(docker_client, sandbox_image, run_id, 
 
 def test_clock_preflight_failure_makes_every_trial_of_the_batch_a_fault(sandbox, make_trial, monkeypatch):
     """When a child reads an instant other than the spec's, each trial of the batch is a harness fault naming why."""
-    from gate.trial import ClockSpec
+    from gate.core.trial import ClockSpec
 
     monkeypatch.setattr(ClockSpec, "faketimerc", lambda self: "2020-01-01 00:00:00")
     first, inputs = make_trial("print('never runs')\n")

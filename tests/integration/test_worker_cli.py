@@ -10,11 +10,11 @@ import sys
 import pytest
 from run_containers import containers_of
 
-from gate.errors import RET_HARNESS, RET_OK, RET_USAGE
+from gate.core.errors import RET_HARNESS, RET_OK, RET_USAGE
 
 pytestmark = pytest.mark.integration
 
-WORKER = [sys.executable, "-m", "worker.cli"]
+WORKER = [sys.executable, "-m", "worker.celery.cli"]
 
 
 def test_preflight_passes_on_the_sandbox_image(sandbox_image: str) -> None:

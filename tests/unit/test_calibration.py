@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import gate.calibration as calibration_module
-from gate.calibration import (
+import gate.core.calibration as calibration_module
+from gate.core.calibration import (
     Calibration,
     baseline_findings,
     calibration_from_json,
@@ -20,9 +20,9 @@ from gate.calibration import (
     percentile,
     summarise,
 )
-from gate.card import DeadlineSource
-from gate.errors import ConfigError
-from gate.verdict import Band, Kind
+from gate.core.card import DeadlineSource
+from gate.core.errors import ConfigError
+from gate.core.verdict import Band, Kind
 
 NOW = datetime(2026, 12, 1, 3, 17, tzinfo=UTC)
 SEAL = "ab" * 32

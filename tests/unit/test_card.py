@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.bands import wilson
-from gate.card import FixtureBinding, HarnessEvent, PropertyRow, VerdictCard, accept
-from gate.ledger import LedgerAction, LedgerEntry
-from gate.policy import JobStatus
-from gate.trial import ClockSpec
-from gate.verdict import Band, Kind
+from gate.core.bands import wilson
+from gate.core.card import FixtureBinding, HarnessEvent, PropertyRow, VerdictCard, accept
+from gate.core.ledger import LedgerAction, LedgerEntry
+from gate.core.policy import JobStatus
+from gate.core.trial import ClockSpec
+from gate.core.verdict import Band, Kind
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEAL = "c" * 64

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.checks import BUILTINS, Trial, exits_zero, judge, load_checks, no_secret_in_output, no_unmapped_write
-from gate.errors import SuiteError
-from gate.trial import Captured, Change, FileChange, Observation
-from gate.verdict import Band, OutcomeKind
+from gate.core.checks import BUILTINS, Trial, exits_zero, judge, no_secret_in_output, no_unmapped_write
+from gate.core.errors import SuiteError
+from gate.core.trial import Captured, Change, FileChange, Observation
+from gate.core.verdict import Band, OutcomeKind
+from gate.io.checks import load_checks
 
 OC = OutcomeKind
 

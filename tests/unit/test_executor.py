@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.executor import LocalExecutor, MockSandbox
-from gate.trial import ClockSpec, Limits, Observation, TrialSpec
+from gate.core.testing import MockSandbox
+from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
+from gate.run.executor import LocalExecutor
 
 
 class Inputs:

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from pydantic import ValidationError
 
-from gate.errors import RET_CONFIG, FreezeFileError
-from gate.freezes import FreezeEntry, FreezeFile, FreezeState, resolve
-from gate.verdict import Band
+from gate.core.errors import RET_CONFIG, FreezeFileError
+from gate.core.freezes import FreezeEntry, FreezeFile, FreezeState, resolve
+from gate.core.verdict import Band
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEAL = "a" * 64

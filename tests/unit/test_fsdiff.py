@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.fsdiff import Template, diff, snapshot, wipe
+from worker.box.fsdiff import Template, diff, snapshot, wipe
 
 NAMES = st.text(alphabet="abcdef_", min_size=1, max_size=6)
 TREES = st.recursive(

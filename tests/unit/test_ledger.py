@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.bands import SamplerWindow
-from gate.errors import RET_HARNESS
-from gate.ledger import Credit, Ledger, LedgerAction
-from gate.policy import JobStatus, decide
-from gate.verdict import Band, Kind, Verdict
+from gate.core.bands import SamplerWindow
+from gate.core.errors import RET_HARNESS
+from gate.core.ledger import Credit, Ledger, LedgerAction
+from gate.core.policy import JobStatus, decide
+from gate.core.verdict import Band, Kind, Verdict
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(hours=6)

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.bands import SamplerWindow
-from gate.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
-from gate.ledger import Ledger, LedgerAction
-from gate.policy import JobStatus, decide
-from gate.verdict import Band, Kind, Verdict
+from gate.core.bands import SamplerWindow
+from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
+from gate.core.ledger import Ledger, LedgerAction
+from gate.core.policy import JobStatus, decide
+from gate.core.verdict import Band, Kind, Verdict
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 S = JobStatus

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import gate.power as power
-from gate.bands import FixedRule, SprtRule
-from gate.power import (
+import gate.core.power as power
+from gate.core.bands import FixedRule, SprtRule
+from gate.core.power import (
     binomial_pmf,
     operating_characteristic,
     operating_characteristics,

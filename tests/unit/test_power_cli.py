@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gate.cli import build_parser
-from gate.errors import UsageError
-from gate.power_cli import parse_rates, run_from_args
+from gate.cli.main import build_parser
+from gate.cli.power import parse_rates, run_from_args
+from gate.core.errors import UsageError
 
 
 def power_main(argv: list[str]) -> int:

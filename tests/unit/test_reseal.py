@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.reseal import BEAT_ENTRY, NIGHTLY_CRON, TASK_RESEAL, describe_change
-from gate.seal import Seal
+from gate.core.seal import Seal, describe_change
+from worker.celery.app import TASK_RESEAL
+from worker.celery.beat import BEAT_ENTRY, NIGHTLY_CRON
 
 ROOT = Path(__file__).resolve().parents[2]
 A, B, C, D = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)
@@ -65,7 +66,7 @@ def test_report_is_json() -> None:
 def test_beat_schedule_entry_is_nightly_at_0317() -> None:
     """beat_schedule runs probegate.reseal at 03:17 daily with the two paths as args."""
     crontab = pytest.importorskip("celery.schedules").crontab
-    from gate.reseal import beat_schedule
+    from worker.celery.beat import beat_schedule
 
     entry = beat_schedule("/srv/f", "/srv/s")[BEAT_ENTRY]
     assert entry["task"] == TASK_RESEAL == "probegate.reseal"
@@ -77,18 +78,18 @@ def test_beat_schedule_entry_is_nightly_at_0317() -> None:
 def test_beat_schedule_routes_to_a_named_queue() -> None:
     """With queue= the entry carries options.queue, so a worker consuming only that queue gets it."""
     pytest.importorskip("celery")
-    from gate.reseal import beat_schedule
+    from worker.celery.beat import beat_schedule
 
     entry = beat_schedule("/srv/f", "/srv/s", queue="probegate.img")[BEAT_ENTRY]
     assert entry["options"] == {"queue": "probegate.img"}
 
 
 def test_module_imports_without_celery() -> None:
-    """Importing gate.reseal in a fresh interpreter loads neither celery nor the fixtures adapter."""
-    code = "import json, sys, gate.reseal; print(json.dumps(sorted(sys.modules)))"
+    """Importing gate.io.reseal in a fresh interpreter does not load celery (the beat entry lives in worker)."""
+    code = "import json, sys, gate.io.reseal; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     loaded = {name.split(".")[0] for name in json.loads(done.stdout)}
-    assert "celery" not in loaded and "gate.fixtures" not in json.loads(done.stdout)
+    assert "celery" not in loaded and "gate.io.reseal" in json.loads(done.stdout)
 
 
 def test_deploy_files_use_the_same_schedule() -> None:

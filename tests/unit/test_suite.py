@@ -10,10 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.bands import FixedRule, SamplerWindow, SprtRule
-from gate.errors import RET_CONFIG, RET_NOINPUT, InputMissingError, SuiteError
-from gate.suite import PropertySpec, load_suite
-from gate.verdict import Band
+from gate.core.bands import FixedRule, SamplerWindow, SprtRule
+from gate.core.errors import RET_CONFIG, RET_NOINPUT, InputMissingError, SuiteError
+from gate.core.suite import PropertySpec
+from gate.core.verdict import Band
+from gate.io.suite import load_suite
 
 GOOD = """
 [suite]

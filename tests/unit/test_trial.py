@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from gate.trial import Captured, ClockSpec, Observation, TrialSpec
+from gate.core.trial import Captured, ClockSpec, Observation, TrialSpec
 
 
 def test_faketimerc_in_utc_is_the_instant() -> None:

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.bands import FixedRule, wilson
-from gate.verdict import Band, Kind, Outcome, OutcomeKind, Verdict, fold, harness_verdict
+from gate.core.bands import FixedRule, wilson
+from gate.core.verdict import Band, Kind, Outcome, OutcomeKind, Verdict, fold, harness_verdict
 
 DIGEST = "f" * 64
 OC = OutcomeKind

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.trial import ClockSpec
-from worker.warm import UNBOUND_CLOCK, fill_tree, write_in_place
+from gate.core.trial import ClockSpec
+from worker.host.warm import UNBOUND_CLOCK, fill_tree, write_in_place
 
 
 def test_rewrite_keeps_the_inode(tmp_path: Path) -> None:

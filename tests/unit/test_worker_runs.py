@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.runs import OpenRuns, run_idle_s
+from worker.celery.runs import OpenRuns, run_idle_s
 
 
 class Recorder:

@@ -1,0 +1,125 @@
+"""`gate power`: print a band rule's operating characteristics and plot them.
+
+The numbers come from `gate.power` (pure, exact); this module is the command line and the plot,
+drawn with matplotlib (the `plot` extra) in the format the file name asks for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from gate.core.bands import BandRule, FixedRule, SprtRule
+from gate.core.errors import RET_OK, UsageError
+from gate.core.power import OCPoint, operating_characteristics, power_table, smallest_fixed_n
+
+_SPRT_ARGS = ("p0", "p1", "alpha", "beta", "max_trials", "wave")
+_FIXED_ARGS = ("trials", "min_hits")
+
+
+def add_power_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `power` to the `gate` command's subparsers."""
+    parser = subparsers.add_parser("power", help="print (and plot) a band rule's operating characteristics")
+    _add_arguments(parser)
+    return parser
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rule", choices=["fixed", "sprt"], default="fixed")
+    parser.add_argument("--trials", type=int, help="fixed: trials (default 10)")
+    parser.add_argument("--min-hits", type=int, help="fixed: hits needed to pass (default 8)")
+    for name in ("p0", "p1", "alpha", "beta"):
+        parser.add_argument(f"--{name}", type=float, help=f"sprt: {name}")
+    parser.add_argument("--max-trials", type=int, help="sprt: trial cap")
+    parser.add_argument("--wave", type=int, help="sprt: trials per wave (default 5)")
+    parser.add_argument("--rates", default="0.5:0.95:0.05", help="START:STOP:STEP (inclusive) or a comma list")
+    parser.add_argument("--window", type=int, default=20, help="sampler window size (default 20)")
+    parser.add_argument("--max-inconclusive", type=int, default=4, help="sampler budget (default 4)")
+    parser.add_argument("--plot", type=Path, metavar="FILE", help="also write a plot (.svg or .png)")
+
+
+def parse_rates(text: str) -> list[float]:
+    """`START:STOP:STEP` (inclusive) or `a,b,c` as a list of rates in [0, 1]."""
+    try:
+        if ":" in text:
+            start, stop, step = (float(part) for part in text.split(":"))
+            if step <= 0 or stop < start:
+                raise ValueError
+            rates = [round(start + i * step, 10) for i in range(math.floor((stop - start) / step + 1e-9) + 1)]
+        else:
+            rates = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{text!r} is not START:STOP:STEP or a comma list", field="--rates") from None
+    if not rates or any(not 0.0 <= r <= 1.0 for r in rates):
+        raise UsageError(f"rates must lie in [0, 1], got {text!r}", field="--rates")
+    return rates
+
+
+def rule_from_args(args: argparse.Namespace) -> FixedRule | SprtRule:
+    """The band rule the command line describes; a key of the other rule is a usage error."""
+    own, other = (_SPRT_ARGS, _FIXED_ARGS) if args.rule == "sprt" else (_FIXED_ARGS, _SPRT_ARGS)
+    stray = [f"--{name.replace('_', '-')}" for name in other if getattr(args, name) is not None]
+    if stray:
+        raise UsageError(f"{', '.join(stray)} do not apply to --rule {args.rule}")
+    fields = {name: getattr(args, name) for name in own if getattr(args, name) is not None}
+    try:
+        return TypeAdapter(BandRule).validate_python({"rule": args.rule, **fields})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "--" + str(first["loc"][-1]).replace("_", "-") if first["loc"][1:] else f"--rule {args.rule}"
+        raise UsageError(first["msg"].removeprefix("Value error, "), field=where) from None
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Print the table for the rule on the command line, and write the plot when asked."""
+    rule = rule_from_args(args)
+    rates = parse_rates(args.rates)
+    if args.window < 1 or args.max_inconclusive < 0:
+        raise UsageError("--window must be at least 1 and --max-inconclusive at least 0")
+    points = operating_characteristics(rule, rates)
+    print(f"rule: {rule.model_dump_json()}")
+    if isinstance(rule, SprtRule):
+        n, k = smallest_fixed_n(rule.p0, rule.p1, rule.alpha, rule.beta)
+        print(f"smallest fixed test with the same alpha, beta: {k} of {n}")
+    print(f"window: more than {args.max_inconclusive} inconclusive in {args.window} trips the job")
+    print(power_table(points, args.window, args.max_inconclusive))
+    if args.plot:
+        try:
+            params = " ".join(f"{key}={value}" for key, value in rule.model_dump(exclude={"rule"}).items())
+            write_plot(points, f"gate power: {rule.rule} {params}", args.plot)
+        except OSError as exc:
+            raise UsageError(f"cannot write the plot: {exc.strerror}", file=str(args.plot), field="--plot") from None
+    return RET_OK
+
+
+def write_plot(points: Sequence[OCPoint], title: str, path: Path) -> None:
+    """P(pass) and P(inconclusive) above, expected and p95 trials below, against the true rate."""
+    if path.suffix.lower() not in (".svg", ".png", ".pdf"):
+        raise UsageError("the plot file must end in .svg, .png or .pdf", file=str(path), field="--plot")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on a CI machine
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("plotting needs matplotlib: pip install 'probegate[plot]'", field="--plot") from None
+    rates = [p.rate for p in points]
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(7, 6))
+    top.plot(rates, [p.p_pass for p in points], marker="o", label="P(pass)")
+    top.plot(rates, [p.p_inconclusive for p in points], marker="o", label="P(inconclusive)")
+    top.set_ylabel("probability")
+    top.set_ylim(0, 1)
+    top.legend()
+    bottom.plot(rates, [p.expected_trials for p in points], marker="o", label="E[trials]")
+    bottom.plot(rates, [p.p95_trials for p in points], marker="o", label="p95 trials")
+    bottom.set_xlabel("true hit rate")
+    bottom.set_ylabel("trials")
+    bottom.legend()
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

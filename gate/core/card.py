@@ -1,0 +1,144 @@
+"""The verdict card: one JSON document that binds a run, and `accept`, which re-derives from it
+whether the patch may merge. Both are pure; reading and writing the file is `gate.artifacts`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gate.core.bands import Interval
+from gate.core.ledger import LedgerAction, LedgerEntry
+from gate.core.policy import JobStatus
+from gate.core.trial import ClockSpec
+from gate.core.verdict import Band, Kind
+
+CARD_SCHEMA_VERSION = 1
+_CARD = ConfigDict(frozen=True, extra="forbid")
+
+
+class DeadlineSource(StrEnum):
+    CALIBRATED = "calibrated"  # backed by a measured p95 of the unpatched tree
+    PROPOSAL = "proposal"  # picked by hand; a timeout on it can only be inconclusive
+
+
+class PropertyRow(BaseModel):
+    model_config = _CARD
+    id: str
+    band: Band
+    kind: Kind
+    voting: bool
+    frozen_by: str | None = None
+    ledger: LedgerAction | None = None
+    trials: int
+    hits: int
+    interval: Interval | None = None
+    rule: dict[str, object] | None = None
+    deadline_s: float
+    deadline_source: DeadlineSource = DeadlineSource.PROPOSAL
+    timeout_is_safety: bool = False
+    fixture: str
+    fixture_digest: str
+    detail: str = ""
+    durations_s: tuple[float, ...] = ()
+
+
+class HarnessEvent(BaseModel):
+    """Something the harness did or suffered that is not a verdict (lost worker, redelivery)."""
+
+    model_config = _CARD
+    kind: str
+    detail: str
+    property_id: str | None = None
+
+
+class FixtureBinding(BaseModel):
+    model_config = _CARD
+    root: str
+    seal: str
+    manifest: dict[str, str]
+
+
+class VerdictCard(BaseModel):
+    """Everything `accept` needs to decide, and everything a reviewer needs to audit."""
+
+    model_config = _CARD
+    schema_version: Literal[1] = CARD_SCHEMA_VERSION
+    gate_version: str
+    run_id: str
+    created_at: datetime
+    suite: str
+    suite_sha256: str
+    workdir: str
+    tree_digest: str
+    fixture: FixtureBinding
+    image: str
+    image_id: str
+    clock: ClockSpec
+    network_mode: str = "none"
+    retry_count: int = Field(ge=0)
+    base_rev: str | None = None
+    new_oracle_edits: tuple[str, ...] = ()
+    freeze_set: dict[str, str] = {}
+    freezes_inactive: dict[str, str] = {}
+    properties: tuple[PropertyRow, ...]
+    ledger_actions: tuple[LedgerEntry, ...] = ()
+    harness_events: tuple[HarnessEvent, ...] = ()
+    status: JobStatus
+    exit_code: int
+    reasons: tuple[str, ...] = ()
+
+
+class Acceptance(BaseModel):
+    model_config = _CARD
+    accepted: bool
+    reasons: tuple[str, ...]
+
+
+_CREDITED = (LedgerAction.OPENED, LedgerAction.CONSUMED)
+
+
+def accept(card: VerdictCard, seal_digest: str) -> Acceptance:
+    """Accept only a zero-retry, sealed, oracle-clean run in which every voting property passed."""
+    reasons: list[str] = []
+    if card.retry_count != 0:
+        reasons.append(f"retry_count is {card.retry_count}; the gate accepts first runs only")
+    if card.fixture.seal != seal_digest:
+        reasons.append(f"card seal {card.fixture.seal[:16]} does not match seal file {seal_digest[:16]}")
+    if card.new_oracle_edits:
+        reasons.append(f"the patch edits oracle files: {', '.join(card.new_oracle_edits)}")
+    if card.network_mode != "none":
+        reasons.append(f"probes ran with network_mode {card.network_mode!r}")
+    if card.exit_code != 0:
+        reasons.append(f"the job ended {card.status} (exit {card.exit_code})")
+    if not card.properties:
+        reasons.append("the card has no property rows")
+    voting = 0
+    for row in card.properties:
+        if not row.voting:
+            why = _unvoted_reason(card, row)
+            if why:
+                reasons.append(why)
+            continue
+        voting += 1
+        if row.kind is not Kind.PASS:
+            reasons.append(f"{row.id}: {row.kind}" + (f" ({row.detail})" if row.detail else ""))
+    if card.properties and voting == 0:
+        reasons.append("no property voted")
+    return Acceptance(accepted=not reasons, reasons=tuple(reasons) or ("every voting property passed",))
+
+
+def _unvoted_reason(card: VerdictCard, row: PropertyRow) -> str | None:
+    """Why a row's abstention is not justified by the card itself, or None when it is."""
+    if row.band is Band.SAFETY:
+        return f"{row.id}: safety property did not vote; safety can never be frozen"
+    if row.frozen_by is not None:
+        if card.freeze_set.get(row.id) != row.frozen_by:
+            return f"{row.id}: frozen by {row.frozen_by}, which is not in the card's freeze set"
+        return None
+    if row.kind is Kind.HARNESS_ERROR and row.ledger in _CREDITED:
+        return None
+    return f"{row.id}: did not vote without a freeze or a harness credit"

@@ -1,0 +1,71 @@
+"""Flake freezes: a reviewed file that takes properties out of the vote, never out of the run.
+
+An entry names the seal the flake was seen under and an expiry; it applies only while both hold.
+`retry_allowed` exists in the file so that a reviewer sees it, and it can only be false. A safety
+property can never be frozen: such a file is refused outright. The freeze file is an oracle file,
+so a patch that edits it is rejected (freeze and feature land as two commits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from gate.core.errors import FreezeFileError
+from gate.core.verdict import Band
+
+
+class FreezeEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    freeze_id: str = Field(min_length=1)
+    properties: tuple[str, ...] = Field(min_length=1)
+    seal: str = Field(pattern=r"^[0-9a-f]{64}$")
+    reason: str = Field(min_length=1)
+    expires_at: AwareDatetime
+    retry_allowed: Literal[False] = False
+
+
+class FreezeFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    freezes: tuple[FreezeEntry, ...] = ()
+
+
+class FreezeState(BaseModel):
+    """Which properties are frozen for this run, and which entries were skipped and why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    frozen: dict[str, str] = {}  # property id -> freeze id
+    inactive: dict[str, str] = {}  # freeze id -> why it does not apply
+
+
+def resolve(
+    freeze_file: FreezeFile,
+    *,
+    bands: Mapping[str, Band],
+    seal: str,
+    now: datetime,
+    source: str = "freeze file",
+) -> FreezeState:
+    """Apply the freeze file to this run: refuse safety freezes, skip expired or foreign-seal ones."""
+    frozen: dict[str, str] = {}
+    inactive: dict[str, str] = {}
+    for entry in freeze_file.freezes:
+        for pid in entry.properties:
+            if pid not in bands:
+                raise FreezeFileError(f"freeze {entry.freeze_id} names unknown property {pid}", file=source)
+            if bands[pid] is Band.SAFETY:
+                raise FreezeFileError(
+                    f"freeze {entry.freeze_id} names safety property {pid}; safety is never frozen",
+                    file=source,
+                )
+        if entry.expires_at <= now:
+            inactive[entry.freeze_id] = f"expired at {entry.expires_at.isoformat()}"
+        elif entry.seal != seal:
+            inactive[entry.freeze_id] = f"observed under seal {entry.seal[:16]}, run is {seal[:16]}"
+        else:
+            for pid in entry.properties:
+                frozen.setdefault(pid, entry.freeze_id)
+    return FreezeState(frozen=frozen, inactive=inactive)

@@ -1,0 +1,128 @@
+"""The decision table: verdicts in, one job status and exit code out.
+
+    event                                   verdict                 freeze?          job exit
+    extra write / secret in output          fail_safety             never            1
+    contract miss on the locked digest      fail_contract           never by credit  1
+    hits below the band                     inconclusive_sample     never            3 if the window trips
+    deadline fired                          inconclusive_timeout    never            — (0)
+    harness fault, credit left              harness_error           a credit         — (0)
+    harness fault, credits exhausted        harness_error           no               2
+    harness fault on a safety property      harness_error           never            2
+    > max inconclusive_sample in window     sampler_budget_exceeded never            3
+
+Precedence when several rows fire: 1 over 2 over 3. A property under an active flake freeze still
+ran and keeps its verdict, but does not vote, draw credits or count in the window. A credited
+harness_error does not vote either (that is what the credit buys). Exit 0 only means nothing
+blocked the job; merging additionally needs `accept`, which wants every voting row to pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+from gate.core.bands import SamplerWindow
+from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
+from gate.core.ledger import Ledger, LedgerAction, LedgerEntry
+from gate.core.verdict import Band, Kind, Verdict
+
+
+class JobStatus(StrEnum):
+    ACCEPTED = "accepted"  # every voting property passed
+    INCONCLUSIVE = "inconclusive"  # nothing blocks the job, but not every voting property passed
+    BLOCKED = "blocked"  # the patch broke a safety or contract property
+    HARNESS_BROKEN = "harness_broken"  # the gate could not observe and has no credit left
+    SAMPLER_BUDGET_EXCEEDED = "sampler_budget_exceeded"  # too many inconclusive samples in the window
+
+
+class Vote(BaseModel):
+    """How one verdict counted: whether it voted, and why not if it did not."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    property_id: str
+    kind: Kind
+    voting: bool
+    frozen_by: str | None = None  # flake-freeze id
+    ledger: LedgerAction | None = None
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    status: JobStatus
+    exit_code: int
+    votes: tuple[Vote, ...]
+    ledger: Ledger
+    ledger_actions: tuple[LedgerEntry, ...]
+    window: SamplerWindow
+    reasons: tuple[str, ...]
+
+
+def decide(
+    verdicts: Sequence[Verdict],
+    *,
+    frozen: Mapping[str, str],
+    ledger: Ledger,
+    window: SamplerWindow,
+    now: datetime,
+) -> Decision:
+    """Apply the decision table to one run's verdicts; returns the updated ledger and window too."""
+    votes: list[Vote] = []
+    actions: list[LedgerEntry] = []
+    reasons: list[str] = []
+    blocked = harness_broken = False
+    sampled: list[bool] = []
+
+    for v in verdicts:
+        if v.property_id in frozen:
+            votes.append(Vote(property_id=v.property_id, kind=v.kind, voting=False, frozen_by=frozen[v.property_id]))
+            continue
+        action: LedgerAction | None = None
+        voting = True
+        if v.kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT):
+            blocked = True
+            reasons.append(f"{v.property_id}: {v.kind} ({v.detail})")
+        elif v.kind is Kind.HARNESS_ERROR and v.band is Band.SAFETY:
+            harness_broken = True
+            reasons.append(f"{v.property_id}: harness_error on a safety property draws no credit ({v.detail})")
+        elif v.kind is Kind.HARNESS_ERROR:
+            ledger, entry = ledger.draw(v.property_id, v.detail, now)
+            actions.append(entry)
+            action = entry.action
+            if action is LedgerAction.EXHAUSTED:
+                harness_broken = True
+                reasons.append(f"{v.property_id}: harness credits exhausted ({v.detail})")
+            else:
+                voting = False
+        if v.band is Band.STATISTICAL and voting:
+            sampled.append(v.kind is Kind.INCONCLUSIVE_SAMPLE)
+        votes.append(Vote(property_id=v.property_id, kind=v.kind, voting=voting, ledger=action))
+
+    window = window.push(sampled)
+    if window.tripped:
+        reasons.append(
+            f"sampler_budget_exceeded: {window.inconclusive} inconclusive_sample in the last "
+            f"{len(window.recent)} (budget {window.max_inconclusive} in {window.size})"
+        )
+
+    if blocked:
+        status, code = JobStatus.BLOCKED, RET_BLOCKED
+    elif harness_broken:
+        status, code = JobStatus.HARNESS_BROKEN, RET_HARNESS
+    elif window.tripped:
+        status, code = JobStatus.SAMPLER_BUDGET_EXCEEDED, RET_SAMPLER
+    elif any(vote.voting for vote in votes) and all(vote.kind is Kind.PASS for vote in votes if vote.voting):
+        status, code = JobStatus.ACCEPTED, RET_OK
+    else:
+        status, code = JobStatus.INCONCLUSIVE, RET_OK
+    return Decision(
+        status=status,
+        exit_code=code,
+        votes=tuple(votes),
+        ledger=ledger,
+        ledger_actions=tuple(actions),
+        window=window,
+        reasons=tuple(reasons),
+    )

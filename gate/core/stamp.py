@@ -1,0 +1,120 @@
+"""Stamping: the facts of one run, its verdicts and the policy's decision become the verdict card
+and the JSON lines printed on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from gate import __version__
+from gate.core.card import DeadlineSource, FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
+from gate.core.freezes import FreezeState
+from gate.core.policy import Decision
+from gate.core.seal import Seal
+from gate.core.suite import Suite
+from gate.core.trial import ClockSpec
+from gate.core.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the run was bound to, gathered before and during execution."""
+
+    run_id: str
+    started: datetime
+    suite: Suite
+    workdir: Path
+    fixture_root: Path
+    seal: Seal
+    clock: ClockSpec
+    retries: int
+    base: str | None
+    oracle_edits: tuple[str, ...]
+    freezes: FreezeState
+    tree_digest: str = ""
+    image: str = ""
+    image_id: str = ""
+    events: tuple[HarnessEvent, ...] = ()
+    durations: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    deadline_sources: Mapping[str, DeadlineSource] = field(default_factory=dict)
+
+
+def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
+    """The verdict card for one run."""
+    by_id = {p.id: p for p in facts.suite.properties}
+    votes = {v.property_id: v for v in decision.votes}
+    rows = []
+    for v in verdicts:
+        prop, vote = by_id[v.property_id], votes[v.property_id]
+        rule = prop.rule()
+        rows.append(
+            PropertyRow(
+                id=v.property_id,
+                band=v.band,
+                kind=v.kind,
+                voting=vote.voting,
+                frozen_by=vote.frozen_by,
+                ledger=vote.ledger,
+                trials=v.trials,
+                hits=v.hits,
+                interval=v.interval,
+                rule=rule.model_dump() if rule else None,
+                deadline_s=prop.deadline_s,
+                deadline_source=facts.deadline_sources.get(v.property_id, DeadlineSource.PROPOSAL),
+                timeout_is_safety=prop.timeout_is_safety,
+                fixture=prop.fixture,
+                fixture_digest=v.fixture_digest,
+                detail=v.detail,
+                durations_s=facts.durations.get(v.property_id, ()),
+            )
+        )
+    return VerdictCard(
+        gate_version=__version__,
+        run_id=facts.run_id,
+        created_at=facts.started,
+        suite=str(facts.suite.path),
+        suite_sha256=facts.suite.sha256,
+        workdir=str(facts.workdir.resolve()),
+        tree_digest=facts.tree_digest,
+        fixture=FixtureBinding(root=str(facts.fixture_root), seal=facts.seal.digest, manifest=facts.seal.manifest),
+        image=facts.image,
+        image_id=facts.image_id,
+        clock=facts.clock,
+        retry_count=facts.retries,
+        base_rev=facts.base,
+        new_oracle_edits=facts.oracle_edits,
+        freeze_set=facts.freezes.frozen,
+        freezes_inactive=facts.freezes.inactive,
+        properties=tuple(rows),
+        ledger_actions=decision.ledger_actions,
+        harness_events=facts.events,
+        status=decision.status,
+        exit_code=decision.exit_code,
+        reasons=decision.reasons,
+    )
+
+
+def verdict_lines(card: VerdictCard, card_path: Path) -> list[str]:
+    """One JSON line per property, then the job's line: the stdout contract of `gate run`."""
+    lines = [
+        json.dumps(
+            {
+                "kind": row.kind,
+                "property_id": row.id,
+                "band": row.band,
+                "fixture_digest": row.fixture_digest,
+                "trials": row.trials,
+                "hits": row.hits,
+                "voting": row.voting,
+                "detail": row.detail,
+            }
+        )
+        for row in card.properties
+    ]
+    job = {"job": card.status, "exit_code": card.exit_code, "run_id": card.run_id, "card": str(card_path)}
+    lines.append(json.dumps({**job, "reasons": list(card.reasons)}))
+    return lines

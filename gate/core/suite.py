@@ -1,0 +1,156 @@
+"""The suite's models (gate.toml): the probe command, the fixture tree, the checks module and the
+classified properties. Validation is strict: an unknown key, an unclassified property or a
+statistical property without a sane band is refused. Reading the file is `gate.io.suite`'s.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gate.core.bands import FixedRule, SamplerWindow, SprtRule
+from gate.core.trial import Limits
+from gate.core.verdict import Band
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+_RULE_KEYS: dict[str, tuple[str, ...]] = {
+    "fixed": ("trials", "min_hits"),
+    "sprt": ("p0", "p1", "alpha", "beta", "max_trials", "wave"),
+}
+
+
+class PropertySpec(BaseModel):
+    model_config = _STRICT
+    id: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    band: Band
+    fixture: str = Field(min_length=1)
+    check: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
+    deadline_s: float = Field(2.0, gt=0, le=3600)
+    timeout_is_safety: bool = False
+    # Band rule, statistical only: `rule = "fixed"` (the default) with trials/min_hits, or
+    # `rule = "sprt"` with p0, p1, alpha, beta, max_trials, wave. The field is `rule_name` because
+    # `rule()` returns the built rule; in gate.toml the key is `rule`.
+    rule_name: Literal["fixed", "sprt"] | None = Field(None, alias="rule")
+    trials: int | None = None
+    min_hits: int | None = None
+    p0: float | None = None
+    p1: float | None = None
+    alpha: float | None = None
+    beta: float | None = None
+    max_trials: int | None = None
+    wave: int | None = None
+    params: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _band_fields(self) -> PropertySpec:
+        given = ["rule"] if self.rule_name is not None else []
+        given += [key for keys in _RULE_KEYS.values() for key in keys if getattr(self, key) is not None]
+        if self.band is not Band.STATISTICAL and given:
+            raise ValueError(f"{'/'.join(given)} apply to the statistical band only, not {self.band}")
+        kind = self.rule_name or "fixed"
+        foreign = [name for name in given if name != "rule" and name not in _RULE_KEYS[kind]]
+        if foreign:
+            hint = '; set rule = "sprt" for the sequential test' if kind == "fixed" else ""
+            raise ValueError(
+                f"{'/'.join(foreign)}: not a key of rule {kind!r}, which takes {', '.join(_RULE_KEYS[kind])}{hint}"
+            )
+        try:
+            self.rule()  # validates the rule's own constraints (min_hits <= trials, p1 < p0, ...)
+        except ValidationError as exc:
+            raise ValueError(one_line(exc)) from None
+        write_map = self.params.get("write_map", [])
+        if self.check == "builtin:no_unmapped_write" and not (
+            isinstance(write_map, list) and all(isinstance(glob, str) for glob in write_map)
+        ):
+            raise ValueError(f"params.write_map must be a list of globs, not {write_map!r}")
+        return self
+
+    def rule(self) -> FixedRule | SprtRule | None:
+        """The band rule for a statistical property (the notes' default: 8 of 10)."""
+        if self.band is not Band.STATISTICAL:
+            return None
+        if self.rule_name == "sprt":
+            fields = {key: getattr(self, key) for key in _RULE_KEYS["sprt"]}
+            return SprtRule(**{key: value for key, value in fields.items() if value is not None})
+        return FixedRule(
+            trials=10 if self.trials is None else self.trials, min_hits=8 if self.min_hits is None else self.min_hits
+        )
+
+    def planned_trials(self) -> int:
+        rule = self.rule()
+        return rule.planned_trials() if rule else 1
+
+
+class SamplerConfig(BaseModel):
+    model_config = _STRICT
+    window: int = Field(20, ge=1)
+    max_inconclusive: int = Field(4, ge=0)
+
+    def empty_window(self) -> SamplerWindow:
+        return SamplerWindow(size=self.window, max_inconclusive=self.max_inconclusive)
+
+
+class LedgerConfig(BaseModel):
+    model_config = _STRICT
+    budget: int = Field(2, ge=0, le=100)
+    ttl_hours: float = Field(6.0, gt=0, le=24 * 30)
+
+
+class SuiteConfig(BaseModel):
+    model_config = _STRICT
+    name: str = "suite"
+    probe: tuple[str, ...] = ("python3", "probe.py")
+    fixtures: str = "fixtures"
+    checks: str = "checks.py"
+    freeze_file: str | None = None
+    calibration: str | None = None
+    oracle: tuple[str, ...] = ()
+    sampler: SamplerConfig = SamplerConfig()
+    ledger: LedgerConfig = LedgerConfig()
+    limits: Limits = Limits()
+
+    @field_validator("probe", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(shlex.split(value)) if isinstance(value, str) else value
+
+
+class Suite(BaseModel):
+    """A validated suite; paths in `config` are resolved against `root` (gate.toml's folder)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    path: Path
+    root: Path
+    sha256: str
+    config: SuiteConfig
+    properties: tuple[PropertySpec, ...]
+
+    def resolve(self, relative: str) -> Path:
+        return (self.root / relative).resolve()
+
+    @property
+    def checks_path(self) -> Path:
+        return self.resolve(self.config.checks)
+
+    @property
+    def calibration_path(self) -> Path | None:
+        return self.resolve(self.config.calibration) if self.config.calibration else None
+
+    @property
+    def freeze_path(self) -> Path | None:
+        return self.resolve(self.config.freeze_file) if self.config.freeze_file else None
+
+    def bands(self) -> dict[str, Band]:
+        return {p.id: p.band for p in self.properties}
+
+
+def one_line(exc: ValidationError) -> str:
+    """The first validation problem as `field: message`, with a count of the rest."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}{more}" if where else f"{message}{more}"

@@ -1,0 +1,91 @@
+"""Test doubles for the seams, shipped like httpx's MockTransport: a sandbox and an executor that
+answer trials from a function, and a trial-spec factory for tests and benchmarks. Pure: no
+container, broker or file is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from gate.core.card import HarnessEvent
+from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+
+FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
+
+Handler = Callable[[TrialSpec, bytes], Observation]
+
+
+def make_spec(trial_index: int = 0, **fields: Any) -> TrialSpec:
+    """A trial spec with plausible defaults (run "r", property "p", the frozen 2026-03-01 instant);
+    any field can be given."""
+    values: dict[str, Any] = {
+        "run_id": "r",
+        "property_id": "p",
+        "probe_argv": ("python3", "probe.py"),
+        "tree_digest": "t",
+        "fixture_path": "f.json",
+        "fixture_digest": "f",
+        "deadline_s": 2.0,
+        "clock": ClockSpec(frozen_at=FROZEN_AT),
+    }
+    values.update(fields)
+    return TrialSpec(trial_index=trial_index, **values)
+
+
+def make_specs(n: int, *, first: int = 0, **fields: Any) -> list[TrialSpec]:
+    """`n` specs sharing `fields`, trial indices `first`..`first + n - 1`."""
+    return [make_spec(i, **fields) for i in range(first, first + n)]
+
+
+class MockSandbox:
+    """A Sandbox that answers each trial with `handler(spec, fixture_bytes)`; no container runs."""
+
+    def __init__(self, handler: Handler, image: str = "sha256:mock") -> None:
+        self.handler = handler
+        self.image = image
+
+    def image_id(self) -> str:
+        return self.image
+
+    def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
+        return [self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)) for spec in specs]
+
+    def open(self, run_id: str) -> None:
+        return None
+
+    def prestart(self, run_id: str, limits: Limits, count: int) -> None:
+        return None
+
+    def close(self, run_id: str) -> int:
+        return 0
+
+    def abort(self, run_id: str) -> int:
+        return 0
+
+
+class MockExecutor:
+    """An Executor that answers every spec in order with `handler(spec, fixture_bytes)` on the caller's
+    thread and records the run's lifecycle (`calls`), so a whole gate run can be tested without Docker."""
+
+    def __init__(self, handler: Handler, image: str = "mock-image", image_id: str = "sha256:mock") -> None:
+        self.handler = handler
+        self.image = image
+        self._image_id = image_id
+        self.events: list[HarnessEvent] = []
+        self.calls: list[tuple[str, ...]] = []
+
+    def image_id(self) -> str:
+        return self._image_id
+
+    def open(self, run_id: str, limits: Limits) -> None:
+        self.calls.append(("open", run_id))
+
+    def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
+        self.calls.append(("run", str(len(specs))))
+        for spec in specs:
+            yield self.handler(spec, inputs.fixture_bytes(spec.fixture_digest))
+
+    def close(self, run_id: str) -> None:
+        self.calls.append(("close", run_id))

@@ -1,0 +1,51 @@
+"""`gate reseal FIXTURE_DIR --seal FILE [--write]`: is the seal file still the seal of the tree?
+
+Recomputes the tree seal and compares it with the seal file. Prints one JSON line on stdout:
+`{"changed": false, "seal": DIGEST}` when they agree (the seal file is not touched, its mtime
+stays), otherwise `{"changed": true, "seal": NEW, "previous": OLD, "files": {"changed": [...],
+"added": [...], "removed": [...]}, "detail": ..., "written": BOOL}` from the manifest diff (a seal
+file holding only a digest cannot name files; `detail` says so).
+
+Exit codes (gate.errors):
+    0   RET_OK       the seal is current, or it was stale (or missing) and --write replaced it
+    1   RET_BLOCKED  the seal is stale and --write was not given; nothing was written
+    64  RET_USAGE    bad command line, or the seal file lies inside the tree it seals
+    65  RET_CONFIG   the seal file is malformed (never overwritten: delete it to start over),
+                     or the tree holds a symlink or special file
+    66  RET_NOINPUT  the fixture directory is missing, or the seal file is missing without --write
+
+--write replaces the seal file atomically (temp file, fsync, rename). Automation (the nightly
+timer, cron or Celery beat entry) runs without --write: a re-seal is a reviewed commit, and a
+job that blessed whatever drifted overnight would make the seal meaningless.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from gate.core.errors import RET_BLOCKED, RET_OK, ConfigError, UsageError
+from gate.core.seal import describe_change
+from gate.io.fixtures import read_seal_file, seal_tree, write_seal_file
+
+
+def run_reseal(fixture_dir: Path, seal_file: Path, *, write: bool, out: TextIO = sys.stdout) -> int:
+    """Compare `seal_file` with the seal of `fixture_dir`, print the report, write only if asked."""
+    fixture_dir, seal_file = Path(fixture_dir), Path(seal_file)
+    if fixture_dir.is_dir() and seal_file.resolve().is_relative_to(fixture_dir.resolve()):
+        # It would seal itself: every write changes the tree, so the seal could never be current.
+        raise UsageError("the seal file must lie outside the tree it seals", file=str(seal_file), field="--seal")
+    if seal_file.exists() and not seal_file.is_file():
+        raise ConfigError("not a regular file", file=str(seal_file))
+    old = None if write and not seal_file.exists() else read_seal_file(seal_file)
+    new = seal_tree(fixture_dir)
+    report = describe_change(old, new, written=False)
+    if report["changed"] and write:
+        write_seal_file(seal_file, new)
+        report["written"] = True
+    print(json.dumps(report), file=out, flush=True)
+    if report["changed"] and not write:
+        return RET_BLOCKED  # the seal is stale
+    return RET_OK

@@ -1,0 +1,62 @@
+"""Loading the suite file (gate.toml): read, parse and validate it into `gate.core.suite.Suite`.
+Every problem is one SuiteError naming the file and the field; nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gate.core.errors import InputMissingError, SuiteError
+from gate.core.suite import PropertySpec, Suite, SuiteConfig, one_line
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_suite(path: Path) -> Suite:
+    """Read and validate gate.toml; every problem is one SuiteError naming the file and field."""
+    if not path.is_file():
+        raise InputMissingError("suite file not found", file=str(path))
+    raw_bytes = path.read_bytes()
+    try:
+        raw = tomllib.loads(raw_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SuiteError(f"not valid TOML: {exc}", file=str(path)) from None
+    unknown = set(raw) - {"suite", "property"}
+    if unknown:
+        raise SuiteError(f"unknown table(s) {', '.join(sorted(unknown))}", file=str(path))
+    config = _validate(SuiteConfig, raw.get("suite", {}), path, "suite")
+    entries = raw.get("property", [])
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError("no [[property]] entries", file=str(path), field="property")
+    properties: list[PropertySpec] = []
+    for index, entry in enumerate(entries):
+        label = f"property[{index}]"
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            label = f"property {entry['id']}"
+        if isinstance(entry, dict) and "band" not in entry:
+            raise SuiteError("has no band; an unclassified property is refused", file=str(path), field=label)
+        properties.append(_validate(PropertySpec, entry, path, label))
+    seen: set[str] = set()
+    for prop in properties:
+        if prop.id in seen:
+            raise SuiteError("duplicate property id", file=str(path), field=f"property {prop.id}")
+        seen.add(prop.id)
+    return Suite(
+        path=path.resolve(),
+        root=path.resolve().parent,
+        sha256=hashlib.sha256(raw_bytes).hexdigest(),
+        config=config,
+        properties=tuple(properties),
+    )
+
+
+def _validate(model: type[M], data: Any, path: Path, label: str) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise SuiteError(one_line(exc), file=str(path), field=label) from None

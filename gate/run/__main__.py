@@ -1,0 +1,9 @@
+"""`python -m gate.run …`: the notes' command form, the same command as `gate run …`."""
+
+from __future__ import annotations
+
+import sys
+
+from gate.cli.main import main
+
+sys.exit(main(["run", *sys.argv[1:]]))

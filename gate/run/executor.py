@@ -1,0 +1,113 @@
+"""Executors: the one seam between where trials run and what they mean.
+
+`Executor.run(specs, inputs)` yields one Observation per spec, in completion order; `open` and
+`close` bracket a whole run, so its sandboxes stay warm from wave to wave. The local pool (default,
+no broker) runs batches on threads, each calling a `Sandbox`; a Celery executor implements the
+same methods. `gate.core.testing.MockSandbox`, like httpx's MockTransport, answers trials from a
+function so everything above the sandbox can be tested without Docker.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from typing import Protocol
+
+from gate.core.card import HarnessEvent
+from gate.core.plan import batches
+from gate.core.trial import Inputs, Limits, Observation, Sandbox, TrialSpec
+from gate.io.snapshot import LocalInputs
+
+SKIP_IN_TREE = frozenset({".git"})
+MAX_LOCAL_BATCH = 50  # a crashed supervisor costs at most this many trials' container
+
+
+class Executor(Protocol):
+    image: str  # the sandbox image tag trials are routed to
+    events: list[HarnessEvent]  # redeliveries, lost batches, broker outages seen during `run`
+
+    def image_id(self) -> str:
+        """The image ID when known before any trial runs (local engine); "" when only workers know."""
+        ...
+
+    def open(self, run_id: str, limits: Limits) -> None:
+        """A run begins: its sandboxes stay warm across `run` calls (waves) until `close`, and may
+        start containers of `limits` while the coordinator is still sealing and planning."""
+        ...
+
+    def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
+        """Run every spec; yield each observation as it arrives (order is not guaranteed)."""
+        ...
+
+    def close(self, run_id: str) -> None:
+        """The run is over, however it ended: nothing kept for it may remain anywhere."""
+        ...
+
+
+class LocalExecutor:
+    """Runs batches on a thread pool sized to the machine; each thread drives one sandbox call."""
+
+    def __init__(self, sandbox: Sandbox, *, jobs: int | None = None, batch_size: int | None = None) -> None:
+        self.sandbox = sandbox
+        self.jobs = jobs or os.cpu_count() or 2
+        self.batch_size = batch_size
+        self.image: str = getattr(sandbox, "image", "")
+        self.events: list[HarnessEvent] = []
+        self._open: set[str] = set()
+
+    def image_id(self) -> str:
+        return self.sandbox.image_id()
+
+    def open(self, run_id: str, limits: Limits) -> None:
+        self.sandbox.open(run_id)
+        self.sandbox.prestart(run_id, limits, self.jobs)  # one container per job, started while the gate plans
+        self._open.add(run_id)
+
+    def close(self, run_id: str) -> None:
+        self._open.discard(run_id)
+        self.sandbox.close(run_id)
+
+    def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
+        run_ids = {spec.run_id for spec in specs}
+        # A run not opened by the caller is scoped to this call: its containers go when it returns.
+        scoped = run_ids - self._open
+        for run_id in scoped:
+            self.sandbox.open(run_id)
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
+        futures: dict[Future[list[Observation]], list[TrialSpec]] = {
+            pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in self._batches(specs)
+        }
+        try:
+            for future in as_completed(futures):
+                batch = futures[future]
+                try:
+                    observed = future.result()
+                except Exception as exc:
+                    # A sandbox that raises instead of reporting is itself a harness fault.
+                    observed = [
+                        Observation.harness_fault(s, f"sandbox raised {type(exc).__name__}: {exc}") for s in batch
+                    ]
+                yield from observed
+        except BaseException:
+            # Ctrl-C or an abandoned generator: in-flight trials live in pool threads, so end
+            # them by removing their containers instead of waiting out their deadlines.
+            for run_id in run_ids:
+                self.sandbox.abort(run_id)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            for run_id in scoped:
+                self.sandbox.close(run_id)
+
+    def _batches(self, specs: Sequence[TrialSpec]) -> list[list[TrialSpec]]:
+        """Each property's trials split evenly over the pool: batches are as large as they can be
+        while every job still gets one (a warm container spares all but a thread's first start)."""
+        if self.batch_size:
+            return batches(specs, self.batch_size)
+        counts: dict[str, int] = {}
+        for spec in specs:
+            counts[spec.property_id] = counts.get(spec.property_id, 0) + 1
+        size = max(1, min(MAX_LOCAL_BATCH, math.ceil(max(counts.values(), default=1) / self.jobs)))
+        return batches(specs, size)

@@ -1,0 +1,202 @@
+"""`gate run`: seal check → plan → executor → fold → policy → card, once, with no retries.
+
+Everything with a side effect (files, the executor, the clock, the run id) is gathered here and
+passed into the pure core as values. `python -m gate.run` is the same command as `gate run`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import structlog
+
+from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
+from gate.core.checks import Check, Trial, judge
+from gate.core.errors import HarnessError, SealDriftError
+from gate.core.fold import fold_tallies
+from gate.core.plan import Planner, check_fixtures
+from gate.core.policy import decide
+from gate.core.stamp import RunFacts, stamp, verdict_lines
+from gate.core.suite import PropertySpec, Suite
+from gate.core.trial import Observation
+from gate.core.verdict import Outcome, Verdict, harness_verdict
+from gate.io.artifacts import write_card
+from gate.io.checks import load_checks
+from gate.io.fixtures import read_clock, read_seal_file, seal_tree, verify
+from gate.io.oracle import oracle_edits
+from gate.io.reviewed import load_deadline_sources, load_freezes
+from gate.io.snapshot import LocalInputs
+from gate.io.state import load_books, save_books
+from gate.io.suite import load_suite
+from gate.run.executor import Executor
+from gate.run.waves import run_waves
+
+log = structlog.get_logger("gate.run")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    suite: Path
+    workdir: Path
+    fixture: Path | None
+    seal: Path
+    card: Path
+    retries: int = 0
+    base: str | None = None
+    ledger: Path | None = None
+    jobs: int | None = None
+    image: str | None = None
+    broker: str | None = None
+    worker_wait_s: float = 30.0
+    result_timeout_s: float | None = None
+    calibration: Path | None = None
+    calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
+
+
+@dataclass(frozen=True)
+class RunResult:
+    card: VerdictCard
+    verdicts: tuple[Verdict, ...]
+
+
+ExecutorFactory = Callable[[RunRequest], Executor]
+
+
+def run_gate(
+    request: RunRequest,
+    *,
+    executor_factory: ExecutorFactory,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    run_id: str | None = None,
+    emit: Callable[[str], None] = print,
+) -> RunResult:
+    """Run the suite once against the patched tree and write the card; config errors raise first.
+    `executor_factory` picks where trials run (the command line chooses; tests pass a mock)."""
+    suite = load_suite(request.suite)
+    fixture_root = (request.fixture or suite.resolve(suite.config.fixtures)).resolve()
+    checks = load_checks(suite.checks_path, {p.id: p.check for p in suite.properties}, suite_file=str(suite.path))
+    expected = read_seal_file(request.seal)
+    clock = read_clock(fixture_root)
+    started = now()
+    ledger_path = request.ledger or request.card.parent / "ledger.json"
+    ledger, window = load_books(ledger_path, suite.config.ledger, suite.config.sampler)
+
+    run_id = run_id or uuid.uuid4().hex
+    # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
+    executor = executor_factory(request)
+    executor.open(run_id, suite.config.limits)
+    try:
+        drift: SealDriftError | None = None
+        try:
+            current = verify(fixture_root, expected, seal_file=str(request.seal))
+        except SealDriftError as exc:
+            drift, current = exc, seal_tree(fixture_root)
+        if drift is None:
+            check_fixtures(suite.properties, current.manifest, suite_file=str(suite.path))
+        facts = RunFacts(
+            run_id=run_id,
+            started=started,
+            suite=suite,
+            workdir=request.workdir,
+            fixture_root=fixture_root,
+            seal=current,
+            clock=clock,
+            retries=request.retries,
+            base=request.base,
+            oracle_edits=_oracle_edits(request, suite, fixture_root),
+            freezes=load_freezes(suite, current.digest, started),
+            deadline_sources=load_deadline_sources(
+                suite,
+                (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None,
+                current.digest,
+            ),
+        )
+        fixtures = {
+            current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
+            for p in suite.properties
+            if p.fixture in current.manifest
+        }
+        log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
+
+        with LocalInputs(request.workdir, fixtures) as inputs:
+            facts = replace(facts, tree_digest=inputs.tree_digest)
+            if drift is not None:
+                verdicts = _all_harness(suite, current.manifest, str(drift))
+            else:
+                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures)
+    finally:
+        executor.close(run_id)
+
+    decision = decide(verdicts, frozen=facts.freezes.frozen, ledger=ledger, window=window, now=started)
+    card = stamp(facts, verdicts, decision)
+    write_card(request.card, card)
+    save_books(ledger_path, decision.ledger.pruned(started), decision.window)
+    for line in verdict_lines(card, request.card):
+        emit(line)
+    log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
+    return RunResult(card=card, verdicts=tuple(verdicts))
+
+
+def _execute(
+    executor: Executor,
+    facts: RunFacts,
+    inputs: LocalInputs,
+    checks: Mapping[str, Check],
+    fixtures: Mapping[str, bytes],
+) -> tuple[Sequence[Verdict], RunFacts]:
+    """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property."""
+    suite, manifest = facts.suite, facts.seal.manifest
+    facts = replace(facts, image=executor.image)
+    try:
+        facts = replace(facts, image_id=executor.image_id())
+    except HarnessError as exc:
+        return _all_harness(suite, manifest, str(exc)), facts
+    planner = Planner(
+        run_id=facts.run_id,
+        probe_argv=suite.config.probe,
+        tree_digest=inputs.tree_digest,
+        manifest=manifest,
+        clock=facts.clock,
+        limits=suite.config.limits,
+        suite_file=str(suite.path),
+        image_id=facts.image_id,
+        new_canary=lambda: secrets.token_hex(16),
+    )
+
+    def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
+        trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
+        return judge(checks[prop.id], trial, prop.band)
+
+    events: list[HarnessEvent] = []
+    tallies = run_waves(executor, suite.properties, planner=planner, inputs=inputs, judge=judge_one, events=events)
+    events.extend(executor.events)
+    images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
+    if len(images) > 1:
+        events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
+    calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
+    folded = fold_tallies(tallies, manifest, calibrated=calibrated)
+    image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
+    return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
+
+
+def _all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:
+    return [harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail) for p in suite.properties]
+
+
+def _oracle_edits(request: RunRequest, suite: Suite, fixture_root: Path) -> tuple[str, ...]:
+    if not request.base:
+        return ()
+    calibration = request.calibration or suite.calibration_path
+    return oracle_edits(
+        request.workdir,
+        request.base,
+        suite=suite,
+        seal_file=request.seal,
+        calibration=calibration,
+        fixtures=fixture_root,
+    )

@@ -1,0 +1,218 @@
+"""In-container supervisor: runs batches of probes, each fresh, and prints one JSON line per trial.
+
+Standalone and stdlib-only: it is bind-mounted read-only into the sandbox image (Python 3.13) and
+runs as PID 1 with `python3 /opt/probegate/supervisor.py /opt/probegate/in [idle_s]`. It serves one
+batch file at a time (`batch-0.json`, `batch-1.json`, ... written by the host into the mounted input
+dir), reports each trial, then `{"done": n}`, and waits for the next; it exits on a `stop` file or
+after idle_s without a batch, so a warm container outlives no vanished host for long. Between
+trials it kills every other process and wipes the writable places, so no trial sees another's
+processes or writes. The host reads the lines as they come and enforces deadlines itself too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+try:  # inside the sandbox: siblings in the same read-only mount
+    from fsdiff import Template, diff, snapshot, wipe
+    from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
+except ImportError:  # imported on the host as worker.box.supervisor
+    from worker.box.fsdiff import Template, diff, snapshot, wipe
+    from worker.box.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
+
+PR_SET_DUMPABLE = 4
+CANARY_DIR = "/tmp/.probegate"
+CANARY_FILE = f"{CANARY_DIR}/credentials"
+CANARY_ENV = "API_TOKEN"
+CLOCK_SLACK_S = 5.0
+IDLE_S = 60.0  # exit after this long without a batch (the host stops using a container well before)
+
+
+def harden() -> None:
+    """Make PID 1 undumpable so a same-uid probe cannot open /proc/1/fd/* or /proc/1/mem."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    # As PID 1, signals left at SIG_DFL are dropped when sent from inside the namespace, so the
+    # probe cannot interrupt us; Python's own SIGINT handler would let it.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def kill_everything() -> None:
+    """SIGKILL and reap every process but ourselves; as PID 1 we are exempt from kill(-1)."""
+    for _ in range(1000):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        # kill(-1) also "succeeds" on zombies, so reap until no child is left before retrying.
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+
+
+def check_clock(batch: dict) -> str | None:
+    """Prove a child that clears LD_PRELOAD and FAKETIME* still reads the frozen instant; else say why."""
+    expect = batch.get("frozen_epoch")
+    if expect is None:
+        return None
+    env = {k: v for k, v in batch["trials"][0]["env"].items() if k != "LD_PRELOAD" and not k.startswith("FAKETIME")}
+    argv = [sys.executable, "-S", "-c", "import time; print(time.time())"]
+    child = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=20)
+    try:
+        seen = float(child.stdout)
+    except ValueError:
+        return f"clock preflight child printed {child.stdout[:80]!r} (exit {child.returncode})"
+    if abs(seen - float(expect)) > CLOCK_SLACK_S:
+        return f"clock preflight: a child without LD_PRELOAD reads {seen:.0f}, not the frozen {float(expect):.0f}"
+    return None
+
+
+def plant_canary(canary: str) -> None:
+    # Before the `before` snapshot, so the planted file is not the probe's write.
+    os.mkdir(CANARY_DIR, 0o755)
+    fd = os.open(CANARY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"[default]\napi_token = {canary}\n")
+
+
+_templates: dict[str, Template] = {}
+
+
+def template(src: str) -> Template:
+    """The tree at `src`, read once per container: it is bound once and never changes after."""
+    if src not in _templates:
+        _templates[src] = Template(src)
+    return _templates[src]
+
+
+def run_trial(batch: dict, trial: dict) -> dict:
+    """Copy the tree into the (empty) work dir, run the probe once under its deadline, describe it."""
+    work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
+    laid_out = template(batch.get("src", "/src")).lay_out(work)
+    canary = trial.get("canary", "")
+    env = dict(trial["env"])
+    if canary:
+        plant_canary(canary)
+        env[CANARY_ENV] = canary
+    # The work copy's state is known from laying it out; the rest (the canary) is small.
+    before = {**laid_out, **snapshot([root for root in roots if root != work])}
+    cap = int(trial["output_cap_bytes"])
+    out, err = Stream(cap, canary.encode()), Stream(cap, canary.encode())
+    ooms = oom_kills()
+    with open(trial["stdin"], "rb") as stdin:
+        started = time.monotonic()
+        proc = spawn(trial["argv"], stdin, work, env, batch["oom_fd"])
+    timed_out, (_, status, usage) = pump(proc, out, err, float(trial["deadline_s"]), started)
+    duration = time.monotonic() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never tries to reap it again
+    # Orphans (other sessions included) could keep the pipes open or keep writing files.
+    kill_everything()
+    drain(proc.stdout.fileno(), out)
+    drain(proc.stderr.fileno(), err)
+    proc.stdout.close()
+    proc.stderr.close()
+    after = snapshot(roots)
+    code = proc.returncode
+    return {
+        "exit_code": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+        "timed_out": timed_out,
+        "oom_killed": ooms >= 0 and oom_kills() > ooms,
+        "duration_s": round(duration, 6),
+        "rusage_user_s": round(usage.ru_utime, 6),
+        "rusage_sys_s": round(usage.ru_stime, 6),
+        "max_rss_kb": int(usage.ru_maxrss),
+        "canary_seen": out.canary_seen or err.canary_seen,
+        "stdout": out.report(),
+        "stderr": err.report(),
+        "writes": diff(before, after),
+    }
+
+
+def emit(report: dict) -> None:
+    """Write one report line to our own stdout, which only the host reads."""
+    line = (json.dumps(report, separators=(",", ":")) + "\n").encode("ascii")
+    view = memoryview(line)
+    while view:
+        view = view[os.write(1, view) :]
+
+
+def wait_batch(in_dir: str, seq: int, idle_s: float) -> str | None:
+    """The path of batch `seq` once the host has written it; None on a stop file or when idle too long.
+
+    Polled (stdlib only, no inotify): every millisecond at first, since the next batch usually
+    follows at once, then more slowly so an idle container costs next to nothing."""
+    path, stop = f"{in_dir}/batch-{seq}.json", f"{in_dir}/stop"
+    since = time.monotonic()
+    while True:
+        if os.path.exists(path):
+            return path
+        idle = time.monotonic() - since
+        if idle >= idle_s or os.path.exists(stop):
+            return None
+        time.sleep(0.001 if idle < 1.0 else 0.02)
+
+
+def run_batch(batch: dict) -> int | None:
+    """Run and report every trial of one batch; an exit code when the container must not go on."""
+    for trial in batch["trials"]:
+        try:
+            report = run_trial(batch, trial)
+        except Exception as exc:
+            # The sandbox may be in an unknown state: stop, and let the host start a fresh container.
+            emit({"id": trial["id"], "error": f"{type(exc).__name__}: {exc}"})
+            return 2
+        emit({"id": trial["id"], **report})
+        try:
+            # Reset after, not before: a failure here is this trial's doing, and its report is out.
+            for root in batch["writable_roots"]:
+                wipe(root)
+        except OSError as exc:
+            emit({"reset_error": f"{type(exc).__name__}: {exc}"})
+            return 2
+    return None
+
+
+def main(argv: list[str]) -> int:
+    try:
+        oom_fd = open_oom_score()
+        harden()
+        in_dir = argv[1]
+        idle_s = float(argv[2]) if len(argv) > 2 else IDLE_S
+    except Exception as exc:
+        emit({"batch_error": f"{type(exc).__name__}: {exc}"})
+        return 2
+    seq = 0
+    while (path := wait_batch(in_dir, seq, idle_s)) is not None:
+        try:
+            with open(path, "rb") as handle:
+                batch = json.load(handle)
+            batch["oom_fd"] = oom_fd
+            # The clock is the container's (the host keys warm containers by it): prove it once.
+            reason = check_clock(batch) if seq == 0 else None
+        except Exception as exc:
+            emit({"batch_error": f"{type(exc).__name__}: {exc}"})
+            return 2
+        if reason is not None:
+            emit({"batch_error": reason})
+            return 2
+        code = run_batch(batch)
+        if code is not None:
+            return code
+        emit({"done": seq})
+        seq += 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

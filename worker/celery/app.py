@@ -1,0 +1,63 @@
+"""The Celery app both sides share: JSON only, late acks, one message prefetched per process,
+and a Redis visibility timeout that the coordinator's batch sizing respects.
+
+A worker started by `gate-worker serve` builds it from PROBEGATE_BROKER; the coordinator builds
+its own with `make_app(url)`. Tasks live in `worker.celery.tasks` and are addressed by name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from celery import Celery
+
+# Redis hands an unacknowledged message to another worker after this long. A batch must finish
+# well inside it, so the coordinator caps a batch's summed deadlines at half of it (see dispatch).
+VISIBILITY_TIMEOUT_S = float(os.environ.get("PROBEGATE_VISIBILITY_TIMEOUT", "600"))
+TASK_RUN_BATCH = "probegate.run_batch"
+TASK_RESEAL = "probegate.reseal"
+# Remote-control command the coordinator broadcasts when a run ends (handled in worker.runs).
+CONTROL_CLOSE_RUN = "probegate_close_run"
+
+
+def queue_for(image: str) -> str:
+    """Trials are routed per sandbox image: a worker consumes only the queue of its own image."""
+    return "probegate." + re.sub(r"[^A-Za-z0-9_.-]+", "-", image)
+
+
+def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: float | None = None) -> Celery:
+    """A Celery app over `broker` (redis:// or rediss://) with the result backend on the same Redis."""
+    app = Celery("probegate", broker=broker, backend=backend or broker, include=["worker.celery.tasks"])
+    timeout = visibility_timeout_s or VISIBILITY_TIMEOUT_S
+    transport = {
+        "visibility_timeout": timeout,
+        # Sweep for messages of dead workers often enough that a redelivery waits about `timeout`.
+        "unacked_restore_interval": max(1, min(10, int(timeout / 4))),
+        "unacked_restore_throttle": 1,
+        "socket_timeout": 30,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 10,
+    }
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],  # never pickle: a broker on the internet must not run code
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        result_expires=6 * 3600,
+        broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        task_default_queue=queue_for("default"),
+        enable_utc=True,
+    )
+    return app
+
+
+app = make_app(os.environ.get("PROBEGATE_BROKER", "redis://127.0.0.1:6379/0"))

@@ -1,0 +1,167 @@
+"""`gate-worker`: join a machine to a probegate run with one command.
+
+    gate-worker --broker redis://:PASSWORD@HOST:6379/0 [--concurrency N]   (same as `serve`)
+    gate-worker preflight
+    gate-worker beat --broker URL --fixture DIR --seal FILE
+
+`serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
+frozen clock and the closed network with a preflight probe, removes containers a dead worker on
+this host left behind, then consumes the queue of its sandbox image. Exit 2 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gate.core.errors import RET_OK, GateError, SandboxError, UsageError
+from gate.io.cliargs import ArgParser
+
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "sandbox_images" / "python" / "build-offline.sh"
+
+
+BROKER_HELP = "redis:// or rediss:// URL (default $PROBEGATE_BROKER, which keeps the password out of ps)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgParser(prog="gate-worker", description="Run probegate trials on this machine.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
+    pre = sub.add_parser("preflight", help="prove the frozen clock and the closed network on this engine")
+    pre.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
+    serve = sub.add_parser("serve", help="consume trial batches from the broker")
+    serve.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
+    serve.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes")
+    serve.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
+    serve.add_argument(
+        "--sandbox",
+        choices=["docker", "null"],
+        default="docker",
+        help="null runs no container and reports empty observations: for dispatch benchmarks only",
+    )
+    serve.add_argument("--cache", type=Path, help="local blob cache (default ~/.cache/probegate)")
+    serve.add_argument("--blobs", help="blob store URL (default: the broker's Redis)")
+    serve.add_argument("--name", help="worker name (default probegate-<host>-<pid>)")
+    beat = sub.add_parser("beat", help="schedule the nightly re-seal check on the broker")
+    beat.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
+    beat.add_argument("--image", help="the sandbox image whose workers run the check")
+    beat.add_argument("--fixture", required=True, help="fixture tree, as the worker running the check sees it")
+    beat.add_argument("--seal", required=True, help="seal file, as the worker running the check sees it")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].startswith("--") and argv[0] not in ("-h", "--help"):
+        argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command in ("serve", "beat") and not (args.broker or "").startswith(("redis://", "rediss://")):
+            raise UsageError("--broker (or PROBEGATE_BROKER) must be a redis:// or rediss:// URL")
+        if args.command == "preflight":
+            print(json.dumps(_preflight(args.image)))
+            return RET_OK
+        if args.command == "serve":
+            return _serve(args)
+        return _beat(args)
+    except GateError as exc:
+        print(f"gate-worker: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _preflight(image: str | None) -> dict[str, object]:
+    from worker.host.preflight import preflight
+    from worker.host.sandbox import DockerSandbox
+
+    return preflight(DockerSandbox(image=image) if image else DockerSandbox())
+
+
+def _ensure_image(image: str | None) -> None:
+    """Build the bundled sandbox image offline when it is missing and this is a source checkout."""
+    from worker.host.image import DEFAULT_IMAGE, docker_client, resolve_image_id
+
+    tag = image or DEFAULT_IMAGE
+    try:
+        resolve_image_id(docker_client(), tag)
+    except SandboxError:
+        if tag != DEFAULT_IMAGE or not BUILD_SCRIPT.is_file():
+            raise
+        print(f"gate-worker: building {tag} with {BUILD_SCRIPT}", file=sys.stderr)
+        if subprocess.run(["bash", str(BUILD_SCRIPT)], check=False).returncode != 0:
+            raise SandboxError(f"building {tag} failed; see the output above") from None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    from worker.celery.runs import run_idle_s
+
+    try:
+        run_idle_s()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from worker.host.image import DEFAULT_IMAGE
+
+    image = args.image or DEFAULT_IMAGE
+    if args.sandbox == "docker":
+        from worker.host.image import docker_client
+        from worker.host.sweep import sweep_dead_workers
+
+        _ensure_image(args.image)
+        found = _preflight(args.image)
+        removed = sweep_dead_workers(docker_client())
+        print(
+            f"gate-worker: preflight ok on {found['image_id'][:19]}; removed {removed} stale container(s)",
+            file=sys.stderr,
+        )
+    os.environ.update(
+        {
+            "PROBEGATE_BROKER": args.broker,
+            "PROBEGATE_SANDBOX": args.sandbox,
+            "PROBEGATE_IMAGE": image,
+            **({"PROBEGATE_CACHE": str(args.cache)} if args.cache else {}),
+            **({"PROBEGATE_BLOBS": args.blobs} if args.blobs else {}),
+        }
+    )
+    from worker.celery.app import make_app, queue_for
+
+    app = make_app(args.broker)
+    name = args.name or f"probegate-{os.getpid()}@%h"
+    app.worker_main(
+        [
+            "worker",
+            "-Q",
+            queue_for(image),
+            "-c",
+            str(args.concurrency),
+            "-n",
+            name,
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+    return RET_OK
+
+
+def _beat(args: argparse.Namespace) -> int:
+    from worker.celery.app import make_app, queue_for
+    from worker.celery.beat import beat_schedule
+    from worker.host.image import DEFAULT_IMAGE
+
+    app = make_app(args.broker)
+    # The check runs on a worker, and workers consume only their image's queue.
+    app.conf.beat_schedule = beat_schedule(args.fixture, args.seal, queue=queue_for(args.image or DEFAULT_IMAGE))
+    state = Path.home() / ".cache" / "probegate"
+    state.mkdir(parents=True, exist_ok=True)
+    app.start(["beat", "--loglevel", "INFO", "--schedule", str(state / "beat-schedule")])
+    return RET_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""The Celery executor: the coordinator's side of running trials on many machines.
+
+Same interface as the local pool (`run(specs, inputs)` yields observations), so nothing above
+the executor knows which one ran. Inputs are uploaded by content first; batches go to the queue of
+the sandbox image; results are folded as they arrive. A batch that never reports (worker gone,
+broker restarted without persistence) turns into harness faults after the result timeout: the run
+ends as harness_error, never as a false pass. Workers keep a run's containers warm between its
+batches; `close` broadcasts that the run is over so every worker removes them at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import kombu.exceptions
+import redis.exceptions
+from celery.exceptions import TimeoutError as ResultTimeout
+
+from gate.core.card import HarnessEvent
+from gate.core.plan import batches
+from gate.core.trial import Limits, Observation, TrialSpec
+from gate.io.snapshot import LocalInputs
+from worker.celery.app import CONTROL_CLOSE_RUN, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
+from worker.celery.blobs import BlobStore, RedisBlobStore, upload
+from worker.celery.wire import decode_observations, encode_batch
+from worker.host.image import DEFAULT_IMAGE
+
+BROKER_ERRORS = (redis.exceptions.RedisError, kombu.exceptions.OperationalError, ConnectionError, OSError)
+MAX_BATCH = 1000
+CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (kombu retries for longer)
+# A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
+CLOSE_EXPIRES_S = 300.0
+
+
+class CeleryExecutor:
+    """Dispatches trial batches to `gate-worker serve` processes over Redis."""
+
+    def __init__(
+        self,
+        broker: str,
+        *,
+        image: str = DEFAULT_IMAGE,
+        blobs: BlobStore | None = None,
+        worker_wait_s: float = 30.0,
+        result_timeout_s: float | None = None,
+        visibility_timeout_s: float = VISIBILITY_TIMEOUT_S,
+        batch_size: int | None = None,
+        poll_s: float = 0.02,
+    ) -> None:
+        self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
+        self.blobs = blobs or RedisBlobStore(broker)
+        self.image = image
+        self.queue = queue_for(image)
+        self.worker_wait_s = worker_wait_s
+        self.result_timeout_s = result_timeout_s
+        self.visibility_timeout_s = visibility_timeout_s
+        self.batch_size = batch_size
+        self.poll_s = poll_s
+        self.events: list[HarnessEvent] = []
+        self._processes = 0
+        self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
+
+    def image_id(self) -> str:
+        return ""  # only the workers' engines know; the card takes it from the observations
+
+    def open(self, run_id: str, limits: Limits) -> None:
+        """Nothing to do: each worker process opens the run on its first batch of it. Starting
+        containers ahead would need a word with the pool processes, and a control command only
+        reaches a worker's main process; nor is it known which processes will get the batches."""
+        return None
+
+    def close(self, run_id: str) -> None:
+        """Tell every worker to remove the run's containers now rather than after its idle timeout.
+        Never raises and waits at most CLOSE_WAIT_S: a broker outage must not change the verdict."""
+        if run_id not in self._dispatched:
+            return
+        self._dispatched.discard(run_id)
+
+        def broadcast() -> None:
+            with contextlib.suppress(*BROKER_ERRORS):
+                self.app.control.broadcast(
+                    CONTROL_CLOSE_RUN, arguments={"run_id": run_id}, reply=False, timeout=CLOSE_EXPIRES_S
+                )
+
+        sender = threading.Thread(target=broadcast, name="probegate-close-run", daemon=True)
+        sender.start()
+        sender.join(CLOSE_WAIT_S)
+
+    def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
+        if not specs:
+            return
+        processes = self.discover()
+        if processes == 0:
+            detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
+            yield from (Observation.harness_fault(s, detail) for s in specs)
+            return
+        try:
+            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            sent = self._send(specs, processes)
+        except BROKER_ERRORS as exc:
+            yield from (Observation.harness_fault(s, f"broker unreachable while dispatching: {exc}") for s in specs)
+            return
+        yield from self._gather(sent, self._timeout(specs, processes))
+
+    def batch_size_for(self, specs: Sequence[TrialSpec], processes: int) -> int:
+        """Big enough that broker overhead stays small, small enough to spread over every process
+        and to finish well inside the visibility timeout (else Redis would redeliver it)."""
+        if self.batch_size:
+            return self.batch_size
+        longest = max(s.deadline_s for s in specs)
+        by_visibility = max(1, int((self.visibility_timeout_s / 2 - 30) // longest))
+        spread = math.ceil(len(specs) / (4 * max(1, processes)))
+        return max(1, min(spread, by_visibility, MAX_BATCH))
+
+    def discover(self) -> int:
+        """Worker processes consuming our queue, waiting up to `worker_wait_s` for the first.
+
+        Asked once per executor: a broadcast waits out its whole reply window, about 2 s."""
+        if self._processes:
+            return self._processes
+        give_up = time.monotonic() + self.worker_wait_s
+        while True:
+            try:
+                stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
+                workers = [name for name, queues in stats.items() if any(q["name"] == self.queue for q in queues)]
+                if workers:
+                    pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
+                    self._processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
+                    self._processes = self._processes or len(workers)
+                    return self._processes
+            except BROKER_ERRORS:
+                pass
+            if time.monotonic() >= give_up:
+                return 0
+            time.sleep(0.5)
+
+    def _send(self, specs: Sequence[TrialSpec], processes: int) -> dict[str, list[TrialSpec]]:
+        sent: dict[str, list[TrialSpec]] = {}
+        for batch in batches(specs, self.batch_size_for(specs, processes)):
+            # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
+            result = self.app.send_task(
+                TASK_RUN_BATCH,
+                args=[encode_batch(batch)],
+                queue=self.queue,
+                argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
+            )
+            sent[result.id] = batch
+            self._dispatched.update(spec.run_id for spec in batch)
+        return sent
+
+    def _timeout(self, specs: Sequence[TrialSpec], processes: int) -> float:
+        if self.result_timeout_s is not None:
+            return self.result_timeout_s
+        # Every trial at its deadline, spread over the processes, plus one redelivery's wait.
+        work = sum(s.deadline_s + 5 for s in specs) / max(1, processes)
+        return work + self.visibility_timeout_s + 60
+
+    def _gather(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
+        pending = set(sent)
+        give_up = time.monotonic() + timeout
+        broker_down_since: float | None = None
+        try:
+            while pending and time.monotonic() < give_up:
+                try:
+                    slice_s = max(0.05, min(1.0, give_up - time.monotonic()))
+                    for task_id, meta in self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s):
+                        pending.discard(task_id)
+                        yield from self._observations(sent[task_id], meta)
+                    broker_down_since = None
+                except ResultTimeout:
+                    continue
+                except BROKER_ERRORS as exc:
+                    if broker_down_since is None:
+                        broker_down_since = time.monotonic()
+                        self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
+                    time.sleep(0.5)
+        except BaseException:
+            # Ctrl-C, or the caller stopped listening (a decided property): queued batches are
+            # revoked so no worker starts them; running ones finish and their results expire.
+            with contextlib.suppress(*BROKER_ERRORS):
+                self.app.control.revoke(list(pending))
+            raise
+        for task_id in pending:
+            batch = sent[task_id]
+            self.events.append(
+                HarnessEvent(
+                    kind="batch_lost",
+                    property_id=batch[0].property_id,
+                    detail=f"task {task_id} ({len(batch)} trials) never reported",
+                )
+            )
+            yield from (
+                Observation.harness_fault(s, f"no result within {timeout:.0f}s (worker or broker lost)") for s in batch
+            )
+
+    def _observations(self, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
+        if meta.get("status") != "SUCCESS":
+            detail = f"worker task {meta.get('status')}: {str(meta.get('result'))[:300]}"
+            yield from (Observation.harness_fault(s, detail) for s in batch)
+            return
+        result = meta["result"]
+        if result.get("redelivered"):
+            self.events.append(
+                HarnessEvent(
+                    kind="redelivery",
+                    property_id=batch[0].property_id,
+                    detail=f"{len(batch)} trials ran again from scratch on {result['worker']}",
+                )
+            )
+        wanted = {spec.key for spec in batch}
+        for obs in decode_observations(result["observations"]):
+            if obs.key in wanted:
+                yield obs
+            else:
+                self.events.append(
+                    HarnessEvent(
+                        kind="stray_result",
+                        property_id=obs.property_id,
+                        detail=f"trial {obs.trial_index} was not in its batch; ignored",
+                    )
+                )

@@ -1,0 +1,72 @@
+"""What a batch of trials looks like to the container: the probe's environment, which specs may
+share a container, and the batch file the supervisor reads (everything per trial travels in it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from gate.core.trial import TrialSpec
+from worker.host.container import IN_DIR
+
+WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
+
+
+def supervisor_env() -> dict[str, str]:
+    """The container's environment, which the supervisor runs in: nothing of any run or trial, so a
+    container can be started before it is bound to a batch."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        # Otherwise libfaketime leaves /dev/shm/faketime_shm_* files that look like probe writes.
+        "FAKETIME_DISABLE_SHM": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def probe_env(spec: TrialSpec) -> dict[str, str]:
+    """The probe's whole environment (nothing inherited from the image or the host)."""
+    return {
+        **supervisor_env(),
+        "TZ": spec.clock.zone,
+        "PROBEGATE_TRIAL_INDEX": str(spec.trial_index),
+        "PROBEGATE_PROPERTY": spec.property_id,
+    }
+
+
+def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
+    """Runs of consecutive specs that can share one container: same tree, clock and limits."""
+    group: list[TrialSpec] = []
+    for spec in specs:
+        if group and (per_trial or _shape(group[0]) != _shape(spec)):
+            yield group
+            group = []
+        group.append(spec)
+    if group:
+        yield group
+
+
+def _shape(spec: TrialSpec) -> tuple[object, ...]:
+    return (spec.tree_digest, spec.clock, spec.limits)
+
+
+def batch_file(pending: list[TrialSpec]) -> dict:
+    """The batch file: everything per trial (argv, env, fixture, canary) travels here, per batch."""
+    trials = [
+        {
+            "id": str(position),
+            "argv": list(spec.probe_argv),
+            "deadline_s": spec.deadline_s,
+            "output_cap_bytes": spec.limits.output_cap_bytes,
+            "stdin": f"{IN_DIR}/stdin-{spec.fixture_digest}",
+            "env": probe_env(spec),
+            "canary": spec.canary,
+        }
+        for position, spec in enumerate(pending)
+    ]
+    return {
+        "writable_roots": list(WRITABLE_ROOTS),
+        "frozen_epoch": pending[0].clock.frozen_at.timestamp(),
+        "trials": trials,
+    }

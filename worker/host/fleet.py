@@ -1,0 +1,190 @@
+"""The containers one sandbox keeps for its open runs: created empty, started ahead as spares
+(`prestart`), bound to a batch's tree and clock when one needs them, taken back warm after a clean
+batch, and removed when the run closes. Which trials run in them is worker/sandbox.py's business."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import docker
+
+from gate.core.trial import Limits, TrialSpec
+from worker.host.batchfile import supervisor_env
+from worker.host.container import ReportStream, batch_labels, create_container, stage_mount
+from worker.host.image import DOCKER_ERRORS
+from worker.host.sweep import LABEL_PID, LABEL_RUN
+from worker.host.warm import UNBOUND_CLOCK, Key, SpareKey, Warm, WarmPool
+
+EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
+SPARE_WAIT_S = 30.0  # how long a batch or a close waits for a spare still being started
+
+
+class Fleet:
+    """Run-scoped containers of one sandbox (thread-safe: the local pool acquires from many threads)."""
+
+    def __init__(
+        self,
+        client: Callable[[], docker.DockerClient],
+        image: str,
+        resolve_image: Callable[[], str],
+        *,
+        supervisor: Path,
+        worker_id: str,
+        max_idle: int,
+    ) -> None:
+        self._client = client
+        self.image = image
+        self._resolve_image = resolve_image
+        self.supervisor = supervisor
+        self.worker_id = worker_id
+        self._pool = WarmPool(max_idle)
+        self._starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probegate-prestart")
+
+    def open(self, run_id: str) -> None:
+        self._pool.open(run_id)
+
+    def is_open(self, run_id: str) -> bool:
+        return self._pool.is_open(run_id)
+
+    def image_for(self, run_ids: set[str]) -> str:
+        """The image ID, resolved once per open run: its warm containers are fixed to that image
+        anyway, and asking the engine costs ~4 ms per batch."""
+        [run_id] = run_ids if len(run_ids) == 1 else [""]
+        if (known := self._pool.image_of(run_id)) is not None:
+            return known
+        image_id = self._resolve_image()
+        self._pool.remember_image(run_id, image_id)
+        return image_id
+
+    def prestart(self, run_id: str, limits: Limits, count: int) -> None:
+        """Start `count` containers for the open run in the background; its first batches bind them
+        instead of paying a container start (~300 ms here) themselves."""
+        for _ in range(count):
+            starting = self._starter.submit(self._start_spare, run_id, limits)
+            if not self._pool.add_spare((run_id, limits, self.image), starting):
+                _removed(starting)
+
+    def acquire(self, key: Key, first: TrialSpec, tree: Path) -> Warm:
+        """A container bound to `key`: a warm one of the run, a spare started for it, or a new one
+        (created, not yet started)."""
+        run_id, _, _, limits, image_id = key
+        if self._pool.is_open(run_id):
+            if (warm := self._pool.checkout(key)) is not None:
+                return warm
+            spare: SpareKey = (run_id, limits, self.image)
+            while (starting := self._pool.take_spare(spare)) is not None:
+                warm = _started(starting)
+                if warm is not None and warm.image_id == image_id and not warm.stream.ended:
+                    return _bound(warm, key, tree)
+                if warm is not None:
+                    warm.remove()
+        return _bound(self._create(run_id, limits, image_id, first.property_id, first.trial_index), key, tree)
+
+    def release(self, warm: Warm, *, clean: bool, aborted: bool) -> None:
+        """Take a container back after a batch: kept warm if its batch ended `clean` and the run is
+        open with room in the pool, else removed."""
+        if clean and self._pool.checkin(warm):
+            return
+        # A healthy supervisor is first asked to exit: removing an exited container is far cheaper
+        # than killing a running one. One that lingers is killed.
+        if clean or (warm.stream is not None and not warm.stream.ended and not aborted):
+            warm.stop()
+            warm.stream.wait_eof(time.monotonic() + EXIT_WAIT_S)
+        warm.remove()
+
+    def close(self, run_id: str) -> int:
+        """The run is over: remove its warm containers and spares (and any other this process left for it)."""
+        warms, spares = self._pool.close(run_id)
+        warms += [warm for starting in spares if (warm := _started(starting)) is not None]
+        for warm in warms:
+            warm.stop()  # all at once: each supervisor exits by itself within milliseconds
+        deadline = time.monotonic() + EXIT_WAIT_S
+
+        def remove(warm: Warm) -> None:
+            warm.stream.wait_eof(deadline)
+            warm.remove()
+
+        list(self._starter.map(remove, warms))  # in parallel: each removal waits ~50 ms on the engine
+        mine = {"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]}
+        with contextlib.suppress(*DOCKER_ERRORS):
+            for container in self._client().containers.list(all=True, filters=mine, sparse=True):
+                with contextlib.suppress(*DOCKER_ERRORS):
+                    container.remove(force=True)
+        return len(warms)
+
+    def drop(self, run_id: str) -> None:
+        """Close the run at once: remove what it kept without asking supervisors to exit."""
+        warms, spares = self._pool.close(run_id)
+        for warm in warms:
+            warm.remove()
+        for starting in spares:
+            _removed(starting)
+
+    def _start_spare(self, run_id: str, limits: Limits) -> Warm:
+        warm = self._create(run_id, limits, self._resolve_image(), "", 0)
+        try:
+            warm.container.start()
+            warm.started = True
+        except BaseException:
+            warm.remove()
+            raise
+        return warm
+
+    def _create(self, run_id: str, limits: Limits, image_id: str, property_id: str, first_trial: int) -> Warm:
+        """A created (not yet started) container for one run, its report stream attached; `bind`
+        gives it a tree and a clock."""
+        tmp = tempfile.TemporaryDirectory(prefix="probegate-batch-")
+        root = Path(tmp.name)
+        (root / "opt").mkdir()
+        (root / "src").mkdir(mode=0o755)
+        root.chmod(0o755)  # the container runs as nobody
+        warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
+        warm.image_id = image_id
+        try:
+            stage_mount(root / "opt", self.supervisor)
+            (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
+            (warm.in_dir / "faketimerc").chmod(0o644)
+            labels = batch_labels(run_id, property_id, first_trial, uuid.uuid4().hex, self.worker_id)
+            warm.container = create_container(
+                self._client(),
+                image_id,
+                tree=warm.src_dir,
+                mount_dir=root / "opt",
+                limits=limits,
+                env=supervisor_env(),
+                labels=labels,
+            )
+            warm.stream = ReportStream(warm.container)
+        except BaseException:
+            warm.remove()
+            raise
+        return warm
+
+
+def _bound(warm: Warm, key: Key, tree: Path) -> Warm:
+    try:
+        warm.bind(key, tree)
+    except BaseException:
+        warm.remove()
+        raise
+    return warm
+
+
+def _started(starting: Future[Warm]) -> Warm | None:
+    """The spare once started, or None when starting it failed (the batch then starts its own)."""
+    try:
+        return starting.result(timeout=SPARE_WAIT_S)
+    except Exception:
+        return None
+
+
+def _removed(starting: Future[Warm]) -> None:
+    if (warm := _started(starting)) is not None:
+        warm.remove()

@@ -1,0 +1,86 @@
+"""Preflight: before a worker takes trials, prove on this engine and image that probes see the
+frozen instant (also in a child that scrubbed LD_PRELOAD), that sleeps and timers return, and
+that the network is unreachable. A failed preflight is a harness error with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gate.core.errors import SandboxError
+from gate.core.trial import ClockSpec, Sandbox, TrialSpec
+from gate.io.fixtures import seal_tree
+from gate.io.snapshot import LocalInputs
+
+INSTANT = datetime(2026, 3, 1, tzinfo=UTC)
+
+PROBE = r"""
+import asyncio, json, os, socket, subprocess, sys, threading, time
+out = {"time": time.time()}
+scrubbed = {k: v for k, v in os.environ.items() if not k.startswith(("LD_PRELOAD", "FAKETIME"))}
+child = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=scrubbed,
+                       capture_output=True, text=True, timeout=10)
+out["child_time"] = float(child.stdout or "nan")
+time.sleep(0.05)
+fired = threading.Event()
+threading.Timer(0.05, fired.set).start()
+out["timer"] = fired.wait(5)
+asyncio.run(asyncio.sleep(0.05))
+out["asyncio"] = True
+for key, target in (("tcp", ("1.1.1.1", 53)), ("loopback", ("127.0.0.1", 6379))):
+    try:
+        socket.create_connection(target, timeout=1).close()
+        out[key] = "connected"
+    except OSError as exc:
+        out[key] = f"refused: {exc.strerror or exc}"
+try:
+    socket.getaddrinfo("example.com", 80)
+    out["dns"] = "resolved"
+except OSError as exc:
+    out["dns"] = f"refused: {exc.strerror or exc}"
+print(json.dumps(out))
+"""
+
+
+def preflight(sandbox: Sandbox, *, deadline_s: float = 20.0) -> dict[str, object]:
+    """Run the preflight probe once; returns its findings, raises SandboxError on any failure."""
+    image_id = sandbox.image_id()
+    with tempfile.TemporaryDirectory(prefix="probegate-preflight-") as tmp:
+        tree = Path(tmp)
+        (tree / "probe.py").write_text(PROBE, encoding="utf-8")
+        fixture = b"{}"
+        digest = hashlib.sha256(fixture).hexdigest()
+        with LocalInputs(tree, {digest: fixture}) as inputs:
+            spec = TrialSpec(
+                run_id=f"preflight-{uuid.uuid4().hex[:12]}",
+                property_id="preflight",
+                trial_index=0,
+                probe_argv=("python3", "probe.py"),
+                tree_digest=seal_tree(inputs.snapshot).digest,
+                fixture_path="preflight.json",
+                fixture_digest=digest,
+                deadline_s=deadline_s,
+                clock=ClockSpec(frozen_at=INSTANT),
+            )
+            (obs,) = sandbox.run_batch([spec], inputs)
+    if obs.fault or obs.timed_out or obs.exit_code != 0:
+        why = obs.fault or ("timed out" if obs.timed_out else obs.stderr.data.decode(errors="replace")[-300:])
+        raise SandboxError(f"preflight probe failed: {why}")
+    found = json.loads(obs.stdout.data)
+    problems = []
+    for key in ("time", "child_time"):
+        if abs(found[key] - INSTANT.timestamp()) > 5:
+            problems.append(f"{key} reads {found[key]:.0f}, not the frozen {INSTANT.timestamp():.0f}")
+    if not found.get("timer"):
+        problems.append("threading.Timer did not fire under the frozen clock")
+    for key in ("tcp", "loopback", "dns"):
+        if not str(found[key]).startswith("refused"):
+            problems.append(f"network is reachable ({key}: {found[key]})")
+    if problems:
+        raise SandboxError("preflight failed: " + "; ".join(problems))
+    return {"image_id": image_id, **found, "duration_s": round(obs.duration_s, 3)}

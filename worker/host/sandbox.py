@@ -1,0 +1,252 @@
+"""DockerSandbox: runs batches of trials in network-less containers under the in-container
+supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial.
+For an open run (`open`..`close`) a container serves batch after batch (see worker/fleet.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from gate.core.errors import GateError, SandboxError
+from gate.core.trial import Inputs, Limits, Observation, TrialSpec
+from worker.host.batchfile import batch_file, container_groups
+from worker.host.container import (
+    BOX,
+    EOF,
+    ReportStream,
+    report_observation,
+)
+from worker.host.fleet import Fleet
+from worker.host.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
+from worker.host.sweep import sweep
+from worker.host.warm import Key, Warm
+
+SUPERVISOR = BOX / "supervisor.py"
+POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
+
+
+class DockerSandbox:
+    """The gate.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
+    `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
+    batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison)."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient | None = None,
+        image: str = DEFAULT_IMAGE,
+        worker_id: str | None = None,
+        *,
+        grace_s: float = 15.0,
+        supervisor: Path = SUPERVISOR,
+        per_trial: bool = False,
+        max_idle: int | None = None,
+    ) -> None:
+        self._client = client
+        self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
+        self.image = image
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        # Host-side slack beyond a probe's deadline: container start, tree copy, snapshots, report.
+        self.grace_s = grace_s
+        self.supervisor = Path(supervisor).resolve()
+        self.per_trial = per_trial
+        self._aborted: set[str] = set()
+        self._fleet = Fleet(
+            lambda: self.client,
+            image,
+            self.image_id,
+            supervisor=self.supervisor,
+            worker_id=self.worker_id,
+            max_idle=max_idle or os.cpu_count() or 4,
+        )
+
+    @property
+    def client(self) -> docker.DockerClient:
+        with self._client_lock:
+            if self._client is None:
+                self._client = docker_client()
+            return self._client
+
+    def image_id(self) -> str:
+        """The ID of the image trials run in; raises SandboxError when it is not available."""
+        return resolve_image_id(self.client, self.image)
+
+    def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
+        """One observation per spec, in order; trials sharing a tree share a container."""
+        try:
+            image_id = self._fleet.image_for({spec.run_id for spec in specs})
+        except SandboxError as exc:
+            return [Observation.harness_fault(s, str(exc), worker_id=self.worker_id) for s in specs]
+        observed: dict[int, Observation] = {}
+        runnable = []
+        for position, spec in enumerate(specs):
+            if spec.image_id and spec.image_id != image_id:
+                detail = f"worker image {image_id} differs from the run's {spec.image_id}"
+                observed[position] = self._fault(spec, detail, image_id)
+            else:
+                runnable.append((position, spec))
+        try:
+            for group in container_groups([s for _, s in runnable], self.per_trial):
+                positions = [p for p, _ in runnable[: len(group)]]
+                runnable = runnable[len(group) :]
+                observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
+        except (KeyboardInterrupt, SystemExit):
+            for run_id in {spec.run_id for spec in specs}:
+                self.abort(run_id)
+            raise
+        return [observed[p] for p in range(len(specs))]
+
+    def open(self, run_id: str) -> None:
+        """Keep the run's containers warm between batches until `close(run_id)` or `abort(run_id)`."""
+        self._fleet.open(run_id)
+
+    def prestart(self, run_id: str, limits: Limits, count: int) -> None:
+        """Start `count` containers for the open run in the background; its first batches bind them
+        to their tree and clock instead of paying a container start themselves."""
+        self._fleet.prestart(run_id, limits, count)
+
+    def close(self, run_id: str) -> int:
+        """The run is over: remove its warm containers (and any other this process left for it)."""
+        return self._fleet.close(run_id)
+
+    def abort(self, run_id: str) -> int:
+        """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
+        self._aborted.add(run_id)
+        self._fleet.drop(run_id)
+        with contextlib.suppress(*DOCKER_ERRORS):
+            return sweep(self.client, run_id)
+        return 0
+
+    def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
+        return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
+
+    def _run_group(self, group: list[TrialSpec], inputs: Inputs, image_id: str) -> list[Observation]:
+        """Observations for specs sharing a container shape; a lost container is replaced for the rest."""
+        try:
+            tree = inputs.tree_dir(group[0].tree_digest)
+            fixtures = {s.fixture_digest: inputs.fixture_bytes(s.fixture_digest) for s in group}
+        except (GateError, OSError, KeyError) as exc:
+            return [self._fault(s, f"trial inputs unavailable: {exc}", image_id) for s in group]
+        done: list[Observation] = []
+        while len(done) < len(group):
+            pending = group[len(done) :]
+            if pending[0].run_id in self._aborted:
+                return [*done, *(self._fault(s, "run aborted before this trial started", image_id) for s in pending)]
+            got = self._one_container(pending, fixtures, tree, image_id)
+            done += got or [self._fault(pending[0], "container ended without a report", image_id)]
+        return done
+
+    def _one_container(
+        self, pending: list[TrialSpec], fixtures: dict[str, bytes], tree: Path, image_id: str
+    ) -> list[Observation]:
+        """Run `pending` in a warm container of its shape (or a new one); returns observations for a
+        non-empty prefix of it. The container goes back to the pool only if its supervisor said done."""
+        first = pending[0]
+        key: Key = (first.run_id, first.tree_digest, first.clock, first.limits, image_id)
+        warm = None
+        try:
+            warm = self._fleet.acquire(key, first, tree)
+            seq = warm.send(batch_file(pending), {s.fixture_digest: fixtures[s.fixture_digest] for s in pending})
+        except (*DOCKER_ERRORS, OSError, ValueError) as exc:
+            if warm is not None:
+                warm.remove()
+            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+        keep = False
+        try:
+            started = time.monotonic()
+            if not warm.started:
+                warm.container.start()
+                warm.started = True
+            done = self._follow(warm.container, warm.stream, pending, image_id, started)
+            if len(done) == len(pending):
+                keep = self._finished(warm, seq)
+            return done
+        except DOCKER_ERRORS as exc:
+            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+        finally:
+            self._fleet.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
+
+    def _finished(self, warm: Warm, seq: int) -> bool:
+        """Whether the supervisor ended batch `seq` cleanly and waits for the next in a run still open."""
+        if warm.run_id in self._aborted or not self._fleet.is_open(warm.run_id):
+            return False
+        item = warm.stream.next(self.grace_s)
+        return isinstance(item, dict) and item.get("done") == seq and warm.run_id not in self._aborted
+
+    def _follow(self, container: Any, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float):
+        """Turn report lines into observations, one trial at a time, each under deadline + grace."""
+        done: list[Observation] = []
+        for position, spec in enumerate(pending):
+            budget = spec.deadline_s + self.grace_s
+            while True:
+                item = stream.next(min(POLL_S, started + budget - time.monotonic()))
+                if item is not None or spec.run_id in self._aborted:
+                    break
+                if time.monotonic() - started >= budget:
+                    # The deadline is the host's to enforce too: a stuck supervisor must not pin the worker.
+                    with contextlib.suppress(*DOCKER_ERRORS):
+                        container.kill()
+                    return [*done, self._timed_out(spec, time.monotonic() - started, image_id)]
+            if spec.run_id in self._aborted:
+                return [*done, *(self._fault(s, "run aborted", image_id) for s in pending[position:])]
+            if item is EOF or not isinstance(item, dict):
+                return [*done, self._lost(container, spec, image_id)]
+            if "batch_error" in item:
+                why = f"supervisor: {item['batch_error']}"
+                return [*done, *(self._fault(s, why, image_id) for s in pending[position:])]
+            if "reset_error" in item:
+                return done  # the supervisor could not clean up after the last trial: go on in a new container
+            if item.get("id") != str(position) or "error" in item:
+                why = item.get("error") or f"unexpected report {str(item)[:200]}"
+                return [*done, self._fault(spec, f"supervisor: {why}", image_id)]
+            done.append(self._observation(spec, image_id, item))
+            started = time.monotonic()
+        return done
+
+    def _timed_out(self, spec: TrialSpec, duration: float, image_id: str) -> Observation:
+        return Observation.of(
+            spec,
+            timed_out=True,
+            signal=9,
+            duration_s=duration,
+            image_id=image_id,
+            worker_id=self.worker_id,
+        )
+
+    def _lost(self, container: Any, spec: TrialSpec, image_id: str) -> Observation:
+        """The container ended before reporting this trial: the probe's OOM, or the harness's fault."""
+        try:
+            container.wait(timeout=10)
+            container.reload()
+            state = container.attrs["State"]
+            tail = container.logs(stdout=False, stderr=True)[-500:].decode(errors="replace")
+        except DOCKER_ERRORS as exc:
+            return self._fault(spec, f"docker daemon error reading the result: {_one_line(exc)}", image_id)
+        if state.get("OOMKilled"):
+            # The memory cgroup took the supervisor down with the probe: the probe's doing.
+            return Observation.of(
+                spec,
+                oom_killed=True,
+                signal=9,
+                image_id=image_id,
+                worker_id=self.worker_id,
+            )
+        code = state.get("ExitCode")
+        return self._fault(spec, f"supervisor gave no report (container exit {code}): {_one_line(tail)}", image_id)
+
+    def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
+        try:
+            return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
+        except (KeyError, TypeError, ValueError) as exc:
+            return self._fault(spec, f"supervisor report malformed: {_one_line(exc)}", image_id)
+
+
+def _one_line(exc: object) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__

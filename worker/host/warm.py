@@ -1,0 +1,205 @@
+"""Warm containers: a started sandbox container that serves one batch after another for one run,
+and the pool that keeps them between batches, keyed by everything a container is fixed to.
+
+A container is only pooled for a run that was opened (`WarmPool.open`) and until it is closed;
+one that failed, timed out or was killed is never checked back in. The supervisor inside exits
+after IDLE_S without a batch, so a vanished host leaves nothing running for long; the host stops
+handing out a container well before that (HOST_IDLE_S).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+from gate.core.trial import ClockSpec, Limits
+from worker.host.container import ReportStream
+from worker.host.image import DOCKER_ERRORS
+
+HOST_IDLE_S = 40.0  # the host hands out no container idle longer than this (a margin below IDLE_S)
+
+Key = tuple[str, str, ClockSpec, Limits, str]  # run id, tree digest, clock, limits, image id
+SpareKey = tuple[str, Limits, str]  # run id, limits, image tag: what a spare is fixed to at creation
+# A spare's faketimerc until a batch binds its clock. The same length and format as every real one
+# (ClockSpec.faketimerc), so rewriting it in place never shows a reader an empty or unparsable file:
+# libfaketime re-reads it in running processes too, and exits on a bad one (seen: the supervisor).
+UNBOUND_CLOCK = "2000-01-01 00:00:00"
+
+
+class Warm:
+    """One container, its report stream and its host-side dirs (mounted read-only inside): `in_dir`
+    for batch files, fixtures and faketimerc, `src_dir` for the tree (filled by `bind`)."""
+
+    def __init__(self, run_id: str, tmp: tempfile.TemporaryDirectory, in_dir: Path, src_dir: Path) -> None:
+        self.key: Key | None = None  # set by `bind`: until then the container serves no batch
+        self._run_id = run_id
+        self.tmp = tmp
+        self.in_dir = in_dir
+        self.src_dir = src_dir
+        self.image_id = ""
+        self.container: Any = None
+        self.stream: ReportStream | None = None
+        self.started = False
+        self.seq = 0  # the next batch file's number
+        self.idle_since = time.monotonic()
+        self._fixtures: set[str] = set()
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    def bind(self, key: Key, tree: Path) -> None:
+        """Fix this container to a tree and a clock before its first batch (it may already be running:
+        /src and /etc/faketimerc are bind mounts whose contents the supervisor reads per batch)."""
+        _, _, clock, _, _ = key
+        fill_tree(tree, self.src_dir)
+        write_in_place(self.in_dir / "faketimerc", (clock.faketimerc() + "\n").encode())
+        self.key = key
+
+    def send(self, batch: dict, fixtures: dict[str, bytes]) -> int:
+        """Write this batch's fixture files (once each) and then its batch file; returns its number."""
+        for digest, data in fixtures.items():
+            if digest not in self._fixtures:
+                self._write(f"stdin-{digest}", data)
+                self._fixtures.add(digest)
+        seq = self.seq
+        # Renamed into place, so the supervisor never reads a half-written batch.
+        self._write(f"batch-{seq}.json", json.dumps(batch).encode())
+        (self.in_dir / f"batch-{seq - 1}.json").unlink(missing_ok=True)
+        self.seq += 1
+        return seq
+
+    def _write(self, name: str, data: bytes) -> None:
+        part = self.in_dir / f".{name}.part"
+        part.write_bytes(data)
+        part.chmod(0o444)
+        os.replace(part, self.in_dir / name)
+
+    def usable(self) -> bool:
+        alive = self.stream is not None and not self.stream.ended
+        return alive and time.monotonic() - self.idle_since < HOST_IDLE_S
+
+    def stop(self) -> None:
+        """Ask the supervisor to exit by itself (cheaper to remove than a running container)."""
+        with contextlib.suppress(OSError):
+            self._write("stop", b"")
+
+    def remove(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        if self.container is not None:
+            with contextlib.suppress(*DOCKER_ERRORS):
+                self.container.remove(force=True)
+        self.tmp.cleanup()
+
+
+def write_in_place(path: Path, data: bytes) -> None:
+    """Overwrite a file of the same length with one pwrite, keeping its inode (a bind mount of a
+    single file pins the inode, not the name) and never truncating it under a reader."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        if os.fstat(fd).st_size != len(data) or os.pwrite(fd, data, 0) != len(data):
+            raise OSError(f"{path}: cannot overwrite {os.fstat(fd).st_size} bytes with {len(data)} in place")
+    finally:
+        os.close(fd)
+
+
+def fill_tree(tree: Path, dst: Path) -> None:
+    """Lay the tree out in `dst` by hard links (the tree is a private snapshot nobody writes), or copies
+    across file systems. Either way the container sees it read-only."""
+
+    def link(src: str, target: str) -> None:
+        try:
+            os.link(src, target)
+        except OSError:
+            shutil.copy2(src, target)
+
+    shutil.copytree(tree, dst, symlinks=True, copy_function=link, dirs_exist_ok=True)
+
+
+class WarmPool:
+    """Idle warm containers of the open runs (thread-safe)."""
+
+    def __init__(self, max_idle: int) -> None:
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._open: set[str] = set()
+        self._idle: dict[Key, list[Warm]] = {}
+        self._spares: dict[SpareKey, list[Future[Warm]]] = {}
+        self._images: dict[str, str] = {}  # open run → the image ID its batches resolved first
+
+    def open(self, run_id: str) -> None:
+        with self._lock:
+            self._open.add(run_id)
+
+    def is_open(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._open
+
+    def checkout(self, key: Key) -> Warm | None:
+        """An idle container of this shape, or None; stale ones found on the way are removed."""
+        stale, found = [], None
+        with self._lock:
+            idle = self._idle.get(key, [])
+            while idle and found is None:
+                warm = idle.pop()
+                if warm.usable():
+                    found = warm
+                else:
+                    stale.append(warm)
+        for warm in stale:
+            warm.remove()
+        return found
+
+    def checkin(self, warm: Warm) -> bool:
+        """Keep `warm` for the next batch of its run; False (the caller removes it) when the run
+        is closed or enough containers already wait."""
+        with self._lock:
+            if warm.run_id not in self._open or sum(map(len, self._idle.values())) >= self.max_idle:
+                return False
+            warm.idle_since = time.monotonic()
+            self._idle.setdefault(warm.key, []).append(warm)
+            return True
+
+    def image_of(self, run_id: str) -> str | None:
+        with self._lock:
+            return self._images.get(run_id)
+
+    def remember_image(self, run_id: str, image_id: str) -> None:
+        """Keep the run's image ID until it closes (nothing is kept for a run that is not open)."""
+        with self._lock:
+            if run_id in self._open:
+                self._images.setdefault(run_id, image_id)
+
+    def add_spare(self, key: SpareKey, starting: Future[Warm]) -> bool:
+        """Hold a container being started for an open run; False when the run is not open."""
+        with self._lock:
+            if key[0] not in self._open:
+                return False
+            self._spares.setdefault(key, []).append(starting)
+            return True
+
+    def take_spare(self, key: SpareKey) -> Future[Warm] | None:
+        """A spare of this shape (perhaps still starting), or None."""
+        with self._lock:
+            spares = self._spares.get(key, [])
+            return spares.pop() if spares else None
+
+    def close(self, run_id: str) -> tuple[list[Warm], list[Future[Warm]]]:
+        """Close the run: nothing more is checked in for it; returns its idle containers and its
+        unused spares (perhaps still starting), all to remove."""
+        with self._lock:
+            self._open.discard(run_id)
+            self._images.pop(run_id, None)
+            keys = [key for key in self._idle if key[0] == run_id]
+            spare_keys = [key for key in self._spares if key[0] == run_id]
+            idle = [warm for key in keys for warm in self._idle.pop(key)]
+            return idle, [f for key in spare_keys for f in self._spares.pop(key)]
