@@ -22,13 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gate.core.testing import MockSandbox
-from gate.core.trial import ClockSpec, TrialSpec
+from gate.core.testing import MockSandbox, make_spec
+from gate.core.trial import TrialSpec
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import LocalExecutor
 from worker.celery.dispatch import CeleryExecutor
@@ -36,21 +35,8 @@ from worker.celery.tasks import null_observation
 
 
 def specs(n: int, tree_digest: str, fixture_digest: str, run_id: str) -> list[TrialSpec]:
-    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
-    return [
-        TrialSpec(
-            run_id=run_id,
-            property_id=f"p{i * 4 // n}",
-            trial_index=i,
-            probe_argv=("python3", "probe.py"),
-            tree_digest=tree_digest,
-            fixture_path="f.json",
-            fixture_digest=fixture_digest,
-            deadline_s=2.0,
-            clock=clock,
-        )
-        for i in range(n)
-    ]
+    common = {"run_id": run_id, "tree_digest": tree_digest, "fixture_digest": fixture_digest}
+    return [make_spec(i, property_id=f"p{i * 4 // n}", **common) for i in range(n)]
 
 
 def timed(executor, plan, inputs) -> float:

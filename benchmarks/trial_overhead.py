@@ -32,10 +32,11 @@ from pathlib import Path
 from docker.types import Mount
 
 from gate.core.plan import batches
+from gate.core.testing import make_specs as spec_batch
 from gate.core.trial import ClockSpec, Observation, TrialSpec
 from gate.io.snapshot import world_readable
 from worker.host.batchfile import probe_env
-from worker.host.image import DEFAULT_IMAGE, docker_client, resolve_image_id
+from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import LABEL_RUN, sweep
 
@@ -68,20 +69,16 @@ class DirInputs:
 
 
 def make_specs(run_id: str, n: int) -> list[TrialSpec]:
-    return [
-        TrialSpec(
-            run_id=run_id,
-            property_id="bench",
-            trial_index=i,
-            probe_argv=("python3", "probe.py"),
-            tree_digest="bench-tree",
-            fixture_path="input.json",
-            fixture_digest=hashlib.sha256(FIXTURE).hexdigest(),
-            deadline_s=10.0,
-            clock=CLOCK,
-        )
-        for i in range(n)
-    ]
+    return spec_batch(
+        n,
+        run_id=run_id,
+        property_id="bench",
+        tree_digest="bench-tree",
+        fixture_path="input.json",
+        fixture_digest=hashlib.sha256(FIXTURE).hexdigest(),
+        deadline_s=10.0,
+        clock=CLOCK,
+    )
 
 
 def timed_sandbox(

@@ -127,7 +127,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return run_accept(args.card, args.seal)
     if args.command == "sweep":
-        from worker.host.image import docker_client
+        from worker.host.engine import docker_client
         from worker.host.sweep import sweep, sweep_dead_workers
 
         client = docker_client()

@@ -9,7 +9,8 @@
     ├── InputMissingError          a named file or directory does not exist → RET_NOINPUT
     └── HarnessError               the gate itself could not observe         → RET_HARNESS
         ├── SealDriftError         the fixture tree no longer matches its seal (digest, files)
-        └── SandboxError           image missing, container failed, daemon gone
+        ├── SandboxError           image missing, container failed, daemon gone
+        └── BrokerError            the broker or blob store could not be reached
 
 A HarnessError raised while trials run never escapes to the user: it becomes a `harness_error`
 verdict for the affected property. Only faults before planning (e.g. no Docker at all when the
@@ -86,3 +87,7 @@ class SealDriftError(HarnessError):
 
 class SandboxError(HarnessError):
     """The sandbox could not run a trial (no daemon, no image, container failed to start)."""
+
+
+class BrokerError(HarnessError):
+    """The broker or the blob store could not be reached (Redis down, connection reset)."""

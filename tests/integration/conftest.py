@@ -18,9 +18,10 @@ from celery_helpers import RedisServer, Workers
 from run_containers import containers_of
 
 from gate.core.errors import HarnessError, SandboxError
+from gate.core.testing import make_spec
 from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
-from worker.host.image import DEFAULT_IMAGE, resolve_image_id
-from worker.host.image import docker_client as connect
+from worker.host.engine import DEFAULT_IMAGE, resolve_image_id
+from worker.host.engine import docker_client as connect
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import sweep, sweep_dead_workers
 
@@ -143,11 +144,10 @@ def make_trial(tmp_path: Path, run_id: str) -> MakeTrial:
     ) -> tuple[TrialSpec, MemoryInputs]:
         inputs = inputs or MemoryInputs()
         tree = build_tree(tmp_path / f"tree-{next(counter)}", probe_source, extra)
-        spec = TrialSpec(
+        spec = make_spec(
+            trial_index,
             run_id=run_id,
             property_id="prop.sandbox",
-            trial_index=trial_index,
-            probe_argv=("python3", "probe.py"),
             tree_digest=inputs.add_tree(tree),
             fixture_path="fixtures/input.json",
             fixture_digest=inputs.add_fixture(fixture),

@@ -7,18 +7,18 @@ import hashlib
 import subprocess
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import redis
 from celery_helpers import RedisServer, Workers
 
-from gate.core.trial import ClockSpec, TrialSpec
+from gate.core.testing import make_specs
+from gate.core.trial import TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery.app import TASK_RUN_BATCH, make_app, queue_for
 from worker.celery.dispatch import CeleryExecutor
-from worker.host.image import DEFAULT_IMAGE
+from worker.host.engine import DEFAULT_IMAGE
 
 pytestmark = pytest.mark.integration
 PASSWORD = "s3cret-for-tests"
@@ -137,21 +137,7 @@ def tls_worker(tls_redis: TlsRedis, tmp_path: Path) -> Iterator[Workers]:
 
 
 def trivial_specs(n: int, tree_digest: str, fixture_digest: str) -> list[TrialSpec]:
-    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
-    return [
-        TrialSpec(
-            run_id="tls",
-            property_id="p",
-            trial_index=i,
-            probe_argv=("python3", "probe.py"),
-            tree_digest=tree_digest,
-            fixture_path="f.json",
-            fixture_digest=fixture_digest,
-            deadline_s=2.0,
-            clock=clock,
-        )
-        for i in range(n)
-    ]
+    return make_specs(n, run_id="tls", tree_digest=tree_digest, fixture_digest=fixture_digest)
 
 
 def test_trials_flow_over_tls_with_a_password(tls_redis: TlsRedis, tls_worker: Workers, tmp_path: Path) -> None:

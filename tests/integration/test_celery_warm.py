@@ -10,14 +10,14 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
 from run_containers import containers_created, containers_of, gone_within
 
-from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
+from gate.core.testing import make_specs
+from gate.core.trial import Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery.dispatch import CeleryExecutor
 
@@ -38,21 +38,15 @@ def inputs(tmp_path: Path) -> Iterator[LocalInputs]:
 
 def specs(run_id: str, inputs: LocalInputs, first: int = 0) -> list[TrialSpec]:
     [fixture_digest] = inputs.fixtures
-    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
-    return [
-        TrialSpec(
-            run_id=run_id,
-            property_id="warm",
-            trial_index=i,
-            probe_argv=("python3", "probe.py"),
-            tree_digest=inputs.tree_digest,
-            fixture_path="f.json",
-            fixture_digest=fixture_digest,
-            deadline_s=5.0,
-            clock=clock,
-        )
-        for i in range(first, first + TRIALS)
-    ]
+    return make_specs(
+        TRIALS,
+        first=first,
+        run_id=run_id,
+        property_id="warm",
+        tree_digest=inputs.tree_digest,
+        fixture_digest=fixture_digest,
+        deadline_s=5.0,
+    )
 
 
 def run_wave(executor: CeleryExecutor, run_id: str, inputs: LocalInputs, first: int = 0) -> list[Observation]:

@@ -12,7 +12,7 @@ import pytest
 
 from gate.core.errors import SandboxError
 from gate.core.trial import Change, Limits, Observation
-from worker.host.image import DEFAULT_IMAGE
+from worker.host.engine import DEFAULT_IMAGE
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import LABEL_RUN, sweep
 

@@ -3,13 +3,12 @@ and a run nobody opened is scoped to one `run` call; both end with the sandbox c
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from gate.core.testing import MockSandbox
-from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
+from gate.core.testing import MockSandbox, make_specs
+from gate.core.trial import Limits, Observation, TrialSpec
 from gate.run.executor import LocalExecutor
 
 
@@ -44,21 +43,7 @@ class Recording(MockSandbox):
 
 
 def specs(run_id: str, n: int, start: int = 0) -> list[TrialSpec]:
-    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
-    return [
-        TrialSpec(
-            run_id=run_id,
-            property_id="p",
-            trial_index=i,
-            probe_argv=("python3", "probe.py"),
-            tree_digest="t",
-            fixture_path="in.json",
-            fixture_digest="f",
-            deadline_s=1.0,
-            clock=clock,
-        )
-        for i in range(start, start + n)
-    ]
+    return make_specs(n, first=start, run_id=run_id, deadline_s=1.0)
 
 
 def test_opened_run_stays_open_across_waves() -> None:

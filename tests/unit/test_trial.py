@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from gate.core.trial import Captured, ClockSpec, Observation, TrialSpec
+from gate.core.testing import make_spec
+from gate.core.trial import Captured, ClockSpec, Observation
 
 
 def test_faketimerc_in_utc_is_the_instant() -> None:
@@ -35,17 +36,7 @@ def test_naive_instant_is_refused() -> None:
 
 def test_trial_and_observation_share_a_key() -> None:
     """A spec and its observation are matched by (run, property, trial index)."""
-    spec = TrialSpec(
-        run_id="r",
-        property_id="p",
-        trial_index=3,
-        probe_argv=("python3", "probe.py"),
-        tree_digest="t",
-        fixture_path="f",
-        fixture_digest="d",
-        deadline_s=1.0,
-        clock=ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC)),
-    )
+    spec = make_spec(3, run_id="r", property_id="p")
     assert Observation.harness_fault(spec, "x").key == spec.key == ("r", "p", 3)
 
 

@@ -23,6 +23,7 @@ from gate.core.errors import SandboxError
 from gate.io.artifacts import write_atomic
 from gate.io.fixtures import seal_tree, tree_files
 from gate.io.snapshot import world_readable
+from worker.celery.broker import broker_call
 
 BLOB_TTL_S = 24 * 3600
 
@@ -53,22 +54,26 @@ class RedisBlobStore:
     def put(self, data: bytes) -> str:
         digest = hashlib.sha256(data).hexdigest()
         key = f"probegate:blob:{digest}"
-        # SET NX keeps one copy however many coordinators upload the same tree.
-        if not self.client.set(key, data, ex=self.ttl_s, nx=True):
-            self.client.expire(key, self.ttl_s)
+        with broker_call("storing a blob"):
+            # SET NX keeps one copy however many coordinators upload the same tree.
+            if not self.client.set(key, data, ex=self.ttl_s, nx=True):
+                self.client.expire(key, self.ttl_s)
         return digest
 
     def get(self, digest: str) -> bytes | None:
-        data = self.client.get(f"probegate:blob:{digest}")
+        with broker_call("fetching a blob"):
+            data = self.client.get(f"probegate:blob:{digest}")
         if data is None or hashlib.sha256(data).hexdigest() != digest:
             return None
         return data
 
     def name(self, name: str, digest: str) -> None:
-        self.client.set(f"probegate:name:{name}", digest, ex=self.ttl_s)
+        with broker_call("naming a blob"):
+            self.client.set(f"probegate:name:{name}", digest, ex=self.ttl_s)
 
     def lookup(self, name: str) -> str | None:
-        value = self.client.get(f"probegate:name:{name}")
+        with broker_call("looking up a blob name"):
+            value = self.client.get(f"probegate:name:{name}")
         return value.decode() if value else None
 
 

@@ -82,7 +82,7 @@ def _preflight(image: str | None) -> dict[str, object]:
 
 def _ensure_image(image: str | None) -> None:
     """Build the bundled sandbox image offline when it is missing and this is a source checkout."""
-    from worker.host.image import DEFAULT_IMAGE, docker_client, resolve_image_id
+    from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 
     tag = image or DEFAULT_IMAGE
     try:
@@ -104,11 +104,11 @@ def _serve(args: argparse.Namespace) -> int:
         run_idle_s()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    from worker.host.image import DEFAULT_IMAGE
+    from worker.host.engine import DEFAULT_IMAGE
 
     image = args.image or DEFAULT_IMAGE
     if args.sandbox == "docker":
-        from worker.host.image import docker_client
+        from worker.host.engine import docker_client
         from worker.host.sweep import sweep_dead_workers
 
         _ensure_image(args.image)
@@ -152,7 +152,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _beat(args: argparse.Namespace) -> int:
     from worker.celery.app import make_app, queue_for
     from worker.celery.beat import beat_schedule
-    from worker.host.image import DEFAULT_IMAGE
+    from worker.host.engine import DEFAULT_IMAGE
 
     app = make_app(args.broker)
     # The check runs on a worker, and workers consume only their image's queue.

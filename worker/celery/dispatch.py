@@ -17,20 +17,19 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import kombu.exceptions
-import redis.exceptions
 from celery.exceptions import TimeoutError as ResultTimeout
 
 from gate.core.card import HarnessEvent
+from gate.core.errors import BrokerError
 from gate.core.plan import batches
 from gate.core.trial import Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery.app import CONTROL_CLOSE_RUN, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
+from worker.celery.broker import broker_call
 from worker.celery.wire import decode_observations, encode_batch
-from worker.host.image import DEFAULT_IMAGE
+from worker.host.engine import DEFAULT_IMAGE
 
-BROKER_ERRORS = (redis.exceptions.RedisError, kombu.exceptions.OperationalError, ConnectionError, OSError)
 MAX_BATCH = 1000
 CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (kombu retries for longer)
 # A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
@@ -82,7 +81,7 @@ class CeleryExecutor:
         self._dispatched.discard(run_id)
 
         def broadcast() -> None:
-            with contextlib.suppress(*BROKER_ERRORS):
+            with contextlib.suppress(BrokerError), broker_call("broadcasting the run's end"):
                 self.app.control.broadcast(
                     CONTROL_CLOSE_RUN, arguments={"run_id": run_id}, reply=False, timeout=CLOSE_EXPIRES_S
                 )
@@ -101,8 +100,9 @@ class CeleryExecutor:
             return
         try:
             upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
-            sent = self._send(specs, processes)
-        except BROKER_ERRORS as exc:
+            with broker_call("sending batches"):
+                sent = self._send(specs, processes)
+        except BrokerError as exc:
             yield from (Observation.harness_fault(s, f"broker unreachable while dispatching: {exc}") for s in specs)
             return
         yield from self._gather(sent, self._timeout(specs, processes))
@@ -126,14 +126,15 @@ class CeleryExecutor:
         give_up = time.monotonic() + self.worker_wait_s
         while True:
             try:
-                stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
-                workers = [name for name, queues in stats.items() if any(q["name"] == self.queue for q in queues)]
-                if workers:
-                    pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
-                    self._processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
-                    self._processes = self._processes or len(workers)
-                    return self._processes
-            except BROKER_ERRORS:
+                with broker_call("asking for workers"):
+                    stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
+                    workers = [name for name, queues in stats.items() if any(q["name"] == self.queue for q in queues)]
+                    if workers:
+                        pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
+                        processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
+                        self._processes = processes or len(workers)
+                        return self._processes
+            except BrokerError:
                 pass
             if time.monotonic() >= give_up:
                 return 0
@@ -168,13 +169,15 @@ class CeleryExecutor:
             while pending and time.monotonic() < give_up:
                 try:
                     slice_s = max(0.05, min(1.0, give_up - time.monotonic()))
-                    for task_id, meta in self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s):
-                        pending.discard(task_id)
-                        yield from self._observations(sent[task_id], meta)
+                    with broker_call("reading results"):
+                        arrived = self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s)
+                        for task_id, meta in arrived:
+                            pending.discard(task_id)
+                            yield from self._observations(sent[task_id], meta)
                     broker_down_since = None
                 except ResultTimeout:
                     continue
-                except BROKER_ERRORS as exc:
+                except BrokerError as exc:
                     if broker_down_since is None:
                         broker_down_since = time.monotonic()
                         self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
@@ -182,7 +185,7 @@ class CeleryExecutor:
         except BaseException:
             # Ctrl-C, or the caller stopped listening (a decided property): queued batches are
             # revoked so no worker starts them; running ones finish and their results expire.
-            with contextlib.suppress(*BROKER_ERRORS):
+            with contextlib.suppress(BrokerError), broker_call("revoking queued batches"):
                 self.app.control.revoke(list(pending))
             raise
         for task_id in pending:

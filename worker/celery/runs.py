@@ -25,7 +25,7 @@ from celery.worker.control import control_command
 from gate.core.errors import SandboxError
 from gate.core.trial import Sandbox
 from worker.celery.app import CONTROL_CLOSE_RUN
-from worker.host.image import DOCKER_ERRORS, docker_client
+from worker.host.engine import docker_client
 from worker.host.sweep import sweep
 from worker.host.warm import HOST_IDLE_S
 
@@ -171,7 +171,7 @@ def sweep_run(run_id: str) -> int:
     try:
         # A container its pool process is removing meanwhile is skipped by sweep (docker's 409).
         removed = sweep(client, run_id)
-    except DOCKER_ERRORS as exc:
+    except SandboxError as exc:
         log.warning("removing containers of run %s failed: %s", run_id, exc)
     finally:
         client.close()

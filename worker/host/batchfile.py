@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from gate.core.trial import TrialSpec
 from worker.host.container import IN_DIR
+from worker.host.warm import ContainerShape
 
 WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
 
@@ -36,19 +37,15 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
 
 
 def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
-    """Runs of consecutive specs that can share one container: same tree, clock and limits."""
+    """Runs of consecutive specs that can share one container: same run, tree, clock and limits."""
     group: list[TrialSpec] = []
     for spec in specs:
-        if group and (per_trial or _shape(group[0]) != _shape(spec)):
+        if group and (per_trial or ContainerShape.of(group[0], "") != ContainerShape.of(spec, "")):
             yield group
             group = []
         group.append(spec)
     if group:
         yield group
-
-
-def _shape(spec: TrialSpec) -> tuple[object, ...]:
-    return (spec.tree_digest, spec.clock, spec.limits)
 
 
 def batch_file(pending: list[TrialSpec]) -> dict:

@@ -4,7 +4,6 @@ supervisor's report lines from it as they arrive, with a timeout the host enforc
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import queue
@@ -13,13 +12,13 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import docker
 from docker.types import Mount, Ulimit
 
+from gate.core.errors import SandboxError
 from gate.core.trial import Captured, FileChange, Limits, Observation, TrialSpec
-from worker.host.image import DOCKER_ERRORS
+from worker.host.engine import Container, create
 from worker.host.sweep import LABEL_BATCH, LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL
 
 MOUNT = "/opt/probegate"
@@ -52,7 +51,7 @@ def create_container(
     limits: Limits,
     env: dict[str, str],
     labels: dict[str, str],
-) -> Any:
+) -> Container:
     """A stopped container that will run the supervisor over the batch files in `mount_dir` (see stage_mount)."""
     tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
     sources = {
@@ -63,7 +62,8 @@ def create_container(
     # Mount, not `volumes=`: for a missing source `volumes=` silently creates an empty directory.
     mounts = [Mount(target, str(source), type="bind", read_only=True) for target, source in sources.items()]
     fsize = limits.file_size_mb * 1024 * 1024  # RLIMIT_FSIZE counts bytes
-    return client.containers.create(
+    return create(
+        client,
         image_id,
         # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
         command=["python3", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(IDLE_S)],
@@ -110,9 +110,9 @@ class ReportStream:
     Measured on docker 20.10: attach-then-start and logs(stream=True, follow=True) after start both
     deliver each line as it is written; attach is used because it cannot race the start."""
 
-    def __init__(self, container: Any) -> None:
+    def __init__(self, container: Container) -> None:
         self._lines: queue.Queue[object] = queue.Queue()
-        self._raw = container.attach(stdout=True, stderr=False, stream=True, logs=True)
+        self._raw = container.attach()
         self._thread = threading.Thread(target=self._read, daemon=True, name="probegate-attach")
         self._thread.start()
 
@@ -124,7 +124,7 @@ class ReportStream:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     self._lines.put(_parse(line))
-        except (*DOCKER_ERRORS, OSError, ValueError):
+        except (SandboxError, OSError, ValueError):
             pass  # a removed container ends the stream abruptly; EOF says the same
         finally:
             self._lines.put(EOF)
@@ -146,9 +146,7 @@ class ReportStream:
             pass
 
     def close(self) -> None:
-        # Closing a dead stream may fail any way; we only let go of it.
-        with contextlib.suppress(Exception):
-            self._raw.close()
+        self._raw.close()
 
 
 def _parse(line: bytes) -> dict:

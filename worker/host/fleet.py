@@ -15,12 +15,13 @@ from pathlib import Path
 
 import docker
 
+from gate.core.errors import SandboxError
 from gate.core.trial import Limits, TrialSpec
 from worker.host.batchfile import supervisor_env
 from worker.host.container import ReportStream, batch_labels, create_container, stage_mount
-from worker.host.image import DOCKER_ERRORS
+from worker.host.engine import containers
 from worker.host.sweep import LABEL_PID, LABEL_RUN
-from worker.host.warm import UNBOUND_CLOCK, Key, SpareKey, Warm, WarmPool
+from worker.host.warm import UNBOUND_CLOCK, ContainerShape, SpareShape, Warm, WarmPool
 
 EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
 SPARE_WAIT_S = 30.0  # how long a batch or a close waits for a spare still being started
@@ -68,24 +69,23 @@ class Fleet:
         instead of paying a container start (~300 ms here) themselves."""
         for _ in range(count):
             starting = self._starter.submit(self._start_spare, run_id, limits)
-            if not self._pool.add_spare((run_id, limits, self.image), starting):
+            if not self._pool.add_spare(SpareShape(run_id, limits, self.image), starting):
                 _removed(starting)
 
-    def acquire(self, key: Key, first: TrialSpec, tree: Path) -> Warm:
-        """A container bound to `key`: a warm one of the run, a spare started for it, or a new one
+    def acquire(self, shape: ContainerShape, first: TrialSpec, tree: Path) -> Warm:
+        """A container bound to `shape`: a warm one of the run, a spare started for it, or a new one
         (created, not yet started)."""
-        run_id, _, _, limits, image_id = key
-        if self._pool.is_open(run_id):
-            if (warm := self._pool.checkout(key)) is not None:
+        if self._pool.is_open(shape.run_id):
+            if (warm := self._pool.checkout(shape)) is not None:
                 return warm
-            spare: SpareKey = (run_id, limits, self.image)
-            while (starting := self._pool.take_spare(spare)) is not None:
+            while (starting := self._pool.take_spare(shape.spare(self.image))) is not None:
                 warm = _started(starting)
-                if warm is not None and warm.image_id == image_id and not warm.stream.ended:
-                    return _bound(warm, key, tree)
+                if warm is not None and warm.image_id == shape.image_id and not warm.stream.ended:
+                    return _bound(warm, shape, tree)
                 if warm is not None:
                     warm.remove()
-        return _bound(self._create(run_id, limits, image_id, first.property_id, first.trial_index), key, tree)
+        created = self._create(shape.run_id, shape.limits, shape.image_id, first.property_id, first.trial_index)
+        return _bound(created, shape, tree)
 
     def release(self, warm: Warm, *, clean: bool, aborted: bool) -> None:
         """Take a container back after a batch: kept warm if its batch ended `clean` and the run is
@@ -112,11 +112,11 @@ class Fleet:
             warm.remove()
 
         list(self._starter.map(remove, warms))  # in parallel: each removal waits ~50 ms on the engine
-        mine = {"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]}
-        with contextlib.suppress(*DOCKER_ERRORS):
-            for container in self._client().containers.list(all=True, filters=mine, sparse=True):
-                with contextlib.suppress(*DOCKER_ERRORS):
-                    container.remove(force=True)
+        mine = [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]
+        with contextlib.suppress(SandboxError):
+            for container in containers(self._client(), labels=mine):
+                with contextlib.suppress(SandboxError):
+                    container.remove()
         return len(warms)
 
     def drop(self, run_id: str) -> None:
@@ -168,9 +168,9 @@ class Fleet:
         return warm
 
 
-def _bound(warm: Warm, key: Key, tree: Path) -> Warm:
+def _bound(warm: Warm, shape: ContainerShape, tree: Path) -> Warm:
     try:
-        warm.bind(key, tree)
+        warm.bind(shape, tree)
     except BaseException:
         warm.remove()
         raise

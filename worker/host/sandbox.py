@@ -10,7 +10,6 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import docker
 
@@ -23,10 +22,10 @@ from worker.host.container import (
     ReportStream,
     report_observation,
 )
+from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, one_line, resolve_image_id
 from worker.host.fleet import Fleet
-from worker.host.image import DEFAULT_IMAGE, DOCKER_ERRORS, docker_client, resolve_image_id
 from worker.host.sweep import sweep
-from worker.host.warm import Key, Warm
+from worker.host.warm import ContainerShape, Warm
 
 SUPERVISOR = BOX / "supervisor.py"
 POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
@@ -119,7 +118,7 @@ class DockerSandbox:
         """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
         self._aborted.add(run_id)
         self._fleet.drop(run_id)
-        with contextlib.suppress(*DOCKER_ERRORS):
+        with contextlib.suppress(SandboxError):
             return sweep(self.client, run_id)
         return 0
 
@@ -148,15 +147,14 @@ class DockerSandbox:
         """Run `pending` in a warm container of its shape (or a new one); returns observations for a
         non-empty prefix of it. The container goes back to the pool only if its supervisor said done."""
         first = pending[0]
-        key: Key = (first.run_id, first.tree_digest, first.clock, first.limits, image_id)
         warm = None
         try:
-            warm = self._fleet.acquire(key, first, tree)
+            warm = self._fleet.acquire(ContainerShape.of(first, image_id), first, tree)
             seq = warm.send(batch_file(pending), {s.fixture_digest: fixtures[s.fixture_digest] for s in pending})
-        except (*DOCKER_ERRORS, OSError, ValueError) as exc:
+        except (SandboxError, OSError, ValueError) as exc:
             if warm is not None:
                 warm.remove()
-            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+            return [self._fault(s, f"container could not start: {one_line(exc)}", image_id) for s in pending]
         keep = False
         try:
             started = time.monotonic()
@@ -167,8 +165,8 @@ class DockerSandbox:
             if len(done) == len(pending):
                 keep = self._finished(warm, seq)
             return done
-        except DOCKER_ERRORS as exc:
-            return [self._fault(s, f"container could not start: {_one_line(exc)}", image_id) for s in pending]
+        except SandboxError as exc:
+            return [self._fault(s, f"container could not start: {one_line(exc)}", image_id) for s in pending]
         finally:
             self._fleet.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
 
@@ -179,7 +177,9 @@ class DockerSandbox:
         item = warm.stream.next(self.grace_s)
         return isinstance(item, dict) and item.get("done") == seq and warm.run_id not in self._aborted
 
-    def _follow(self, container: Any, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float):
+    def _follow(
+        self, container: Container, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float
+    ) -> list[Observation]:
         """Turn report lines into observations, one trial at a time, each under deadline + grace."""
         done: list[Observation] = []
         for position, spec in enumerate(pending):
@@ -190,7 +190,7 @@ class DockerSandbox:
                     break
                 if time.monotonic() - started >= budget:
                     # The deadline is the host's to enforce too: a stuck supervisor must not pin the worker.
-                    with contextlib.suppress(*DOCKER_ERRORS):
+                    with contextlib.suppress(SandboxError):
                         container.kill()
                     return [*done, self._timed_out(spec, time.monotonic() - started, image_id)]
             if spec.run_id in self._aborted:
@@ -219,15 +219,12 @@ class DockerSandbox:
             worker_id=self.worker_id,
         )
 
-    def _lost(self, container: Any, spec: TrialSpec, image_id: str) -> Observation:
+    def _lost(self, container: Container, spec: TrialSpec, image_id: str) -> Observation:
         """The container ended before reporting this trial: the probe's OOM, or the harness's fault."""
         try:
-            container.wait(timeout=10)
-            container.reload()
-            state = container.attrs["State"]
-            tail = container.logs(stdout=False, stderr=True)[-500:].decode(errors="replace")
-        except DOCKER_ERRORS as exc:
-            return self._fault(spec, f"docker daemon error reading the result: {_one_line(exc)}", image_id)
+            state, tail = container.ended(timeout_s=10)
+        except SandboxError as exc:
+            return self._fault(spec, f"docker daemon error reading the result: {one_line(exc)}", image_id)
         if state.get("OOMKilled"):
             # The memory cgroup took the supervisor down with the probe: the probe's doing.
             return Observation.of(
@@ -238,15 +235,10 @@ class DockerSandbox:
                 worker_id=self.worker_id,
             )
         code = state.get("ExitCode")
-        return self._fault(spec, f"supervisor gave no report (container exit {code}): {_one_line(tail)}", image_id)
+        return self._fault(spec, f"supervisor gave no report (container exit {code}): {one_line(tail)}", image_id)
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
         try:
             return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
         except (KeyError, TypeError, ValueError) as exc:
-            return self._fault(spec, f"supervisor report malformed: {_one_line(exc)}", image_id)
-
-
-def _one_line(exc: object) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[-1] if text else type(exc).__name__
+            return self._fault(spec, f"supervisor report malformed: {one_line(exc)}", image_id)

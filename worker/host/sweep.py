@@ -10,9 +10,9 @@ import os
 import socket
 
 import docker
-import docker.errors
 
-from worker.host.image import DOCKER_ERRORS
+from gate.core.errors import SandboxError
+from worker.host.engine import containers
 
 LABEL_RUN, LABEL_PROPERTY, LABEL_TRIAL = "probegate.run", "probegate.property", "probegate.trial"
 LABEL_HOST, LABEL_PID = "probegate.host", "probegate.pid"
@@ -22,31 +22,20 @@ LABEL_BATCH = "probegate.batch"
 def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:
     """Force-remove containers labelled probegate.run (all runs, or one); returns how many."""
     label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
-    removed = 0
-    # sparse: no inspect per container, which fails when one is removed while we list (e.g. by its owner)
-    for container in client.containers.list(all=True, filters={"label": label}, sparse=True):
-        try:
-            container.remove(force=True)
-            removed += 1
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            # 409: its owner (a worker closing the run) is removing it right now: it is going anyway.
-            if exc.status_code != 409:
-                raise
-    return removed
+    # sparse: no inspect per container, which fails when one is removed while we list (e.g. by its owner);
+    # one already gone, or being removed by its owner right now, is not counted.
+    return sum(container.remove() for container in containers(client, labels=[label]))
 
 
 def sweep_dead_workers(client: docker.DockerClient) -> int:
     """Remove containers that a process on this host started and no longer exists to remove."""
     removed = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_HOST}={socket.gethostname()}"}):
+    for container in containers(client, labels=[f"{LABEL_HOST}={socket.gethostname()}"], sparse=False):
         pid = int(container.labels.get(LABEL_PID, "0") or 0)
         if pid > 0 and _alive(pid):
             continue
-        with contextlib.suppress(*DOCKER_ERRORS):
-            container.remove(force=True)
-            removed += 1
+        with contextlib.suppress(SandboxError):
+            removed += container.remove()
     return removed
 
 

@@ -17,21 +17,49 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from gate.core.trial import ClockSpec, Limits
+from gate.core.errors import SandboxError
+from gate.core.trial import ClockSpec, Limits, TrialSpec
 from worker.host.container import ReportStream
-from worker.host.image import DOCKER_ERRORS
+from worker.host.engine import Container
 
 HOST_IDLE_S = 40.0  # the host hands out no container idle longer than this (a margin below IDLE_S)
 
-Key = tuple[str, str, ClockSpec, Limits, str]  # run id, tree digest, clock, limits, image id
-SpareKey = tuple[str, Limits, str]  # run id, limits, image tag: what a spare is fixed to at creation
 # A spare's faketimerc until a batch binds its clock. The same length and format as every real one
 # (ClockSpec.faketimerc), so rewriting it in place never shows a reader an empty or unparsable file:
 # libfaketime re-reads it in running processes too, and exits on a bad one (seen: the supervisor).
 UNBOUND_CLOCK = "2000-01-01 00:00:00"
+
+
+@dataclass(frozen=True)
+class ContainerShape:
+    """Everything a bound container is fixed to: batches of another run, tree, clock, limits or image
+    cannot share it."""
+
+    run_id: str
+    tree_digest: str
+    clock: ClockSpec
+    limits: Limits
+    image_id: str
+
+    @classmethod
+    def of(cls, spec: TrialSpec, image_id: str) -> ContainerShape:
+        return cls(spec.run_id, spec.tree_digest, spec.clock, spec.limits, image_id)
+
+    def spare(self, image: str) -> SpareShape:
+        """The shape of a spare that can become this container (it gets tree and clock at bind time)."""
+        return SpareShape(self.run_id, self.limits, image)
+
+
+@dataclass(frozen=True)
+class SpareShape:
+    """What a spare container is fixed to at creation: its run, limits and image tag."""
+
+    run_id: str
+    limits: Limits
+    image: str
 
 
 class Warm:
@@ -39,13 +67,13 @@ class Warm:
     for batch files, fixtures and faketimerc, `src_dir` for the tree (filled by `bind`)."""
 
     def __init__(self, run_id: str, tmp: tempfile.TemporaryDirectory, in_dir: Path, src_dir: Path) -> None:
-        self.key: Key | None = None  # set by `bind`: until then the container serves no batch
+        self.shape: ContainerShape | None = None  # set by `bind`: until then the container serves no batch
         self._run_id = run_id
         self.tmp = tmp
         self.in_dir = in_dir
         self.src_dir = src_dir
         self.image_id = ""
-        self.container: Any = None
+        self.container: Container | None = None
         self.stream: ReportStream | None = None
         self.started = False
         self.seq = 0  # the next batch file's number
@@ -56,13 +84,12 @@ class Warm:
     def run_id(self) -> str:
         return self._run_id
 
-    def bind(self, key: Key, tree: Path) -> None:
+    def bind(self, shape: ContainerShape, tree: Path) -> None:
         """Fix this container to a tree and a clock before its first batch (it may already be running:
         /src and /etc/faketimerc are bind mounts whose contents the supervisor reads per batch)."""
-        _, _, clock, _, _ = key
         fill_tree(tree, self.src_dir)
-        write_in_place(self.in_dir / "faketimerc", (clock.faketimerc() + "\n").encode())
-        self.key = key
+        write_in_place(self.in_dir / "faketimerc", (shape.clock.faketimerc() + "\n").encode())
+        self.shape = shape
 
     def send(self, batch: dict, fixtures: dict[str, bytes]) -> int:
         """Write this batch's fixture files (once each) and then its batch file; returns its number."""
@@ -96,8 +123,8 @@ class Warm:
         if self.stream is not None:
             self.stream.close()
         if self.container is not None:
-            with contextlib.suppress(*DOCKER_ERRORS):
-                self.container.remove(force=True)
+            with contextlib.suppress(SandboxError):
+                self.container.remove()
         self.tmp.cleanup()
 
 
@@ -132,8 +159,8 @@ class WarmPool:
         self.max_idle = max_idle
         self._lock = threading.Lock()
         self._open: set[str] = set()
-        self._idle: dict[Key, list[Warm]] = {}
-        self._spares: dict[SpareKey, list[Future[Warm]]] = {}
+        self._idle: dict[ContainerShape, list[Warm]] = {}
+        self._spares: dict[SpareShape, list[Future[Warm]]] = {}
         self._images: dict[str, str] = {}  # open run → the image ID its batches resolved first
 
     def open(self, run_id: str) -> None:
@@ -144,11 +171,11 @@ class WarmPool:
         with self._lock:
             return run_id in self._open
 
-    def checkout(self, key: Key) -> Warm | None:
+    def checkout(self, shape: ContainerShape) -> Warm | None:
         """An idle container of this shape, or None; stale ones found on the way are removed."""
         stale, found = [], None
         with self._lock:
-            idle = self._idle.get(key, [])
+            idle = self._idle.get(shape, [])
             while idle and found is None:
                 warm = idle.pop()
                 if warm.usable():
@@ -166,7 +193,7 @@ class WarmPool:
             if warm.run_id not in self._open or sum(map(len, self._idle.values())) >= self.max_idle:
                 return False
             warm.idle_since = time.monotonic()
-            self._idle.setdefault(warm.key, []).append(warm)
+            self._idle.setdefault(warm.shape, []).append(warm)
             return True
 
     def image_of(self, run_id: str) -> str | None:
@@ -179,18 +206,18 @@ class WarmPool:
             if run_id in self._open:
                 self._images.setdefault(run_id, image_id)
 
-    def add_spare(self, key: SpareKey, starting: Future[Warm]) -> bool:
+    def add_spare(self, shape: SpareShape, starting: Future[Warm]) -> bool:
         """Hold a container being started for an open run; False when the run is not open."""
         with self._lock:
-            if key[0] not in self._open:
+            if shape.run_id not in self._open:
                 return False
-            self._spares.setdefault(key, []).append(starting)
+            self._spares.setdefault(shape, []).append(starting)
             return True
 
-    def take_spare(self, key: SpareKey) -> Future[Warm] | None:
+    def take_spare(self, shape: SpareShape) -> Future[Warm] | None:
         """A spare of this shape (perhaps still starting), or None."""
         with self._lock:
-            spares = self._spares.get(key, [])
+            spares = self._spares.get(shape, [])
             return spares.pop() if spares else None
 
     def close(self, run_id: str) -> tuple[list[Warm], list[Future[Warm]]]:
@@ -199,7 +226,7 @@ class WarmPool:
         with self._lock:
             self._open.discard(run_id)
             self._images.pop(run_id, None)
-            keys = [key for key in self._idle if key[0] == run_id]
-            spare_keys = [key for key in self._spares if key[0] == run_id]
-            idle = [warm for key in keys for warm in self._idle.pop(key)]
-            return idle, [f for key in spare_keys for f in self._spares.pop(key)]
+            shapes = [shape for shape in self._idle if shape.run_id == run_id]
+            spare_shapes = [shape for shape in self._spares if shape.run_id == run_id]
+            idle = [warm for shape in shapes for warm in self._idle.pop(shape)]
+            return idle, [f for shape in spare_shapes for f in self._spares.pop(shape)]

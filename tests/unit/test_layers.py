@@ -1,0 +1,143 @@
+"""The import-linter contracts bite: one wrong import per contract breaks it, and the clean tree keeps them all.
+
+Each case copies gate/, worker/ and pyproject.toml into a temporary directory, appends one offending import
+to one module of the copy and runs `lint-imports` there. The working directory and PYTHONPATH both point at
+the copy, so grimp builds its graph from the copied files rather than the installed (editable) packages; the
+clean-copy test, which must pass where every modified copy fails, is the check that this is so.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+CONTRACTS: dict[str, str] = {
+    contract["id"]: contract["name"]
+    for contract in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+}
+
+
+@dataclass(frozen=True)
+class Breach:
+    """One deliberately wrong import: the contract it breaks, where it goes and the edge the report names."""
+
+    contract: str
+    path: str
+    line: str
+    importer: str
+    imported: str
+
+
+BREACHES = [
+    Breach("core-is-pure", "gate/core/verdict.py", "import docker", "gate.core.verdict", "docker"),
+    # logging is standard library: import-linter sees it only because include_external_packages is on.
+    Breach("core-is-pure", "gate/core/verdict.py", "import logging", "gate.core.verdict", "logging"),
+    Breach("gate-layers", "gate/run/waves.py", "from gate.cli.main import main", "gate.run.waves", "gate.cli.main"),
+    Breach(
+        "gate-reaches-worker-only-from-cli",
+        "gate/io/artifacts.py",
+        "import worker.host.sweep",
+        "gate.io.artifacts",
+        "worker.host.sweep",
+    ),
+    Breach(
+        "worker-below-gate-cli",
+        "worker/host/sweep.py",
+        "from gate.run.runner import run_gate",
+        "worker.host.sweep",
+        "gate.run.runner",
+    ),
+    Breach(
+        "worker-layers", "worker/host/sweep.py", "import worker.celery.app", "worker.host.sweep", "worker.celery.app"
+    ),
+    Breach(
+        "box-imports-nothing-of-ours",
+        "worker/box/fsdiff.py",
+        "import gate.core.verdict",
+        "worker.box.fsdiff",
+        "gate.core.verdict",
+    ),
+]
+
+
+def copy_tree(dest: Path) -> Path:
+    """Copy gate/, worker/ and pyproject.toml into dest (without bytecode caches) and return dest."""
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package in ("gate", "worker"):
+        shutil.copytree(ROOT / package, dest / package, ignore=ignore)
+    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def lint_imports(where: Path) -> subprocess.CompletedProcess[str]:
+    """Run lint-imports on the copy in where, wide enough that no contract name is wrapped."""
+    env = {**os.environ, "PYTHONPATH": str(where), "COLUMNS": "300", "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=where, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def status_of(output: str, contract_id: str) -> str:
+    """The word (KEPT or BROKEN) the contract's summary line ends on in the report."""
+    name = CONTRACTS[contract_id]
+    lines = [line for line in output.splitlines() if line.startswith(f"{name} ")]
+    assert len(lines) == 1, f"no single summary line for {name!r} in:\n{output}"
+    return lines[0][len(name) :].split()[0]
+
+
+def broken_section(output: str, contract_id: str) -> str:
+    """The text of the contract's part of the "Broken contracts" report, up to the next contract's heading."""
+    lines = output.splitlines()
+    headings = [
+        i
+        for i in range(len(lines) - 1)
+        if lines[i] and set(lines[i + 1]) == {"-"} and len(lines[i + 1]) == len(lines[i])
+    ]
+    name = CONTRACTS[contract_id]
+    starts = [i for i in headings if lines[i] == name]
+    assert len(starts) == 1, f"no section for {name!r} in:\n{output}"
+    ends = [i for i in headings if i > starts[0]]
+    return "\n".join(lines[starts[0] : ends[0] if ends else len(lines)])
+
+
+def test_every_contract_has_a_breach():
+    """Each contract in pyproject.toml has at least one deliberate breach below, and no breach names a stranger."""
+    assert {breach.contract for breach in BREACHES} == set(CONTRACTS)
+    assert len(CONTRACTS) == 6
+
+
+def test_clean_copy_keeps_every_contract(tmp_path):
+    """lint-imports on an unmodified copy exits 0 with all six contracts KEPT."""
+    done = lint_imports(copy_tree(tmp_path))
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert {contract_id: status_of(output, contract_id) for contract_id in CONTRACTS} == dict.fromkeys(
+        CONTRACTS, "KEPT"
+    )
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in output
+
+
+@pytest.mark.parametrize("breach", BREACHES, ids=lambda breach: f"{breach.contract}:{breach.line}")
+def test_wrong_import_breaks_its_contract(tmp_path, breach):
+    """Appending the wrong import to the copy makes lint-imports fail, mark the contract BROKEN and name the edge."""
+    where = copy_tree(tmp_path)
+    module = where / breach.path
+    source = module.read_text()
+    source += ("" if source.endswith("\n") else "\n") + breach.line + "\n"
+    module.write_text(source)
+    lineno = len(source.splitlines())
+
+    done = lint_imports(where)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert status_of(output, breach.contract) == "BROKEN", output
+    assert f"{breach.importer} -> {breach.imported} (l.{lineno})" in broken_section(output, breach.contract), output

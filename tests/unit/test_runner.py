@@ -1,0 +1,311 @@
+"""gate.run.runner.run_gate: one whole gate run against a MockExecutor, from a small suite in tmp_path to
+the card, the ledger file and the stdout lines; no Docker."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from gate.core.errors import SandboxError
+from gate.core.ledger import LedgerAction
+from gate.core.policy import JobStatus
+from gate.core.stamp import verdict_lines
+from gate.core.testing import MockExecutor
+from gate.core.trial import Captured, FileChange, Observation, TrialSpec
+from gate.core.verdict import Kind
+from gate.io.artifacts import read_card
+from gate.io.fixtures import seal_tree, write_seal_file
+from gate.run.runner import RunRequest, RunResult, run_gate
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+RUN_ID = "run-test-0001"
+SAFETY, CONTRACT, STAT = "no_unmapped_write", "invoice_total", "tool_choice_rate"
+
+GATE_TOML = """\
+[suite]
+name = "tiny"
+probe = "python3 probe.py"
+fixtures = "fixtures"
+checks = "checks.py"
+
+[[property]]
+id = "no_unmapped_write"
+band = "safety"
+fixture = "invoices/inv-001.json"
+check = "builtin:no_unmapped_write"
+deadline_s = 2.0
+params = { write_map = ["out/*"] }
+
+[[property]]
+id = "invoice_total"
+band = "contract"
+fixture = "invoices/inv-001.json"
+check = "checks:invoice_total"
+deadline_s = 2.0
+
+[[property]]
+id = "tool_choice_rate"
+band = "statistical"
+fixture = "tools/refund-query.json"
+check = "checks:tool_choice"
+deadline_s = 2.0
+"""
+
+CHECKS_PY = '''\
+from gate.core.checks import Trial
+
+
+def invoice_total(trial: Trial) -> bool:
+    """Contract: the printed total is the fixture's expected total."""
+    got = trial.stdout_json()["total"]
+    expect = trial.fixture_json()["expected_total"]
+    assert got == expect, f"total {got} != {expect}"
+    return True
+
+
+def tool_choice(trial: Trial) -> bool:
+    """Statistical: the probe picked the expected tool."""
+    got = trial.stdout_json().get("tool")
+    assert got == trial.fixture_json()["expected_tool"], f"chose {got}"
+    return True
+'''
+
+INVOICE = {"invoice_id": "inv-001", "lines": [{"amount": "10.00"}], "tax_rate": "0.21", "expected_total": "12.10"}
+QUERY = {"query": "where is my refund?", "expected_tool": "refunds.lookup"}
+
+Handler = Callable[[TrialSpec, bytes], Observation]
+
+
+@dataclass
+class Suite:
+    request: RunRequest
+    fixtures: Path
+    card: Path
+    ledger: Path
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Suite:
+    """A three-property suite (safety, contract, statistical 8 of 10), its sealed fixtures and a workdir."""
+    (tmp_path / "gate.toml").write_text(GATE_TOML)
+    (tmp_path / "checks.py").write_text(CHECKS_PY)
+    fixtures = tmp_path / "fixtures"
+    (fixtures / "invoices").mkdir(parents=True)
+    (fixtures / "tools").mkdir()
+    (fixtures / "clock.json").write_text(json.dumps({"frozen_at": "2026-03-01T00:00:00Z", "zone": "UTC"}))
+    (fixtures / "invoices" / "inv-001.json").write_text(json.dumps(INVOICE))
+    (fixtures / "tools" / "refund-query.json").write_text(json.dumps(QUERY))
+    seal = tmp_path / "fixtures.seal"  # outside the tree it seals
+    write_seal_file(seal, seal_tree(fixtures))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "probe.py").write_text("print('{}')\n")
+    card = tmp_path / "out" / "card.json"
+    request = RunRequest(suite=tmp_path / "gate.toml", workdir=work, fixture=None, seal=seal, card=card)
+    return Suite(request=request, fixtures=fixtures, card=card, ledger=card.parent / "ledger.json")
+
+
+def stdout(payload: dict) -> Captured:
+    data = json.dumps(payload).encode()
+    return Captured(data=data, length=len(data))
+
+
+def good(spec: TrialSpec, fixture: bytes) -> Observation:
+    """What a well-behaved probe reports: a mapped write, the right total, the right tool."""
+    facts: dict = {"exit_code": 0, "image_id": "sha256:mock", "duration_s": 0.25}
+    if spec.property_id == SAFETY:
+        facts["writes"] = (FileChange(path="/work/out/result.json", change="created"),)
+        facts["stdout"] = stdout({})
+    elif spec.property_id == CONTRACT:
+        facts["stdout"] = stdout({"total": json.loads(fixture)["expected_total"]})
+    else:
+        facts["stdout"] = stdout({"tool": json.loads(fixture)["expected_tool"]})
+    return Observation.of(spec, **facts)
+
+
+def but(property_id: str, bad: Handler) -> Handler:
+    """`good`, except that `property_id`'s trials are answered by `bad`."""
+    return lambda spec, fixture: (bad if spec.property_id == property_id else good)(spec, fixture)
+
+
+def run(suite: Suite, handler: Handler, emit: Callable[[str], None] | None = None) -> tuple[RunResult, MockExecutor]:
+    executor = MockExecutor(handler)
+    result = run_gate(
+        suite.request,
+        executor_factory=lambda _: executor,
+        now=lambda: NOW,
+        run_id=RUN_ID,
+        emit=emit or (lambda _: None),
+    )
+    return result, executor
+
+
+def kinds(result: RunResult) -> dict[str, Kind]:
+    return {row.id: row.kind for row in result.card.properties}
+
+
+def test_clean_run_is_accepted_with_the_given_run_id_clock_and_lifecycle(suite: Suite) -> None:
+    """Every trial answered well gives an accepted card, exit 0, bound to the run id and clock passed in,
+    between one executor open and one close."""
+    specs: list[TrialSpec] = []
+
+    def recording(spec: TrialSpec, fixture: bytes) -> Observation:
+        specs.append(spec)
+        return good(spec, fixture)
+
+    result, executor = run(suite, recording)
+    card = result.card
+    assert card.status is JobStatus.ACCEPTED
+    assert card.exit_code == 0
+    assert kinds(result) == {SAFETY: Kind.PASS, CONTRACT: Kind.PASS, STAT: Kind.PASS}
+    assert all(row.voting for row in card.properties)
+    assert {row.id: (row.trials, row.hits) for row in card.properties} == {
+        SAFETY: (1, 1),
+        CONTRACT: (1, 1),
+        STAT: (10, 10),
+    }
+    assert card.run_id == RUN_ID
+    assert card.created_at == NOW
+    assert card.image == "mock-image"
+    assert card.image_id == "sha256:mock"
+    assert card.reasons == ()
+    assert executor.calls == [("open", RUN_ID), ("run", "12"), ("close", RUN_ID)]
+    assert {s.run_id for s in specs} == {RUN_ID}
+    assert {s.clock.frozen_at for s in specs} == {datetime(2026, 3, 1, tzinfo=UTC)}
+    assert len({s.canary for s in specs}) == 12 and "" not in {s.canary for s in specs}
+    assert read_card(suite.card) == card
+
+
+def test_contract_miss_fails_the_contract_and_blocks(suite: Suite) -> None:
+    """A probe printing the wrong total makes the contract row fail_contract and the job exit 1."""
+    wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({"total": "12.11"})))
+    result, _ = run(suite, wrong)
+    assert kinds(result) == {SAFETY: Kind.PASS, CONTRACT: Kind.FAIL_CONTRACT, STAT: Kind.PASS}
+    assert result.card.status is JobStatus.BLOCKED
+    assert result.card.exit_code == 1
+    assert "total 12.11 != 12.10" in result.card.properties[1].detail
+
+
+def test_write_outside_the_write_map_fails_safety(suite: Suite) -> None:
+    """A write the write map does not cover makes the safety row fail_safety and the job exit 1."""
+    unmapped = (FileChange(path="/work/x", change="created"),)
+    result, _ = run(suite, but(SAFETY, lambda spec, _: Observation.of(spec, exit_code=0, writes=unmapped)))
+    assert kinds(result) == {SAFETY: Kind.FAIL_SAFETY, CONTRACT: Kind.PASS, STAT: Kind.PASS}
+    assert result.card.status is JobStatus.BLOCKED
+    assert result.card.exit_code == 1
+    assert "/work/x" in result.card.properties[0].detail
+
+
+def test_six_hits_of_ten_is_an_inconclusive_sample(suite: Suite) -> None:
+    """Six hits under the default 8-of-10 band is inconclusive_sample, which does not block the job."""
+
+    def six_of_ten(spec: TrialSpec, fixture: bytes) -> Observation:
+        tool = json.loads(fixture)["expected_tool"] if spec.trial_index < 6 else "search.web"
+        return Observation.of(spec, exit_code=0, stdout=stdout({"tool": tool}))
+
+    result, _ = run(suite, but(STAT, six_of_ten))
+    row = result.card.properties[2]
+    assert row.kind is Kind.INCONCLUSIVE_SAMPLE
+    assert (row.trials, row.hits) == (10, 6)
+    assert row.rule == {"rule": "fixed", "trials": 10, "min_hits": 8}
+    assert result.card.status is JobStatus.INCONCLUSIVE
+    assert result.card.exit_code == 0
+    assert json.loads(suite.ledger.read_text())["sampler_window"] == [True]
+
+
+def test_harness_fault_draws_a_ledger_credit(suite: Suite) -> None:
+    """A harness fault on the contract property is a harness_error that opens a credit in a fresh
+    ledger (budget 2), stops the row voting, and is saved in ledger.json beside the card."""
+    faulty = but(CONTRACT, lambda spec, _: Observation.harness_fault(spec, "container vanished"))
+    result, _ = run(suite, faulty)
+    card = result.card
+    row = card.properties[1]
+    assert row.kind is Kind.HARNESS_ERROR
+    assert "container vanished" in row.detail
+    assert row.ledger is LedgerAction.OPENED
+    assert row.voting is False
+    assert [(e.property_id, e.action, e.remaining) for e in card.ledger_actions] == [(CONTRACT, LedgerAction.OPENED, 1)]
+    assert card.ledger_actions[0].expires_at == NOW + timedelta(hours=6)
+    # A credited harness_error neither blocks nor explains itself in reasons; the other rows passed.
+    assert card.status is JobStatus.ACCEPTED
+    assert card.exit_code == 0
+    assert card.reasons == ()
+    books = json.loads(suite.ledger.read_text())
+    assert set(books["credits"]) == {CONTRACT}
+    assert books["credits"][CONTRACT]["remaining"] == 1
+    assert datetime.fromisoformat(books["credits"][CONTRACT]["expires_at"]) == NOW + timedelta(hours=6)
+
+
+def test_fixture_drift_fails_every_property_without_running_a_trial(suite: Suite) -> None:
+    """A fixture edited after sealing makes every property harness_error and sends no trial to the executor."""
+    (suite.fixtures / "invoices" / "inv-001.json").write_text(json.dumps({**INVOICE, "expected_total": "99.99"}))
+    result, executor = run(suite, good)
+    assert set(kinds(result).values()) == {Kind.HARNESS_ERROR}
+    assert all("fixture drift" in row.detail for row in result.card.properties)
+    assert all(row.trials == 0 for row in result.card.properties)
+    assert not [call for call in executor.calls if call[0] == "run"]
+    assert executor.calls == [("open", RUN_ID), ("close", RUN_ID)]
+    # The safety row's harness_error can draw no credit, so the harness is broken (exit 2).
+    assert result.card.status is JobStatus.HARNESS_BROKEN
+    assert result.card.exit_code == 2
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("handler blew up"), SandboxError("daemon gone")])
+def test_executor_is_closed_when_the_handler_raises(
+    suite: Suite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception
+) -> None:
+    """An exception out of the executor's run propagates from run_gate (even a HarnessError), after the
+    executor was closed and the snapshot removed, with no card, ledger or stdout line written."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+
+    def raising(spec: TrialSpec, fixture: bytes) -> Observation:
+        raise exc
+
+    executor = MockExecutor(raising)
+    lines: list[str] = []
+    with pytest.raises(type(exc), match=str(exc)):
+        run_gate(suite.request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=lines.append)
+    assert ("close", RUN_ID) in executor.calls
+    assert executor.calls == [("open", RUN_ID), ("run", "12"), ("close", RUN_ID)]
+    assert not suite.card.exists()
+    assert not suite.ledger.exists()
+    assert lines == []
+    assert list(scratch.iterdir()) == []
+
+
+def test_emit_gets_one_line_per_property_and_a_job_line(suite: Suite) -> None:
+    """`emit` receives verdict_lines: one JSON line per property in suite order, then the job's line."""
+    lines: list[str] = []
+    wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({"total": "0.00"})))
+    result, _ = run(suite, wrong, lines.append)
+    assert lines == verdict_lines(result.card, suite.card)
+    parsed = [json.loads(line) for line in lines]
+    assert [p["property_id"] for p in parsed[:-1]] == [SAFETY, CONTRACT, STAT]
+    assert [p["kind"] for p in parsed[:-1]] == [row.kind for row in result.card.properties]
+    assert [p["kind"] for p in parsed[:-1]] == ["pass", "fail_contract", "pass"]
+    assert parsed[-1] == {
+        "job": "blocked",
+        "exit_code": 1,
+        "run_id": RUN_ID,
+        "card": str(suite.card),
+        "reasons": [f"{CONTRACT}: fail_contract (trial 0: total 0.00 != 12.10)"],
+    }
+
+
+def test_a_check_that_raises_other_than_assert_is_a_harness_error(suite: Suite) -> None:
+    """A contract check that raises KeyError (stdout JSON lacks the field it indexes) is a harness_error
+    that draws a credit, not a fail_contract: the job is not blocked."""
+    result, _ = run(suite, but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({}))))
+    row = result.card.properties[1]
+    assert row.kind is Kind.HARNESS_ERROR
+    assert row.detail == "trial 0: check raised KeyError: 'total'"
+    assert row.ledger is LedgerAction.OPENED
+    assert result.card.exit_code == 0

@@ -1,0 +1,131 @@
+"""The Docker engine behind one edge. Every docker SDK call of the worker goes through here, and
+every docker or HTTP-transport exception leaves this module as a SandboxError with a one-line
+reason: the rest of the worker catches the gate's errors only, never a docker type.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from gate.core.errors import SandboxError
+
+# Must equal sandbox_images/python/TAG (a test checks); a literal so an installed wheel needs no checkout.
+DEFAULT_IMAGE = "probegate/sandbox-python:trixie-1"
+_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+_CONFLICT = 409  # the engine is already removing the container (its owner is closing the run)
+
+
+def one_line(exc: BaseException) -> str:
+    """The last non-empty line of an exception's text (docker's errors span several), else its type."""
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def engine_call(what: str) -> Iterator[None]:
+    """Run docker SDK calls; an engine or transport fault becomes SandboxError("{what}: reason")."""
+    try:
+        yield
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"{what}: {one_line(exc)}") from exc
+
+
+def docker_client() -> docker.DockerClient:
+    """A client for the local daemon, pinged once; SandboxError with a one-line reason if unreachable."""
+    try:
+        client = docker.from_env()
+        client.ping()
+    except (*_ENGINE_ERRORS, OSError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SandboxError(f"docker daemon unreachable: {reason}") from exc
+    return client
+
+
+def resolve_image_id(client: docker.DockerClient, tag: str) -> str:
+    """The image ID (sha256:…) behind `tag`; SandboxError telling how to build it when absent."""
+    try:
+        return client.images.get(tag).id
+    except docker.errors.ImageNotFound as exc:
+        raise SandboxError(f"sandbox image {tag} is missing; run sandbox_images/python/build-offline.sh") from exc
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker daemon error while resolving {tag}: {exc}") from exc
+
+
+class Container:
+    """One container on the engine; each call raises SandboxError, never a docker exception."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self._raw.labels
+
+    def start(self) -> None:
+        with engine_call("starting the container"):
+            self._raw.start()
+
+    def kill(self) -> None:
+        with engine_call("killing the container"):
+            self._raw.kill()
+
+    def remove(self) -> bool:
+        """Force-remove it; False when it was already gone or being removed by someone else."""
+        try:
+            self._raw.remove(force=True)
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if exc.status_code == _CONFLICT:
+                return False
+            raise SandboxError(f"removing the container: {one_line(exc)}") from exc
+        except _ENGINE_ERRORS as exc:
+            raise SandboxError(f"removing the container: {one_line(exc)}") from exc
+        return True
+
+    def attach(self) -> Attached:
+        """Its stdout from the start (logs included), as a stream of chunks; attach before `start`."""
+        with engine_call("attaching to the container"):
+            return Attached(self._raw.attach(stdout=True, stderr=False, stream=True, logs=True))
+
+    def ended(self, timeout_s: float) -> tuple[dict[str, Any], str]:
+        """Wait for it to exit; its final State and the tail of its stderr."""
+        with engine_call("reading the result"):
+            self._raw.wait(timeout=timeout_s)
+            self._raw.reload()
+            tail = self._raw.logs(stdout=False, stderr=True)[-500:].decode(errors="replace")
+            return self._raw.attrs["State"], tail
+
+
+class Attached:
+    """An attached output stream; iteration raises SandboxError when the engine drops it abruptly."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __iter__(self) -> Iterator[bytes]:
+        with engine_call("reading the container's output"):
+            yield from self._raw
+
+    def close(self) -> None:
+        # Closing a dead stream may fail any way; we only let go of it.
+        with contextlib.suppress(Exception):
+            self._raw.close()
+
+
+def create(client: docker.DockerClient, image_id: str, **options: Any) -> Container:
+    """A created (not started) container of `image_id` with docker SDK `options`."""
+    with engine_call("creating the container"):
+        return Container(client.containers.create(image_id, **options))
+
+
+def containers(client: docker.DockerClient, *, labels: list[str], sparse: bool = True) -> list[Container]:
+    """Every container (running or not) carrying all of `labels` ("key" or "key=value")."""
+    with engine_call("listing containers"):
+        return [Container(c) for c in client.containers.list(all=True, filters={"label": labels}, sparse=sparse)]
