@@ -19,6 +19,9 @@ card cannot be produced) reach the CLI as an exit code.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 RET_OK = 0  # accepted: every voting property passed, or nothing blocks the job
 RET_BLOCKED = 1  # blocked by the patch: fail_safety / fail_contract on a voting property
 RET_HARNESS = 2  # broken harness: harness credits exhausted, or a fault with no credit to draw
@@ -91,3 +94,18 @@ class SandboxError(HarnessError):
 
 class BrokerError(HarnessError):
     """The broker or the blob store could not be reached (Redis down, connection reset)."""
+
+
+def last_line(exc: BaseException) -> str:
+    """The last non-empty line of an exception's text (client errors often span several), else its type."""
+    text = str(exc).strip()
+    return text.splitlines()[-1] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def reraise_as(error: type[GateError], what: str, caught: tuple[type[BaseException], ...]) -> Iterator[None]:
+    """Run a call at an edge: an exception of `caught` leaves as `error("{what}: reason")`, cause kept."""
+    try:
+        yield
+    except caught as exc:
+        raise error(f"{what}: {last_line(exc)}") from exc

@@ -5,20 +5,15 @@ the blob store leave as BrokerError (a HarnessError), so nothing else names a cl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 
 import kombu.exceptions
 import redis.exceptions
 
-from gate.core.errors import BrokerError
+from gate.core.errors import BrokerError, reraise_as
 
 _BROKER_ERRORS = (redis.exceptions.RedisError, kombu.exceptions.OperationalError, ConnectionError, OSError)
 
 
-@contextlib.contextmanager
-def broker_call(what: str) -> Iterator[None]:
+def broker_call(what: str) -> contextlib.AbstractContextManager[None]:
     """Talk to the broker; a transport fault becomes BrokerError("{what}: reason")."""
-    try:
-        yield
-    except _BROKER_ERRORS as exc:
-        raise BrokerError(f"{what}: {exc}") from exc
+    return reraise_as(BrokerError, what, _BROKER_ERRORS)

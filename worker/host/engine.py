@@ -13,7 +13,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from gate.core.errors import SandboxError
+from gate.core.errors import SandboxError, last_line, reraise_as
 
 # Must equal sandbox_images/python/TAG (a test checks); a literal so an installed wheel needs no checkout.
 DEFAULT_IMAGE = "probegate/sandbox-python:trixie-1"
@@ -21,19 +21,9 @@ _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExce
 _CONFLICT = 409  # the engine is already removing the container (its owner is closing the run)
 
 
-def one_line(exc: BaseException) -> str:
-    """The last non-empty line of an exception's text (docker's errors span several), else its type."""
-    text = str(exc).strip()
-    return text.splitlines()[-1] if text else type(exc).__name__
-
-
-@contextlib.contextmanager
-def engine_call(what: str) -> Iterator[None]:
+def engine_call(what: str) -> contextlib.AbstractContextManager[None]:
     """Run docker SDK calls; an engine or transport fault becomes SandboxError("{what}: reason")."""
-    try:
-        yield
-    except _ENGINE_ERRORS as exc:
-        raise SandboxError(f"{what}: {one_line(exc)}") from exc
+    return reraise_as(SandboxError, what, _ENGINE_ERRORS)
 
 
 def docker_client() -> docker.DockerClient:
@@ -84,9 +74,9 @@ class Container:
         except docker.errors.APIError as exc:
             if exc.status_code == _CONFLICT:
                 return False
-            raise SandboxError(f"removing the container: {one_line(exc)}") from exc
+            raise SandboxError(f"removing the container: {last_line(exc)}") from exc
         except _ENGINE_ERRORS as exc:
-            raise SandboxError(f"removing the container: {one_line(exc)}") from exc
+            raise SandboxError(f"removing the container: {last_line(exc)}") from exc
         return True
 
     def attach(self) -> Attached:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import docker
 
-from gate.core.errors import GateError, SandboxError
+from gate.core.errors import GateError, SandboxError, last_line
 from gate.core.trial import Inputs, Limits, Observation, TrialSpec
 from worker.host.batchfile import batch_file, container_groups
 from worker.host.container import (
@@ -22,7 +22,7 @@ from worker.host.container import (
     ReportStream,
     report_observation,
 )
-from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, one_line, resolve_image_id
+from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id
 from worker.host.fleet import Fleet
 from worker.host.sweep import sweep
 from worker.host.warm import ContainerShape, Warm
@@ -154,7 +154,7 @@ class DockerSandbox:
         except (SandboxError, OSError, ValueError) as exc:
             if warm is not None:
                 warm.remove()
-            return [self._fault(s, f"container could not start: {one_line(exc)}", image_id) for s in pending]
+            return [self._fault(s, f"container could not start: {last_line(exc)}", image_id) for s in pending]
         keep = False
         try:
             started = time.monotonic()
@@ -166,7 +166,7 @@ class DockerSandbox:
                 keep = self._finished(warm, seq)
             return done
         except SandboxError as exc:
-            return [self._fault(s, f"container could not start: {one_line(exc)}", image_id) for s in pending]
+            return [self._fault(s, f"container could not start: {last_line(exc)}", image_id) for s in pending]
         finally:
             self._fleet.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
 
@@ -224,7 +224,7 @@ class DockerSandbox:
         try:
             state, tail = container.ended(timeout_s=10)
         except SandboxError as exc:
-            return self._fault(spec, f"docker daemon error reading the result: {one_line(exc)}", image_id)
+            return self._fault(spec, f"docker daemon error reading the result: {last_line(exc)}", image_id)
         if state.get("OOMKilled"):
             # The memory cgroup took the supervisor down with the probe: the probe's doing.
             return Observation.of(
@@ -235,10 +235,10 @@ class DockerSandbox:
                 worker_id=self.worker_id,
             )
         code = state.get("ExitCode")
-        return self._fault(spec, f"supervisor gave no report (container exit {code}): {one_line(tail)}", image_id)
+        return self._fault(spec, f"supervisor gave no report (container exit {code}): {last_line(tail)}", image_id)
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
         try:
             return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
         except (KeyError, TypeError, ValueError) as exc:
-            return self._fault(spec, f"supervisor report malformed: {one_line(exc)}", image_id)
+            return self._fault(spec, f"supervisor report malformed: {last_line(exc)}", image_id)
