@@ -6,21 +6,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import select
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from gate import __version__
 from gate.cli.executors import default_executor
 from gate.cli.power import add_power_parser
 from gate.cli.power import run_from_args as run_power
-from gate.core.errors import RET_INTERNAL, RET_OK, GateError, InputMissingError, UsageError
+from gate.core.errors import RET_INTERNAL, RET_OK, RET_PIPE, GateError, InputMissingError, UsageError
+from gate.io.artifacts import check_writable
 from gate.io.cliargs import ArgParser
 from gate.run.runner import RunRequest
+
+# 128 + SIGPIPE: stdout's reader went away (e.g. `gate schema card | head -1`). What a shell reports
+# for a program the signal killed, and never 0: `gate accept | …` with a closed pipe must not pass.
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgParser(prog="gate", description="Seal fixtures, run probes in sandboxes, stamp a verdict card.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
 
@@ -41,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
     add_run_arguments(base, card_required=False)
     base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
-    base.add_argument("--factor", type=float, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
+    base.add_argument("--factor", type=finite, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
 
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
@@ -72,14 +81,14 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = Tru
     )
     run.add_argument(
         "--worker-wait",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="S",
         help="with --broker: how long to wait for a worker before harness_error (default 30)",
     )
     run.add_argument(
         "--result-timeout",
-        type=float,
+        type=seconds,
         metavar="S",
         help="with --broker: give up on unreported batches after S seconds (default: derived)",
     )
@@ -90,20 +99,48 @@ def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
     acc.add_argument("--seal", type=Path, required=True)
 
 
+def finite(text: str) -> float:
+    """argparse type: a finite float (float() alone takes "nan" and "inf")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a finite number of seconds above 0."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `gate` command and return its exit code (gate.core.errors); only a bug prints a traceback."""
     from gate.cli import logs
 
     try:
-        args = build_parser().parse_args(argv)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --help, --version: printed, exit 0 (mistakes raise UsageError instead)
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else RET_OK
         logs.configure(args.log_level)
-        return _dispatch(args)
+        code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
+        return code
     except GateError as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("gate: interrupted", file=sys.stderr)
         return 130
-    except Exception:
+    except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():
+            return _quiet_stdout()
         traceback.print_exc()
         print("gate: internal error (a bug in probegate; please report it with the traceback above)", file=sys.stderr)
         return RET_INTERNAL
@@ -142,9 +179,30 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise UsageError(f"unknown command {args.command}")
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has gone (poll reports POLLERR/POLLHUP)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout (e.g. captured in tests)
+        return False
+
+
+def _quiet_stdout() -> int:
+    """Stop writing to the closed pipe, as the CPython docs advise: point stdout at /dev/null so the
+    final flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return RET_PIPE
+
+
 def _seal(args: argparse.Namespace) -> int:
     from gate.io.fixtures import seal_tree, write_seal_file
 
+    if args.write:
+        check_writable(args.write, "--write")
     seal = seal_tree(args.dir)
     if args.write:
         write_seal_file(args.write, seal)
@@ -160,8 +218,19 @@ def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
         raise UsageError("--jobs must be at least 1")
     if args.broker and not args.broker.startswith(("redis://", "rediss://")):
         raise UsageError("must be a redis:// or rediss:// URL", field="--broker")
-    if not args.workdir.is_dir():
+    try:
+        workdir_found = args.workdir.is_dir()
+    except OSError:  # e.g. ENAMETOOLONG, which pathlib does not swallow
+        workdir_found = False
+    if not workdir_found:
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
+    # The card and the ledger are written after every trial has run: refuse an unusable path now.
+    outputs = {"--card": card}
+    if args.command == "run":  # a baseline keeps its books in a scratch folder
+        outputs["--ledger"] = args.ledger or card.parent / "ledger.json"
+    _distinct(outputs, {"--suite": args.suite, "--seal": args.seal})
+    for field, path in outputs.items():
+        check_writable(path, field)
     return RunRequest(
         suite=args.suite,
         workdir=args.workdir,
@@ -194,7 +263,19 @@ def _baseline(args: argparse.Namespace) -> int:
 
     if args.factor < 1:
         raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
+    check_writable(args.calibration, "--calibration")  # first: with_name() raises on "/" or "."
     card = args.card or args.calibration.with_name("baseline-card.json")
+    _distinct({"--calibration": args.calibration, "--card": card}, {"--suite": args.suite, "--seal": args.seal})
     return run_baseline(
         _request(args, card=card), args.calibration, factor=args.factor, executor_factory=default_executor
     )
+
+
+def _distinct(outputs: dict[str, Path], inputs: dict[str, Path]) -> None:
+    """Refuse an output that would overwrite an input of the same run or another output."""
+    taken = {os.path.abspath(path): field for field, path in inputs.items()}
+    for field, path in outputs.items():
+        key = os.path.abspath(path)
+        if key in taken:
+            raise UsageError(f"names the same file as {taken[key]}", file=str(path), field=field)
+        taken[key] = field

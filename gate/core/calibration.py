@@ -14,7 +14,7 @@ and a timeout on it can only be inconclusive.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -102,12 +102,17 @@ def calibration_to_json(calibration: Calibration) -> str:
 def calibration_from_json(text: str, *, source: str | None = None) -> Calibration:
     """Parse a calibration document; any problem is one ConfigError naming `source`."""
     try:
-        return Calibration.model_validate_json(text)
+        calibration = Calibration.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         message = first["msg"].removeprefix("Value error, ")
         raise ConfigError(f"{where}: {message}" if where else message, file=source, field="calibration") from None
+    if calibration.measured_at.utcoffset() is None:
+        # Every calibration the gate writes is stamped in UTC; a naive one was written by hand.
+        message = "measured_at: needs an explicit offset, e.g. 2026-03-01T00:00:00Z"
+        raise ConfigError(message, file=source, field="calibration")
+    return calibration
 
 
 def deadline_source(prop_id: str, deadline_s: float, calibration: Calibration | None, seal: str) -> DeadlineSource:
@@ -120,10 +125,13 @@ def deadline_source(prop_id: str, deadline_s: float, calibration: Calibration | 
     return DeadlineSource.CALIBRATED
 
 
-def baseline_findings(kinds: Mapping[str, Kind], bands: Mapping[str, Band]) -> list[str]:
+def baseline_findings(
+    kinds: Mapping[str, Kind], bands: Mapping[str, Band], *, raised: Collection[str] = ()
+) -> list[str]:
     """What a baseline run (the unpatched tree) says is wrong with the suite, one line per problem.
 
-    A safety or contract property that fails there is wrong (it rejects the code it should
+    A check that raises on the unpatched tree's output is a broken suite (`raised`, in any band);
+    a safety or contract property that fails there is wrong (it rejects the code it should
     accept); a harness_error there means the harness is broken. A timeout there means the
     deadline is too tight for the unpatched tree. Statistical noise is not a finding.
     """
@@ -133,7 +141,9 @@ def baseline_findings(kinds: Mapping[str, Kind], bands: Mapping[str, Band]) -> l
         if prop_id not in bands:
             raise ValueError(f"property {prop_id}: no band given")
         band = bands[prop_id]
-        if kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT) and band in (Band.SAFETY, Band.CONTRACT):
+        if prop_id in raised:
+            findings.append(f"{prop_id}: its check raises on the unpatched tree's output: the suite is broken")
+        elif kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT) and band in (Band.SAFETY, Band.CONTRACT):
             findings.append(f"{prop_id}: {band} property fails on the unpatched tree ({kind}): the property is wrong")
         elif kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT):
             findings.append(f"{prop_id}: {kind} on the unpatched tree (timeout_is_safety): the deadline is too tight")

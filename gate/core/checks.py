@@ -1,8 +1,9 @@
 """Checks: suite functions that judge one observation, on the coordinator, outside any sandbox.
 
 A check is `def name(trial: Trial) -> bool | None`. Returning True or None means the property held
-on this trial; False or raising AssertionError means it did not (the message becomes the
-detail). Any other exception is a fault of the suite itself and becomes a harness_error.
+on this trial; False, raising, or returning anything else means it did not (the message becomes
+the detail). Judging fails closed: the check reads the patch's output, so whatever it raises on
+that output counts against the patch, never as a harness fault that could draw a credit.
 Checks are named `module:function`; `builtin:` names the ones shipped here. Importing the suite's
 checks module is `gate.io.checks`'s.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gate.core.trial import ClockSpec, Observation
+from gate.core.trial import ClockSpec, FaultOrigin, Observation
 from gate.core.verdict import Band, Outcome, OutcomeKind
 
 WORK_ROOT = "/work"
@@ -102,7 +104,10 @@ def judge(check: Check, trial: Trial, band: Band) -> Outcome:
     obs = trial.observation
     index = obs.trial_index
     if obs.fault is not None:
-        return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=obs.fault)
+        if obs.fault_origin is FaultOrigin.PATCH:
+            return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail=f"the patch broke the trial: {obs.fault}")
+        creditable = obs.fault_origin is FaultOrigin.HARNESS
+        return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=obs.fault, creditable=creditable)
     timeout = Outcome(trial_index=index, kind=OutcomeKind.TIMEOUT, detail=f"deadline fired after {obs.duration_s:.2f}s")
     if obs.timed_out and band is not Band.SAFETY:
         return timeout
@@ -110,15 +115,28 @@ def judge(check: Check, trial: Trial, band: Band) -> Outcome:
         held = check(trial)
     except AssertionError as exc:
         return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail=str(exc) or "assertion failed")
-    except Exception as exc:
-        detail = f"check raised {type(exc).__name__}: {exc}"
-        return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=detail)
+    except (Exception, SystemExit) as exc:
+        # The check was reading the patch's output: a unit suffix, a list for an object or a deep
+        # nesting that makes it raise is the patch's doing. A credit here would freeze the very
+        # property that caught it.
+        detail = f"check raised {type(exc).__name__}: {_shown(exc)}"
+        return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail=detail, check_raised=True)
     if held is False:
         return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail="check returned False")
     if held is not True and held is not None:
         # Truthiness would let `return len(bad)` or a numpy bool pass open; refuse to guess.
-        detail = f"check returned {type(held).__name__} {held!r}; return True/None, False, or raise AssertionError"
-        return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=detail)
+        detail = f"check returned {type(held).__name__} {_shown(held)}; return True/None, False, or raise"
+        return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail=detail)
     if obs.timed_out:
         return timeout
     return Outcome(trial_index=index, kind=OutcomeKind.HIT)
+
+
+def _shown(value: object) -> str:
+    """A short rendering of something built from the patch's output: depth and length are capped
+    (reprlib), and a value that cannot even be shown still leaves a detail."""
+    try:
+        text = str(value) if isinstance(value, BaseException) else reprlib.repr(value)
+    except Exception as exc:
+        return f"<unprintable: {type(exc).__name__}>"
+    return text[:300]

@@ -30,6 +30,7 @@ RET_USAGE = 64  # command line misuse (EX_USAGE)
 RET_CONFIG = 65  # a suite, freeze, seal or card file is malformed (EX_DATAERR)
 RET_NOINPUT = 66  # a file or directory named on the command line is missing (EX_NOINPUT)
 RET_INTERNAL = 70  # a bug in the gate itself (EX_SOFTWARE); the traceback goes to stderr
+RET_PIPE = 141  # stdout closed early (`gate schema card | head`): 128 + SIGPIPE, never read as success
 
 
 class GateError(Exception):
@@ -44,12 +45,32 @@ class GateError(Exception):
         self.field = field
 
     def __str__(self) -> str:
+        """`file: field: message` on one line; user data can neither break the line nor drive a terminal."""
+
+        def clean(text: str) -> str:
+            # Paths, keys and values come from files the patch may control: escape every character
+            # that is not printable (line breaks, NUL, ESC, bidi marks, undecodable file-name bytes).
+            out: list[str] = []
+            for char in text:
+                code = ord(char)
+                if char.isprintable():
+                    out.append(char)
+                elif char in "\n\r\t":
+                    out.append(repr(char)[1:-1])
+                elif 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode (surrogateescape)
+                    out.append(f"\\x{code - 0xDC00:02x}")
+                elif code <= 0xFF:
+                    out.append(f"\\x{code:02x}")
+                else:
+                    out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+            return "".join(out)
+
         where = ""
         if self.file:
-            where = f"{self.file}: "
+            where = f"{clean(str(self.file))}: "
         if self.field:
-            where += f"{self.field}: "
-        return f"{where}{self.message}"
+            where += f"{clean(str(self.field))}: "
+        return f"{where}{clean(str(self.message))}"
 
 
 class UsageError(GateError):

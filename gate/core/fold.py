@@ -67,7 +67,9 @@ def fold_tallies(tallies: Sequence[Tally], manifest: Mapping[str, str], *, calib
         durations[prop.id] = tuple(round(obs.duration_s, 4) for obs, _ in ordered)
         missing = tally.dispatched - len(ordered)
         if missing > 0:
-            verdicts.append(harness_verdict(prop.id, prop.band, digest, f"{missing} trial(s) never reported"))
+            # Executors report a lost batch as faults; a trial missing even so is not proven to be the harness's.
+            lost = f"{missing} trial(s) never reported"
+            verdicts.append(harness_verdict(prop.id, prop.band, digest, lost, creditable=False))
             continue
         verdicts.append(
             fold(

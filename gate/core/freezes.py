@@ -50,8 +50,22 @@ def resolve(
     source: str = "freeze file",
 ) -> FreezeState:
     """Apply the freeze file to this run: refuse safety freezes, skip expired or foreign-seal ones."""
+    check_properties(freeze_file, bands=bands, source=source)
     frozen: dict[str, str] = {}
     inactive: dict[str, str] = {}
+    for entry in freeze_file.freezes:
+        if entry.expires_at <= now:
+            inactive[entry.freeze_id] = f"expired at {entry.expires_at.isoformat()}"
+        elif entry.seal != seal:
+            inactive[entry.freeze_id] = f"observed under seal {entry.seal[:16]}, run is {seal[:16]}"
+        else:
+            for pid in entry.properties:
+                frozen.setdefault(pid, entry.freeze_id)
+    return FreezeState(frozen=frozen, inactive=inactive)
+
+
+def check_properties(freeze_file: FreezeFile, *, bands: Mapping[str, Band], source: str = "freeze file") -> None:
+    """Refuse a file naming a property the suite lacks, or a safety property (never frozen)."""
     for entry in freeze_file.freezes:
         for pid in entry.properties:
             if pid not in bands:
@@ -61,11 +75,3 @@ def resolve(
                     f"freeze {entry.freeze_id} names safety property {pid}; safety is never frozen",
                     file=source,
                 )
-        if entry.expires_at <= now:
-            inactive[entry.freeze_id] = f"expired at {entry.expires_at.isoformat()}"
-        elif entry.seal != seal:
-            inactive[entry.freeze_id] = f"observed under seal {entry.seal[:16]}, run is {seal[:16]}"
-        else:
-            for pid in entry.properties:
-                frozen.setdefault(pid, entry.freeze_id)
-    return FreezeState(frozen=frozen, inactive=inactive)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 
 class LedgerAction(StrEnum):
@@ -25,7 +25,8 @@ class Credit(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     property_id: str
     remaining: int = Field(ge=0)
-    expires_at: datetime
+    # Aware only: a naive expiry read back from the ledger file cannot be compared with the run's clock.
+    expires_at: AwareDatetime
     last_detail: str
 
 

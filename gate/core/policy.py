@@ -1,14 +1,23 @@
 """The decision table: verdicts in, one job status and exit code out.
 
     event                                   verdict                 freeze?          job exit
+    the patch edits oracle files            (refused by accept)     never            1
     extra write / secret in output          fail_safety             never            1
     contract miss on the locked digest      fail_contract           never by credit  1
     hits below the band                     inconclusive_sample     never            3 if the window trips
     deadline fired                          inconclusive_timeout    never            — (0)
+    a check raises on the patch's output    a miss (by band)        never            as the band
+    a fault the patched tree caused         a miss (by band)        never            as the band
     harness fault, credit left              harness_error           a credit         — (0)
     harness fault, credits exhausted        harness_error           no               2
     harness fault on a safety property      harness_error           never            2
+    fault not proven outside the patch      harness_error           never            2
+    faults on > max_fault_share of props    harness_error           none drawn       2
     > max inconclusive_sample in window     sampler_budget_exceeded never            3
+
+A credit is for a fault in one place: when more than one and more than `max_fault_share` of the
+voting properties hit harness faults, the harness itself is broken and no credit is drawn at all. The first two rows are
+decided where trials are judged (`gate.core.checks.judge`); the rest here.
 
 Precedence when several rows fire: 1 over 2 over 3. A property under an active flake freeze still
 ran and keeps its verdict, but does not vote, draw credits or count in the window. A credited
@@ -67,6 +76,8 @@ def decide(
     ledger: Ledger,
     window: SamplerWindow,
     now: datetime,
+    max_fault_share: float = 0.25,
+    oracle_edits: Sequence[str] = (),
 ) -> Decision:
     """Apply the decision table to one run's verdicts; returns the updated ledger and window too."""
     votes: list[Vote] = []
@@ -74,6 +85,20 @@ def decide(
     reasons: list[str] = []
     blocked = harness_broken = False
     sampled: list[bool] = []
+    if oracle_edits:
+        # A patch that edits its own oracle is blocked whatever its verdicts say: it graded itself.
+        blocked = True
+        reasons.append(f"the patch edits oracle files: {', '.join(oracle_edits)}")
+    voting_verdicts = [v for v in verdicts if v.property_id not in frozen]
+    faulted = sum(1 for v in voting_verdicts if v.kind is Kind.HARNESS_ERROR)
+    # One faulted property is a fault in one place, whatever the suite's size.
+    broad = faulted > 1 and faulted > max_fault_share * len(voting_verdicts)
+    if broad:
+        harness_broken = True
+        reasons.append(
+            f"harness faults on {faulted} of {len(voting_verdicts)} properties (more than {max_fault_share:.0%}):"
+            " a broken harness draws no credits"
+        )
 
     for v in verdicts:
         if v.property_id in frozen:
@@ -87,6 +112,11 @@ def decide(
         elif v.kind is Kind.HARNESS_ERROR and v.band is Band.SAFETY:
             harness_broken = True
             reasons.append(f"{v.property_id}: harness_error on a safety property draws no credit ({v.detail})")
+        elif v.kind is Kind.HARNESS_ERROR and not v.creditable:
+            harness_broken = True
+            reasons.append(f"{v.property_id}: harness_error not proven outside the patch draws no credit ({v.detail})")
+        elif v.kind is Kind.HARNESS_ERROR and broad:
+            pass  # counted above: no credit for any property of a broken harness
         elif v.kind is Kind.HARNESS_ERROR:
             ledger, entry = ledger.draw(v.property_id, v.detail, now)
             actions.append(entry)

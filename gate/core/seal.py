@@ -78,8 +78,25 @@ class Seal(BaseModel):
             digest, sep, path = line.removeprefix("\\").partition("  ")
             if not sep or not _HEX64.match(digest) or not path:
                 raise ValueError(f"line {number} is not `sha256  path`")
-            manifest[_unescape(path) if escaped else path] = digest
+            path = _unescape(path) if escaped else path
+            problem = _outside(path)
+            if problem:
+                raise ValueError(f"line {number}: path {path!r} {problem}")
+            if path in manifest:
+                raise ValueError(f"line {number}: path {path!r} is listed twice")
+            manifest[path] = digest
         return cls(digest=lines[0].strip(), manifest=manifest)
+
+
+def _outside(path: str) -> str:
+    """Why a manifest path cannot name a file inside the tree (empty when it can)."""
+    if "\0" in path:
+        return "holds a NUL byte"
+    if path.startswith("/"):
+        return "is absolute; manifest paths are relative to the tree"
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return "has an empty, '.' or '..' component; manifest paths stay inside the tree"
+    return ""
 
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r"}

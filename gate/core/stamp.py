@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from gate import __version__
-from gate.core.card import DeadlineSource, FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
+from gate.core.card import Acceptance, DeadlineSource, FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
 from gate.core.freezes import FreezeState
 from gate.core.policy import Decision
 from gate.core.seal import Seal
@@ -98,8 +98,9 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
     )
 
 
-def verdict_lines(card: VerdictCard, card_path: Path) -> list[str]:
-    """One JSON line per property, then the job's line: the stdout contract of `gate run`."""
+def verdict_lines(card: VerdictCard, card_path: Path, acceptance: Acceptance) -> list[str]:
+    """One JSON line per property, then the job's line: the stdout contract of `gate run`. The job
+    line also says what `gate accept` will decide on this card and why, so there is one answer."""
     lines = [
         json.dumps(
             {
@@ -116,5 +117,6 @@ def verdict_lines(card: VerdictCard, card_path: Path) -> list[str]:
         for row in card.properties
     ]
     job = {"job": card.status, "exit_code": card.exit_code, "run_id": card.run_id, "card": str(card_path)}
-    lines.append(json.dumps({**job, "reasons": list(card.reasons)}))
+    verdict = {"accepted": acceptance.accepted, "accept_reasons": list(acceptance.reasons)}
+    lines.append(json.dumps({**job, "reasons": list(card.reasons), **verdict}))
     return lines

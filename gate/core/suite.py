@@ -5,17 +5,30 @@ statistical property without a sane band is refused. Reading the file is `gate.i
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gate.core.bands import FixedRule, SamplerWindow, SprtRule
 from gate.core.trial import Limits
 from gate.core.verdict import Band
 
-_STRICT = ConfigDict(frozen=True, extra="forbid")
+# Numbers and booleans below are Strict* (TOML has real ones, so `deadline_s = "2"` is a mistake, not
+# a 2), and no float may be NaN or infinite.
+_STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 _RULE_KEYS: dict[str, tuple[str, ...]] = {
     "fixed": ("trials", "min_hits"),
     "sprt": ("p0", "p1", "alpha", "beta", "max_trials", "wave"),
@@ -28,20 +41,20 @@ class PropertySpec(BaseModel):
     band: Band
     fixture: str = Field(min_length=1)
     check: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
-    deadline_s: float = Field(2.0, gt=0, le=3600)
-    timeout_is_safety: bool = False
+    deadline_s: StrictFloat = Field(2.0, gt=0, le=3600)
+    timeout_is_safety: StrictBool = False
     # Band rule, statistical only: `rule = "fixed"` (the default) with trials/min_hits, or
     # `rule = "sprt"` with p0, p1, alpha, beta, max_trials, wave. The field is `rule_name` because
     # `rule()` returns the built rule; in gate.toml the key is `rule`.
     rule_name: Literal["fixed", "sprt"] | None = Field(None, alias="rule")
-    trials: int | None = None
-    min_hits: int | None = None
-    p0: float | None = None
-    p1: float | None = None
-    alpha: float | None = None
-    beta: float | None = None
-    max_trials: int | None = None
-    wave: int | None = None
+    trials: StrictInt | None = None
+    min_hits: StrictInt | None = None
+    p0: StrictFloat | None = None
+    p1: StrictFloat | None = None
+    alpha: StrictFloat | None = None
+    beta: StrictFloat | None = None
+    max_trials: StrictInt | None = None
+    wave: StrictInt | None = None
     params: dict[str, Any] = {}
 
     @model_validator(mode="after")
@@ -86,8 +99,8 @@ class PropertySpec(BaseModel):
 
 class SamplerConfig(BaseModel):
     model_config = _STRICT
-    window: int = Field(20, ge=1)
-    max_inconclusive: int = Field(4, ge=0)
+    window: StrictInt = Field(20, ge=1, le=100_000)
+    max_inconclusive: StrictInt = Field(4, ge=0)
 
     def empty_window(self) -> SamplerWindow:
         return SamplerWindow(size=self.window, max_inconclusive=self.max_inconclusive)
@@ -95,8 +108,10 @@ class SamplerConfig(BaseModel):
 
 class LedgerConfig(BaseModel):
     model_config = _STRICT
-    budget: int = Field(2, ge=0, le=100)
-    ttl_hours: float = Field(6.0, gt=0, le=24 * 30)
+    budget: StrictInt = Field(2, ge=0, le=100)
+    ttl_hours: StrictFloat = Field(6.0, gt=0, le=24 * 30)
+    # More than one faulted property and more than this share of them: a broken harness, no credits.
+    max_fault_share: StrictFloat = Field(0.25, gt=0, le=1)
 
 
 class SuiteConfig(BaseModel):
@@ -115,7 +130,46 @@ class SuiteConfig(BaseModel):
     @field_validator("probe", mode="before")
     @classmethod
     def _split(cls, value: Any) -> Any:
-        return tuple(shlex.split(value)) if isinstance(value, str) else value
+        if not isinstance(value, str):
+            return value
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:  # e.g. an unbalanced quote
+            raise ValueError(f"cannot split {value!r} into arguments: {exc}") from None
+
+    @field_validator("probe")
+    @classmethod
+    def _runnable(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value or not value[0]:
+            raise ValueError('is empty; give the command that runs the probe, e.g. "python3 probe.py"')
+        if any("\0" in arg for arg in value):
+            raise ValueError("holds a NUL byte, which no command line can carry")
+        return value
+
+    @field_validator("fixtures", "checks", "freeze_file", "calibration", "oracle")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        paths = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(path, str) and "\0" in path for path in paths):
+            raise ValueError("holds a NUL byte, which no path can carry")
+        return value
+
+    @field_validator("limits", mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, value: Any) -> Any:
+        # Limits (gate.core.trial) is lax; in gate.toml a limit given as a string or bool is a mistake.
+        if isinstance(value, dict):
+            for key, given in value.items():
+                field = Limits.model_fields.get(key) if isinstance(key, str) else None
+                if field is None:
+                    continue  # Limits refuses unknown keys itself
+                wanted = (int, float) if field.annotation is float else (int,)
+                kind = "a number" if float in wanted else "an integer"
+                if isinstance(given, bool) or not isinstance(given, wanted):
+                    raise ValueError(f"{key} must be {kind}, not {type(given).__name__}")
+                if isinstance(given, float) and not math.isfinite(given):
+                    raise ValueError(f"{key} must be finite, not {given}")
+        return value
 
 
 class Suite(BaseModel):

@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+
+# Keys that exist in the tz database but do not name a zone: the host's own, and a placeholder.
+_NOT_ZONES = frozenset({"localtime", "Factory", "posixrules"})
 
 
 class ClockSpec(BaseModel):
@@ -36,11 +40,34 @@ class ClockSpec(BaseModel):
     @field_validator("zone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
+        # Only IANA keys: the probe's TZ gets this string, and libc would read a POSIX rule string,
+        # "localtime" (the host's zone) or a "posix/"/"right/" copy as something else than the key says.
+        parts = value.split("/")
+        shaped = value[:1].isascii() and value[:1].isalpha() and all(
+            part and all(c.isascii() and (c.isalnum() or c in "_+-") for c in part) for part in parts
+        )
+        if not shaped or value in _NOT_ZONES or parts[0] in ("posix", "right"):
+            raise ValueError(f"{value!r} is not an IANA time zone name such as 'UTC' or 'Europe/Berlin'")
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
+        except (ZoneInfoNotFoundError, ValueError, OSError):
             raise ValueError(f"unknown time zone {value!r}") from None
         return value
+
+    @model_validator(mode="after")
+    def _representable(self) -> ClockSpec:
+        # faketimerc is "%Y-%m-%d %H:%M:%S", exactly 19 characters (warm.UNBOUND_CLOCK is rewritten in
+        # place), so the wall time in `zone` must fall in years 1000..9999.
+        try:
+            year = self.frozen_at.astimezone(ZoneInfo(self.zone)).year
+        except OverflowError:
+            year = 0
+        if not 1000 <= year <= 9999:
+            raise ValueError(
+                f"frozen_at {self.frozen_at.isoformat()} in zone {self.zone} falls outside years 1000..9999, "
+                "which the sandbox clock cannot represent"
+            )
+        return self
 
     def faketimerc(self) -> str:
         """The instant as libfaketime reads /etc/faketimerc: wall time in `zone` (it parses with mktime)."""
@@ -113,8 +140,18 @@ class FileChange(BaseModel):
     change: Change
 
 
+class FaultOrigin(StrEnum):
+    """Who caused a trial that could not be observed. Only a fault proven to come from outside the
+    patch may draw a harness credit; the patch's own is judged against it."""
+
+    HARNESS = "harness"  # proven outside the patch: engine, image, broker, blob store, a lost worker, an abort
+    PATCH = "patch"  # the patched tree or its probe: the tree could not be laid out, the probe broke the trial
+    UNKNOWN = "unknown"  # neither proven: a harness_error that never draws a credit
+
+
 class Observation(BaseModel):
-    """What a sandbox saw during one trial. `fault` set means the gate could not observe at all."""
+    """What a sandbox saw during one trial. `fault` set means the trial could not be observed;
+    `fault_origin` says whose doing that was."""
 
     model_config = _FROZEN
     run_id: str
@@ -136,6 +173,7 @@ class Observation(BaseModel):
     image_id: str = ""
     worker_id: str = ""
     fault: str | None = None
+    fault_origin: FaultOrigin | None = None
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -147,9 +185,11 @@ class Observation(BaseModel):
         return cls(run_id=spec.run_id, property_id=spec.property_id, trial_index=spec.trial_index, **facts)
 
     @classmethod
-    def harness_fault(cls, spec: TrialSpec, detail: str, *, worker_id: str = "", image_id: str = "") -> Observation:
-        """An observation that records only that the gate itself failed to run the trial."""
-        return cls.of(spec, fault=detail, worker_id=worker_id, image_id=image_id)
+    def harness_fault(
+        cls, spec: TrialSpec, detail: str, *, origin: FaultOrigin, worker_id: str = "", image_id: str = ""
+    ) -> Observation:
+        """An observation that records only that the trial could not be observed, and whose doing that was."""
+        return cls.of(spec, fault=detail, fault_origin=origin, worker_id=worker_id, image_id=image_id)
 
 
 class Inputs(Protocol):

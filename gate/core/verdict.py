@@ -40,12 +40,15 @@ class OutcomeKind(StrEnum):
 
 
 class Outcome(BaseModel):
-    """One trial, judged: did the check hold, and if not, why not."""
+    """One trial, judged: did the check hold, and if not, why not. A fault says whether it was
+    proven to come from outside the patch (`creditable`): only such a fault may draw a credit."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     trial_index: int
     kind: OutcomeKind
     detail: str = ""
+    creditable: bool = False
+    check_raised: bool = False  # the check raised on this trial's output (a miss, and a suite bug on the base)
 
 
 class Verdict(BaseModel):
@@ -60,10 +63,15 @@ class Verdict(BaseModel):
     hits: int
     detail: str = ""
     interval: Interval | None = None
+    # A harness_error may draw a credit only when every fault behind it came from outside the patch.
+    creditable: bool = False
+    check_raised: bool = False  # on some trial the check raised rather than judged
 
 
-def harness_verdict(property_id: str, band: Band, fixture_digest: str, detail: str) -> Verdict:
-    """A harness_error for a property none of whose trials could run (drift, no sandbox)."""
+def harness_verdict(
+    property_id: str, band: Band, fixture_digest: str, detail: str, *, creditable: bool
+) -> Verdict:
+    """A harness_error for a property none of whose trials ran (drift, no sandbox, trials lost)."""
     return Verdict(
         kind=Kind.HARNESS_ERROR,
         property_id=property_id,
@@ -72,6 +80,7 @@ def harness_verdict(property_id: str, band: Band, fixture_digest: str, detail: s
         trials=0,
         hits=0,
         detail=detail,
+        creditable=creditable,
     )
 
 
@@ -88,7 +97,7 @@ def fold(
     hits = sum(1 for o in outcomes if o.kind is OutcomeKind.HIT)
     interval = wilson(hits, len(outcomes)) if band is Band.STATISTICAL and outcomes else None
 
-    def make(kind: Kind, detail: str = "") -> Verdict:
+    def make(kind: Kind, detail: str = "", creditable: bool = False) -> Verdict:
         return Verdict(
             kind=kind,
             property_id=property_id,
@@ -98,6 +107,8 @@ def fold(
             hits=hits,
             detail=detail,
             interval=interval,
+            creditable=creditable,
+            check_raised=any(o.check_raised for o in outcomes),
         )
 
     if not outcomes:
@@ -114,7 +125,7 @@ def fold(
     if band is Band.CONTRACT and misses:
         return make(Kind.FAIL_CONTRACT, _first(misses))
     if faults:
-        return make(Kind.HARNESS_ERROR, _first(faults))
+        return make(Kind.HARNESS_ERROR, _first(faults), creditable=all(o.creditable for o in faults))
     if timeouts:
         return make(Kind.INCONCLUSIVE_TIMEOUT, _first(timeouts))
     if band is Band.STATISTICAL:

@@ -42,7 +42,11 @@ def load_checks(checks_path: Path, names: Mapping[str, str], *, suite_file: str)
 
 
 def _import_file(path: Path, suite_file: str) -> Any:
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except OSError:  # e.g. ENAMETOOLONG
+        found = False
+    if not found:
         raise SuiteError("checks module not found", file=str(path), field="suite.checks")
     name = f"probegate_checks_{abs(hash(path))}"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -52,6 +56,6 @@ def _import_file(path: Path, suite_file: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # a module calling sys.exit() must not end the gate unexplained
         raise SuiteError(f"importing the checks module failed: {type(exc).__name__}: {exc}", file=str(path)) from None
     return module

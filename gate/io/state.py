@@ -4,16 +4,17 @@ kept in one JSON file (default `ledger.json` beside the card) and rewritten atom
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gate.core.bands import SamplerWindow
-from gate.core.errors import ConfigError
+from gate.core.errors import ConfigError, InputMissingError
 from gate.core.ledger import Credit, Ledger
 from gate.core.suite import LedgerConfig, SamplerConfig, one_line
-from gate.io.artifacts import read_json, write_atomic
+from gate.io.artifacts import parse_json, read_input, write_output
 
 
 class Books(BaseModel):
@@ -25,9 +26,15 @@ class Books(BaseModel):
 def load_books(path: Path, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
     """The ledger and window as last saved, under the suite's current budget and window size."""
     books = Books()
-    if path.exists():
+    try:
+        data = read_input(path, "ledger file")
+    except InputMissingError:
+        if _exists(path):
+            raise  # there but unreadable
+        data = None  # no books yet: a fresh ledger and an empty window
+    if data is not None:
         try:
-            books = Books.model_validate(read_json(path, "ledger file"))
+            books = Books.model_validate(parse_json(data, path, "ledger file"))
         except ValidationError as exc:
             raise ConfigError(f"not a ledger file: {one_line(exc)}", file=str(path)) from None
     return (
@@ -38,4 +45,14 @@ def load_books(path: Path, ledger: LedgerConfig, sampler: SamplerConfig) -> tupl
 
 def save_books(path: Path, ledger: Ledger, window: SamplerWindow) -> None:
     books = Books(credits=ledger.credits, sampler_window=window.recent)
-    write_atomic(path, (books.model_dump_json(indent=2) + "\n").encode("utf-8"))
+    write_output(path, (books.model_dump_json(indent=2) + "\n").encode("utf-8"), "ledger file")
+
+
+def _exists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError):
+        return True  # cannot tell (e.g. a name too long): let the read error stand
+    return True

@@ -11,21 +11,22 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gate.core.errors import InputMissingError, SuiteError
+from gate.core.errors import SuiteError
 from gate.core.suite import PropertySpec, Suite, SuiteConfig, one_line
+from gate.io.artifacts import parse_problem, read_input
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def load_suite(path: Path) -> Suite:
     """Read and validate gate.toml; every problem is one SuiteError naming the file and field."""
-    if not path.is_file():
-        raise InputMissingError("suite file not found", file=str(path))
-    raw_bytes = path.read_bytes()
+    raw_bytes = read_input(path, "suite file")
     try:
         raw = tomllib.loads(raw_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SuiteError(f"not valid TOML: {exc}", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise SuiteError(f"not valid TOML: not UTF-8 (bad byte at offset {exc.start})", file=str(path)) from None
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or an int past the digit limit
+        raise SuiteError(f"not valid TOML: {parse_problem(exc)}", file=str(path)) from None
     unknown = set(raw) - {"suite", "property"}
     if unknown:
         raise SuiteError(f"unknown table(s) {', '.join(sorted(unknown))}", file=str(path))

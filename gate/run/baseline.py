@@ -50,7 +50,8 @@ def run_baseline(
     calibration = summarise(durations, factor, card.fixture.seal, now())
     write_atomic(calibration_path, calibration_to_json(calibration).encode("utf-8"))
     kinds = {v.property_id: v.kind for v in result.verdicts}
-    findings = baseline_findings(kinds, suite.bands())
+    raised = {v.property_id for v in result.verdicts if v.check_raised}
+    findings = baseline_findings(kinds, suite.bands(), raised=raised)
     for row in card.properties:
         timing = calibration.properties.get(row.id)
         print(

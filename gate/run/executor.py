@@ -17,7 +17,7 @@ from typing import Protocol
 
 from gate.core.card import HarnessEvent
 from gate.core.plan import batches
-from gate.core.trial import Inputs, Limits, Observation, Sandbox, TrialSpec
+from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, Sandbox, TrialSpec
 from gate.io.snapshot import LocalInputs
 
 SKIP_IN_TREE = frozenset({".git"})
@@ -86,9 +86,8 @@ class LocalExecutor:
                     observed = future.result()
                 except Exception as exc:
                     # A sandbox that raises instead of reporting is itself a harness fault.
-                    observed = [
-                        Observation.harness_fault(s, f"sandbox raised {type(exc).__name__}: {exc}") for s in batch
-                    ]
+                    detail = f"sandbox raised {type(exc).__name__}: {exc}"
+                    observed = [Observation.harness_fault(s, detail, origin=FaultOrigin.UNKNOWN) for s in batch]
                 yield from observed
         except BaseException:
             # Ctrl-C or an abandoned generator: in-flight trials live in pool threads, so end

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import structlog
 
-from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
+from gate.core.calibration import deadline_source
+from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard, accept
 from gate.core.checks import Check, Trial, judge
 from gate.core.errors import HarnessError, SealDriftError
 from gate.core.fold import fold_tallies
+from gate.core.freezes import FreezeFile, FreezeState, resolve
 from gate.core.plan import Planner, check_fixtures
 from gate.core.policy import decide
 from gate.core.stamp import RunFacts, stamp, verdict_lines
@@ -29,7 +31,7 @@ from gate.io.artifacts import write_card
 from gate.io.checks import load_checks
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree, verify
 from gate.io.oracle import oracle_edits
-from gate.io.reviewed import load_deadline_sources, load_freezes
+from gate.io.reviewed import read_calibration, read_freeze_file
 from gate.io.snapshot import LocalInputs
 from gate.io.state import load_books, save_books
 from gate.io.suite import load_suite
@@ -85,6 +87,11 @@ def run_gate(
     started = now()
     ledger_path = request.ledger or request.card.parent / "ledger.json"
     ledger, window = load_books(ledger_path, suite.config.ledger, suite.config.sampler)
+    # Every reviewed file is read, and the oracle diffed, before a container starts.
+    freeze_file = read_freeze_file(suite)
+    calibration_path = (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None
+    calibration = read_calibration(calibration_path)
+    oracle_edits = _oracle_edits(request, suite, fixture_root)
 
     run_id = run_id or uuid.uuid4().hex
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
@@ -108,13 +115,11 @@ def run_gate(
             clock=clock,
             retries=request.retries,
             base=request.base,
-            oracle_edits=_oracle_edits(request, suite, fixture_root),
-            freezes=load_freezes(suite, current.digest, started),
-            deadline_sources=load_deadline_sources(
-                suite,
-                (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None,
-                current.digest,
-            ),
+            oracle_edits=oracle_edits,
+            freezes=_freezes(suite, freeze_file, current.digest, started),
+            deadline_sources={
+                p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
+            },
         )
         fixtures = {
             current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
@@ -132,11 +137,19 @@ def run_gate(
     finally:
         executor.close(run_id)
 
-    decision = decide(verdicts, frozen=facts.freezes.frozen, ledger=ledger, window=window, now=started)
+    decision = decide(
+        verdicts,
+        frozen=facts.freezes.frozen,
+        ledger=ledger,
+        window=window,
+        now=started,
+        max_fault_share=suite.config.ledger.max_fault_share,
+        oracle_edits=facts.oracle_edits,
+    )
     card = stamp(facts, verdicts, decision)
     write_card(request.card, card)
     save_books(ledger_path, decision.ledger.pruned(started), decision.window)
-    for line in verdict_lines(card, request.card):
+    for line in verdict_lines(card, request.card, accept(card, expected.digest)):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts))
@@ -173,7 +186,13 @@ def _execute(
         return judge(checks[prop.id], trial, prop.band)
 
     events: list[HarnessEvent] = []
-    tallies = run_waves(executor, suite.properties, planner=planner, inputs=inputs, judge=judge_one, events=events)
+    try:
+        tallies = run_waves(executor, suite.properties, planner=planner, inputs=inputs, judge=judge_one, events=events)
+    except HarnessError as exc:
+        # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
+        # every property is a harness_error, and the card is still written.
+        events.append(HarnessEvent(kind="executor_failed", detail=str(exc)[:300]))
+        return _all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
     events.extend(executor.events)
     images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
     if len(images) > 1:
@@ -185,7 +204,10 @@ def _execute(
 
 
 def _all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:
-    return [harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail) for p in suite.properties]
+    # Fixture drift or no sandbox at all: both before any trial ran, so neither is the patch's doing.
+    return [
+        harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail, creditable=True) for p in suite.properties
+    ]
 
 
 def _oracle_edits(request: RunRequest, suite: Suite, fixture_root: Path) -> tuple[str, ...]:
@@ -200,3 +222,10 @@ def _oracle_edits(request: RunRequest, suite: Suite, fixture_root: Path) -> tupl
         calibration=calibration,
         fixtures=fixture_root,
     )
+
+
+def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) -> FreezeState:
+    """The freezes in force for this seal at `now`."""
+    if parsed is None:
+        return FreezeState()
+    return resolve(parsed, bands=suite.bands(), seal=seal, now=now, source=str(suite.freeze_path))

@@ -28,6 +28,11 @@ from worker.host.sweep import sweep, sweep_dead_workers
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A test that kills and restarts the engine goes last, so no other test meets the restart.
+    items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)
+
+
 def _unavailable(reason: str) -> NoReturn:
     # CI must prove the sandbox; a laptop without Docker may skip it.
     if os.environ.get("CI") == "true":

@@ -10,11 +10,13 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_USAGE
+import gate as gate_package
+from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_OK, RET_USAGE
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 GATE = [sys.executable, "-m", "gate.cli"]
@@ -212,3 +214,288 @@ def test_schema_card_prints_the_published_schema() -> None:
     schema = json.loads(done.stdout)
     assert schema["title"] == "VerdictCard"
     assert {"retry_count", "fixture", "properties", "new_oracle_edits", "image_id"} <= set(schema["properties"])
+
+
+# ---------------------------------------------------------------- refused before any container runs
+
+RET_PIPE = 141  # gate.cli.main: stdout's reader went away
+
+
+def containers_started_by(pid: int, since: float) -> list[str]:
+    """IDs of probe containers that process `pid` created since `since`, from the engine's event log
+    (a container removed again at the end of a run still shows there)."""
+    docker = shutil.which("docker")
+    done = None
+    if docker:
+        window = ["--since", f"{since - 1:.3f}", "--until", f"{time.time():.3f}"]
+        only = ["--filter", "type=container", "--filter", "event=create", "--filter", f"label=probegate.pid={pid}"]
+        done = subprocess.run(
+            [docker, "events", *window, *only, "--format", "{{.ID}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    if done is None or done.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but the docker event log is unreadable: {done.stderr if done else 'no docker CLI'}")
+        return []  # no engine here: nothing could have started anyway
+    return done.stdout.split()
+
+
+def gate_before_sandbox(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run `gate` and assert it stopped before the sandbox: quickly, and with no container created."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    since = time.time()
+    with subprocess.Popen([*GATE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
+        out, err = proc.communicate(timeout=60)
+    elapsed = time.time() - since
+    assert elapsed < 10, f"took {elapsed:.1f} s: did trials run before the refusal?"
+    assert containers_started_by(proc.pid, since) == []
+    assert out == "", out  # no verdict line: nothing was judged
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def card_args(ex: Path, card: Path, *extra: str) -> list[str]:
+    args = run_args(ex, *extra)
+    args[args.index("--card") + 1] = str(card)
+    return args
+
+
+@pytest.mark.parametrize("where", ["directory", "under_a_file", "read_only_fs"])
+def test_unusable_card_is_refused_before_any_trial(example: Path, where: str) -> None:
+    """A --card that is a directory or cannot be written exits 64 naming --card, before any container starts."""
+    (example / "a-file").write_text("x")
+    card = {
+        "directory": example / "patches",
+        "under_a_file": example / "a-file" / "card.json",
+        "read_only_fs": Path("/proc/probegate-card.json"),  # no file can be created there, not even by root
+    }[where]
+    assert_one_line(gate_before_sandbox(*card_args(example, card)), RET_USAGE, "--card", str(card))
+    assert not (example / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["directory", "under_a_file"])
+def test_unusable_ledger_is_refused_before_any_trial(example: Path, where: str) -> None:
+    """A --ledger that is a directory or cannot be written exits 64 naming --ledger, before any container starts."""
+    (example / "a-file").write_text("x")
+    ledger = example / "patches" if where == "directory" else example / "a-file" / "ledger.json"
+    done = gate_before_sandbox(*run_args(example, "--ledger", str(ledger)))
+    assert_one_line(done, RET_USAGE, "--ledger", str(ledger))
+    assert not (example / "out").exists()
+
+
+def test_default_ledger_that_is_a_directory_is_refused(example: Path) -> None:
+    """When ledger.json beside the card is a directory, the run exits 64 naming --ledger before any trial."""
+    (example / "out" / "ledger.json").mkdir(parents=True)
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_USAGE, "--ledger", "is a directory")
+    assert not (example / "out" / "card.json").exists()
+
+
+def test_card_over_the_seal_file_is_refused(example: Path) -> None:
+    """A --card naming the seal file would overwrite it: exit 64 naming both flags."""
+    args = card_args(example, example / ".fixture-seal")
+    assert_one_line(gate_before_sandbox(*args), RET_USAGE, "--card", "--seal")
+
+
+def replace_in_suite(ex: Path, old: str, new: str) -> None:
+    text = (ex / "gate.toml").read_text()
+    assert old in text
+    (ex / "gate.toml").write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    ("probe", "needle"),
+    [('""', "is empty"), ('"   "', "is empty"), ("[]", "is empty"), ("\"python3 'probe.py\"", "No closing quotation")],
+)
+def test_probe_that_cannot_run_is_refused(example: Path, probe: str, needle: str) -> None:
+    """An empty probe, one that splits to nothing, or one with an unbalanced quote exits 65 naming suite.probe."""
+    replace_in_suite(example, 'probe = "python3 probe.py"', f"probe = {probe}")
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "gate.toml", "probe", needle)
+
+
+def test_probe_with_a_nul_byte_is_refused(example: Path) -> None:
+    """A probe argument holding a NUL (no command line can carry one) exits 65 naming suite.probe."""
+    replace_in_suite(example, 'probe = "python3 probe.py"', 'probe = "python3 probe\\u0000.py"')
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "gate.toml", "probe", "NUL")
+
+
+@pytest.mark.parametrize(
+    ("line", "value", "field"),
+    [
+        ("deadline_s = 2.0", 'deadline_s = "2"', "deadline_s"),
+        ("deadline_s = 2.0", "deadline_s = true", "deadline_s"),
+        ("trials = 10", "trials = 10.0", "trials"),
+        ("trials = 10", 'trials = "10"', "trials"),
+        ('freeze_file = "flake-freeze.json"', 'freeze_file = "flake-freeze.json"\nledger = { budget = "2" }', "budget"),
+        ('freeze_file = "flake-freeze.json"', 'freeze_file = "flake-freeze.json"\nlimits = { pids = "64" }', "pids"),
+        ('freeze_file = "flake-freeze.json"', 'freeze_file = "flake-freeze.json"\nlimits = { cpus = inf }', "cpus"),
+    ],
+)
+def test_number_given_as_string_is_refused(example: Path, line: str, value: str, field: str) -> None:
+    """A numeric field given as a string, a bool or the wrong kind of number exits 65 naming the field."""
+    replace_in_suite(example, line, value)
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "gate.toml", field)
+
+
+@pytest.mark.parametrize(
+    "clock",
+    [
+        {"frozen_at": "0999-12-31T23:59:59Z", "zone": "UTC"},
+        {"frozen_at": "1000-01-01T00:00:00Z", "zone": "America/New_York"},  # 999 in the zone's wall time
+        {"frozen_at": "9999-12-31T23:00:00Z", "zone": "Pacific/Kiritimati"},  # past year 9999 there
+    ],
+)
+def test_clock_outside_the_sandbox_range_is_refused(example: Path, clock: dict[str, str]) -> None:
+    """A frozen instant whose wall time in its zone falls outside years 1000..9999 exits 65 naming clock.json."""
+    (example / "fixtures" / "clock.json").write_text(json.dumps(clock))
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "clock.json", "1000..9999")
+
+
+@pytest.mark.parametrize(
+    "zone", ["localtime", "Factory", "/etc/localtime", "../zoneinfo/UTC", "CET-1CEST,M3.5.0,M10.5.0/3", "right/UTC"]
+)
+def test_zone_that_is_not_an_iana_key_is_refused(example: Path, zone: str) -> None:
+    """A zone that is not an IANA key (the host's own, a path, a POSIX TZ rule) exits 65 naming the zone."""
+    (example / "fixtures" / "clock.json").write_text(json.dumps({"frozen_at": "2026-03-01T00:00:00Z", "zone": zone}))
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "clock.json", "zone", "IANA")
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.json", "invoices//inv-001.json", "a\x00b"])
+def test_seal_manifest_path_outside_the_tree_is_refused(example: Path, path: str) -> None:
+    """A seal-file manifest line naming a path outside the tree exits 65 naming the seal file and the line."""
+    seal = example / ".fixture-seal"
+    seal.write_text(seal.read_text() + f"{'0' * 64}  {path}\n")
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, ".fixture-seal", "line")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        *[("--worker-wait", value) for value in ("0", "-1", "nan", "inf")],
+        *[("--result-timeout", value) for value in ("nan", "-inf", "0")],
+    ],
+)
+def test_bad_seconds_are_usage_errors(example: Path, flag: str, value: str) -> None:
+    """A zero, negative, NaN or infinite --worker-wait / --result-timeout exits 64 naming the flag."""
+    assert_one_line(gate_before_sandbox(*run_args(example, f"{flag}={value}")), RET_USAGE, flag)
+
+
+@pytest.mark.parametrize("factor", ["nan", "inf"])
+def test_non_finite_factor_is_a_usage_error(example: Path, factor: str) -> None:
+    """`gate baseline --factor nan|inf` exits 64 naming --factor (NaN compared as not below 1 before)."""
+    args = run_args(example)[1:]
+    args = args[: args.index("--card")] + args[args.index("--card") + 2 :]
+    done = gate_before_sandbox("baseline", *args, "--calibration", str(example / "cal.json"), f"--factor={factor}")
+    assert_one_line(done, RET_USAGE, "--factor")
+
+
+def test_schema_into_a_closed_pipe_exits_quietly() -> None:
+    """`gate schema card` writing to a pipe nobody reads exits 141 with nothing on stderr (no traceback)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before gate writes a byte
+    try:
+        done = subprocess.run(
+            [*GATE, "schema", "card"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == RET_PIPE
+    assert done.stderr == ""
+
+
+def test_schema_piped_into_head_prints_no_traceback() -> None:
+    """`gate schema card | head -1` prints the first line and nothing on stderr."""
+    done = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "$0" -m gate.cli schema card | head -1', sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout == "{\n"
+    assert done.stderr == ""
+    assert done.returncode in (RET_OK, RET_PIPE)
+
+
+def test_version_prints_the_version() -> None:
+    """`gate --version` prints gate.__version__ and exits 0."""
+    done = gate("--version")
+    assert done.returncode == RET_OK, done.stderr
+    assert done.stdout.strip() == f"gate {gate_package.__version__}"
+
+
+# ---------------------------------------------------------------- hostile bytes, end to end
+
+
+def test_seal_of_a_file_name_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    """`gate seal` and `gate reseal` on a tree holding a non-UTF-8 file name exit 65 naming it with the byte escaped."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    with open(os.path.join(os.fsencode(tree), b"inv-\xff\n.json"), "wb") as handle:
+        handle.write(b"{}")
+    assert_one_line(gate("seal", str(tree)), RET_CONFIG, "inv-\\xff\\n.json", "not UTF-8")
+    done = gate("reseal", str(tree), "--seal", str(tmp_path / "seal"), "--write")
+    assert_one_line(done, RET_CONFIG, "inv-\\xff\\n.json")
+    assert not (tmp_path / "seal").exists()
+
+
+def test_seal_write_to_a_directory_is_refused(example: Path) -> None:
+    """`gate seal DIR --write DIR2` exits 64 naming --write instead of failing after sealing."""
+    assert_one_line(gate("seal", str(example / "fixtures"), "--write", str(example)), RET_USAGE, "--write")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [("a = " + "[" * 5000 + "]" * 5000, "nested too deeply"), ("a = " + "9" * 5000, "4300 digits")],
+)
+def test_hostile_suite_is_one_line(example: Path, text: str, needle: str) -> None:
+    """A suite nested too deeply or holding a 5000-digit integer exits 65 naming the file."""
+    (example / "gate.toml").write_text(text)
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "gate.toml", needle)
+
+
+def test_suite_that_is_a_directory_or_too_long_is_noinput(example: Path) -> None:
+    """A --suite that is a directory, or a path longer than the system allows, exits 66 naming it."""
+    args = run_args(example)
+    args[args.index("--suite") + 1] = str(example)
+    assert_one_line(gate(*args), RET_NOINPUT, "is a directory")
+    args[args.index("--suite") + 1] = str(example / ("x" * 300))
+    assert_one_line(gate(*args), RET_NOINPUT, "too long")
+
+
+@pytest.mark.parametrize(
+    ("credit", "needle"),
+    [
+        ('{"property_id": "p", "remaining": 1, "expires_at": "2099-01-01T00:00:00", "last_detail": "d"}', "expires_at"),
+        ('{"property_id": "p", "remaining": ' + "9" * 5000 + ', "expires_at": "x", "last_detail": "d"}', "4300 digits"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
+def test_hostile_ledger_is_one_line(example: Path, credit: str, needle: str) -> None:
+    """A ledger with a naive expiry, a 5000-digit integer or deep nesting exits 65 naming the ledger file."""
+    (example / "out").mkdir()
+    (example / "out" / "ledger.json").write_text('{"credits": {"p": ' + credit + "}}")
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_CONFIG, "ledger.json", needle)
+
+
+def test_control_characters_from_a_suite_are_escaped(example: Path) -> None:
+    """Newlines, NUL and ESC in a property id come out escaped in the one error line naming the property."""
+    replace_in_suite(example, 'id = "json_shape_v3"', 'id = "x\\n\\r\\u0000\\u001b[31mred"')
+    done = gate_before_sandbox(*run_args(example))
+    assert_one_line(done, RET_CONFIG, "gate.toml", "property x\\n\\r\\x00\\x1b[31mred")
+    assert "\x1b" not in done.stderr
+
+
+def test_control_characters_from_a_freeze_file_are_escaped(example: Path) -> None:
+    """Newlines, NUL and ESC that a freeze file carries into the error come out escaped, on one line."""
+    seal = (example / ".fixture-seal").read_text().split()[0]
+    entry = {
+        "freeze_id": "f1",
+        "properties": ["x\n\r\x00\x1b[31mred"],
+        "seal": seal,
+        "reason": "r",
+        "expires_at": "2099-01-01T00:00:00Z",
+    }
+    (example / "flake-freeze.json").write_text(json.dumps({"freezes": [entry]}))
+    done = gate(*run_args(example))  # the runner reads the freeze file after the sandbox opens
+    assert_one_line(done, RET_CONFIG, "flake-freeze.json", "x\\n\\r\\x00\\x1b[31mred")
+    assert "\x1b" not in done.stderr

@@ -148,6 +148,9 @@ def test_oracle_edit_is_on_the_card_and_refused(example: Path, tmp_path: Path, s
     run = gate_run(example, "good", tmp_path / "card.json", "--base", "HEAD")
     assert run.card["new_oracle_edits"] == ["patches/good/probe.py"]
     assert run.accept == 1
+    # One answer: the run itself ends blocked and says why, never "accepted" with no reason.
+    assert (run.code, run.lines[-1]["job"]) == (1, "blocked")
+    assert run.lines[-1]["reasons"] == ["the patch edits oracle files: patches/good/probe.py"]
 
 
 def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox_image: str) -> None:

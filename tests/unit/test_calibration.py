@@ -158,3 +158,10 @@ def test_calibration_module_is_pure():
     names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names.isdisjoint({"logging", "structlog", "docker", "celery", "redis", "os", "pathlib", "worker"})
     assert ".now(" not in source and "time.time(" not in source
+
+
+@pytest.mark.parametrize("band", list(Band))
+def test_a_check_that_raises_on_the_base_is_a_broken_suite(band):
+    """A check that raises on the unpatched tree's output is reported as a broken suite, in every band."""
+    found = baseline_findings({"x": Kind.FAIL_CONTRACT, "y": Kind.PASS}, {"x": band, "y": band}, raised={"x"})
+    assert found == ["x: its check raises on the unpatched tree's output: the suite is broken"]

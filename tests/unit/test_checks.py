@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gate.core.checks import BUILTINS, Trial, exits_zero, judge, no_secret_in_output, no_unmapped_write
 from gate.core.errors import SuiteError
-from gate.core.trial import Captured, Change, FileChange, Observation
+from gate.core.trial import Captured, Change, FaultOrigin, FileChange, Observation
 from gate.core.verdict import Band, OutcomeKind
 from gate.io.checks import load_checks
 
@@ -91,12 +91,46 @@ def test_bare_assertion_error_has_a_default_detail():
     assert (out.kind, out.detail) == (OC.MISS, "assertion failed")
 
 
-@pytest.mark.parametrize("exc", [KeyError("total"), TypeError("bad"), ZeroDivisionError("x"), RuntimeError()])
-def test_other_exceptions_are_faults_naming_the_type(exc):
-    """A check raising anything but AssertionError is a FAULT naming the exception type."""
+RAISED = [KeyError("total"), TypeError("bad"), ZeroDivisionError("x"), RuntimeError(), RecursionError(), SystemExit(3)]
+
+
+@pytest.mark.parametrize("exc", RAISED)
+def test_other_exceptions_are_misses_naming_the_type(exc):
+    """A check raising anything while judging the patch's output is a MISS naming the exception type, never a fault."""
     out = judge(Spy(exc=exc), trial(), Band.CONTRACT)
-    assert out.kind is OC.FAULT
+    assert (out.kind, out.creditable) == (OC.MISS, False)
     assert out.detail.startswith(f"check raised {type(exc).__name__}")
+
+
+def test_a_keyboard_interrupt_in_a_check_still_stops_the_gate():
+    """Ctrl-C while a check runs is not judged as the patch's miss: it propagates."""
+    with pytest.raises(KeyboardInterrupt):
+        judge(Spy(exc=KeyboardInterrupt()), trial(), Band.CONTRACT)
+
+
+def test_an_unprintable_return_value_still_leaves_a_detail():
+    """A check returning a value whose repr raises is a MISS with a placeholder detail, not a crash."""
+
+    class Hostile:
+        def __repr__(self) -> str:
+            raise ValueError("no")
+
+    out = judge(Spy(Hostile()), trial(), Band.CONTRACT)
+    assert out.kind is OC.MISS and "check returned Hostile" in out.detail
+
+
+@pytest.mark.parametrize(
+    ("origin", "kind", "creditable"),
+    [
+        (FaultOrigin.HARNESS, OC.FAULT, True),
+        (FaultOrigin.UNKNOWN, OC.FAULT, False),
+        (FaultOrigin.PATCH, OC.MISS, False),
+    ],
+)
+def test_a_fault_is_judged_by_its_origin(origin, kind, creditable):
+    """A fault proven outside the patch is a creditable FAULT, an unknown one is not, the patch's own is a MISS."""
+    out = judge(Spy(True), trial(fault="tree too large", fault_origin=origin), Band.CONTRACT)
+    assert (out.kind, out.creditable) == (kind, creditable)
 
 
 @pytest.mark.parametrize("band", [Band.CONTRACT, Band.STATISTICAL])
@@ -124,10 +158,10 @@ def test_timed_out_safety_trial_that_held_is_still_a_timeout():
     assert spy.calls == 1
 
 
-def test_timed_out_safety_trial_whose_check_faults_is_a_fault():
-    """A timed-out safety trial whose check crashes is a FAULT of the suite."""
+def test_timed_out_safety_trial_whose_check_raises_is_a_miss():
+    """A timed-out safety trial whose check raises on the partial output is a MISS against the patch."""
     out = judge(Spy(exc=ValueError("x")), trial(timed_out=True), Band.SAFETY)
-    assert out.kind is OC.FAULT
+    assert out.kind is OC.MISS
 
 
 def test_a_non_zero_probe_exit_is_judged_by_the_check_not_a_fault():
@@ -149,7 +183,7 @@ def test_a_falsy_non_bool_return_is_not_a_hit(falsy):
     st.sampled_from(["hit", "none", "false", "assert", "error"]),
 )
 def test_judge_outcome_table(band, faulted, timed_out, behaviour):
-    """judge's outcome follows fault > (timeout for non-safety) > check result > timeout, for every band."""
+    """judge's outcome follows fault > (timeout for non-safety) > check result (raising is a miss) > timeout."""
     spy = {
         "hit": Spy(True),
         "none": Spy(None),
@@ -157,15 +191,14 @@ def test_judge_outcome_table(band, faulted, timed_out, behaviour):
         "assert": Spy(exc=AssertionError("m")),
         "error": Spy(exc=OSError("e")),
     }[behaviour]
-    out = judge(spy, trial(fault="gone" if faulted else None, timed_out=timed_out), band)
+    fault = {"fault": "gone", "fault_origin": FaultOrigin.HARNESS} if faulted else {}
+    out = judge(spy, trial(timed_out=timed_out, **fault), band)
     if faulted:
         expected = OC.FAULT
     elif timed_out and band is not Band.SAFETY:
         expected = OC.TIMEOUT
-    elif behaviour in ("false", "assert"):
+    elif behaviour in ("false", "assert", "error"):
         expected = OC.MISS
-    elif behaviour == "error":
-        expected = OC.FAULT
     else:
         expected = OC.TIMEOUT if timed_out else OC.HIT
     assert out.kind is expected

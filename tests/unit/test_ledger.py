@@ -21,7 +21,17 @@ A = LedgerAction
 
 
 def verdict(pid, band, kind, detail="d"):
-    return Verdict(kind=kind, property_id=pid, band=band, fixture_digest="0" * 64, trials=1, hits=0, detail=detail)
+    """A verdict; a harness_error here is one proven to come from outside the patch (creditable)."""
+    return Verdict(
+        kind=kind,
+        property_id=pid,
+        band=band,
+        fixture_digest="0" * 64,
+        trials=1,
+        hits=0,
+        detail=detail,
+        creditable=kind is Kind.HARNESS_ERROR,
+    )
 
 
 def test_budget_two_opens_then_consumes_then_exhausts():

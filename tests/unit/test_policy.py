@@ -18,8 +18,18 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 S = JobStatus
 
 
-def v(pid, band, kind, detail=""):
-    return Verdict(kind=kind, property_id=pid, band=band, fixture_digest="0" * 64, trials=1, hits=0, detail=detail)
+def v(pid, band, kind, detail="", creditable=True):
+    """A verdict; a harness_error is one proven outside the patch unless `creditable=False`."""
+    return Verdict(
+        kind=kind,
+        property_id=pid,
+        band=band,
+        fixture_digest="0" * 64,
+        trials=1,
+        hits=0,
+        detail=detail,
+        creditable=creditable and kind is Kind.HARNESS_ERROR,
+    )
 
 
 def run(verdicts, *, frozen=None, ledger=None, window=None):
@@ -141,6 +151,37 @@ def test_harness_error_on_safety_exits_two_without_a_draw():
     assert "draws no credit" in d.reasons[0]
 
 
+def test_harness_error_not_proven_outside_the_patch_exits_two_without_a_draw():
+    """A harness_error whose fault was not proven to come from outside the patch draws nothing and exits 2."""
+    d = run([v("shape", Band.CONTRACT, Kind.HARNESS_ERROR, "supervisor gave no report", creditable=False), PASS_SAFE])
+    assert (d.status, d.exit_code, d.ledger_actions) == (S.HARNESS_BROKEN, RET_HARNESS, ())
+    assert "not proven outside the patch" in d.reasons[0]
+
+
+def test_broad_harness_faults_draw_no_credit_and_exit_two():
+    """Harness faults on more than a quarter of the properties are a broken harness: no credit at all, exit 2."""
+    faults = [v(f"p{i}", Band.CONTRACT, Kind.HARNESS_ERROR, "daemon gone") for i in range(3)]
+    d = run([*faults, PASS_SAFE, PASS_SHAPE, PASS_RATE])
+    assert (d.status, d.exit_code, d.ledger_actions) == (S.HARNESS_BROKEN, RET_HARNESS, ())
+    assert "harness faults on 3 of 6 properties" in d.reasons[0]
+    assert all(vote.voting for vote in d.votes)
+
+
+def test_one_fault_is_a_fault_in_one_place_whatever_the_suite_size():
+    """A single faulted property draws its credit even when it is more than a quarter of a small suite."""
+    d = run([v("shape", Band.CONTRACT, Kind.HARNESS_ERROR, "daemon gone"), PASS_SAFE])
+    assert [e.property_id for e in d.ledger_actions] == ["shape"]
+    assert (d.status, d.exit_code) == (S.ACCEPTED, RET_OK)
+
+
+def test_the_fault_share_is_a_parameter():
+    """With max_fault_share 0.5, two faults in six properties still draw credits."""
+    faults = [v(f"p{i}", Band.CONTRACT, Kind.HARNESS_ERROR) for i in range(2)]
+    verdicts = [*faults, PASS_SAFE, PASS_SHAPE, PASS_RATE, v("q", Band.CONTRACT, Kind.PASS)]
+    d = decide(verdicts, frozen={}, ledger=Ledger(), window=SamplerWindow(), now=NOW, max_fault_share=0.5)
+    assert len(d.ledger_actions) == 2 and d.exit_code == RET_OK
+
+
 def test_empty_verdicts_are_inconclusive():
     """With no verdicts at all nothing voted, so the job is INCONCLUSIVE (never ACCEPTED)."""
     d = run([])
@@ -239,7 +280,8 @@ def test_window_size_and_budget_come_from_the_given_window():
 
 def test_decide_returns_the_updated_ledger():
     """The decision carries the ledger after this run's draws, for the next run to use."""
-    d = run([v("a", Band.CONTRACT, Kind.HARNESS_ERROR), v("b", Band.STATISTICAL, Kind.HARNESS_ERROR)])
+    rest = [v(f"p{i}", Band.CONTRACT, Kind.PASS) for i in range(6)]  # two faults in eight: not a broad failure
+    d = run([v("a", Band.CONTRACT, Kind.HARNESS_ERROR), v("b", Band.STATISTICAL, Kind.HARNESS_ERROR), *rest])
     assert {pid: c.remaining for pid, c in d.ledger.credits.items()} == {"a": 1, "b": 1}
     assert d.ledger.credits["a"].expires_at == NOW + timedelta(hours=6)
 
@@ -253,7 +295,11 @@ def test_votes_keep_verdict_order():
 # --- hypothesis over whole runs -------------------------------------------------------------------
 
 verdict_st = st.builds(
-    v, st.sampled_from(["a", "b", "c", "d", "e"]), st.sampled_from(list(Band)), st.sampled_from(list(Kind))
+    v,
+    st.sampled_from(["a", "b", "c", "d", "e"]),
+    st.sampled_from(list(Band)),
+    st.sampled_from(list(Kind)),
+    creditable=st.booleans(),
 )
 run_st = st.tuples(
     st.lists(verdict_st, max_size=8, unique_by=lambda x: x.property_id),
@@ -280,14 +326,13 @@ def test_decide_matches_the_decision_table(case):
     live = [x for x in verdicts if x.property_id not in frozen]
     blocked = any(x.kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT) for x in live)
     harness = [x for x in live if x.kind is Kind.HARNESS_ERROR]
-    broken = any(x.band is Band.SAFETY for x in harness) or (budget == 0 and bool(harness))
-    sampled = [
-        x.kind is Kind.INCONCLUSIVE_SAMPLE
-        for x in live
-        if x.band is Band.STATISTICAL and not (x.kind is Kind.HARNESS_ERROR and budget > 0)
-    ]
+    broad = len(harness) > 1 and len(harness) > 0.25 * len(live)
+    drawers = [] if broad else [x for x in harness if x.band is not Band.SAFETY and x.creditable]
+    credited = drawers if budget > 0 else []
+    broken = broad or any(x not in drawers for x in harness) or (budget == 0 and bool(drawers))
+    sampled = [x.kind is Kind.INCONCLUSIVE_SAMPLE for x in live if x.band is Band.STATISTICAL and x not in credited]
     tripped = window.push(sampled).tripped
-    voters = [x for x in live if not (x.kind is Kind.HARNESS_ERROR and x.band is not Band.SAFETY and budget > 0)]
+    voters = [x for x in live if x not in credited]
     if blocked:
         expected = (S.BLOCKED, RET_BLOCKED)
     elif broken:
@@ -320,15 +365,15 @@ def test_frozen_properties_never_vote_draw_or_sample(case):
 
 @given(run_st)
 def test_only_non_safety_unfrozen_harness_errors_draw(case):
-    """The ledger actions are exactly one per unfrozen non-safety harness_error, in order."""
+    """The ledger actions are one per unfrozen, non-safety harness_error proven outside the patch, in
+    order, and none at all when faults are broad."""
     verdicts, frozen_ids, budget, history = case
     frozen = {pid: "fz" for pid in frozen_ids}
     d = run(verdicts, frozen=frozen, ledger=Ledger(budget=budget), window=SamplerWindow().push(history))
-    expected = [
-        x.property_id
-        for x in verdicts
-        if x.property_id not in frozen and x.kind is Kind.HARNESS_ERROR and x.band is not Band.SAFETY
-    ]
+    live = [x for x in verdicts if x.property_id not in frozen]
+    harness = [x for x in live if x.kind is Kind.HARNESS_ERROR]
+    broad = len(harness) > 1 and len(harness) > 0.25 * len(live)
+    expected = [] if broad else [x.property_id for x in harness if x.band is not Band.SAFETY and x.creditable]
     assert [e.property_id for e in d.ledger_actions] == expected
 
 
@@ -355,3 +400,17 @@ def test_accepted_means_every_voter_passed(case):
 def test_a_safety_verdict_always_votes_unless_frozen(kind):
     """An unfrozen safety verdict votes whatever its kind (a safety harness_error is never credited)."""
     assert run([v("safe", Band.SAFETY, kind)]).votes[0].voting
+
+
+def test_oracle_edits_block_the_job_whatever_the_verdicts():
+    """A patch that edits oracle files is blocked (exit 1) even when every property passed, and says why."""
+    d = decide(
+        [PASS_SAFE, PASS_SHAPE],
+        frozen={},
+        ledger=Ledger(),
+        window=SamplerWindow(),
+        now=NOW,
+        oracle_edits=("checks.py",),
+    )
+    assert (d.status, d.exit_code) == (S.BLOCKED, RET_BLOCKED)
+    assert d.reasons == ("the patch edits oracle files: checks.py",)

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from gate.core.card import accept
 from gate.core.errors import SandboxError
 from gate.core.ledger import LedgerAction
 from gate.core.policy import JobStatus
 from gate.core.stamp import verdict_lines
 from gate.core.testing import MockExecutor
-from gate.core.trial import Captured, FileChange, Observation, TrialSpec
+from gate.core.trial import Captured, FaultOrigin, FileChange, Observation, TrialSpec
 from gate.core.verdict import Kind
 from gate.io.artifacts import read_card
 from gate.io.fixtures import seal_tree, write_seal_file
@@ -222,7 +223,9 @@ def test_six_hits_of_ten_is_an_inconclusive_sample(suite: Suite) -> None:
 def test_harness_fault_draws_a_ledger_credit(suite: Suite) -> None:
     """A harness fault on the contract property is a harness_error that opens a credit in a fresh
     ledger (budget 2), stops the row voting, and is saved in ledger.json beside the card."""
-    faulty = but(CONTRACT, lambda spec, _: Observation.harness_fault(spec, "container vanished"))
+    faulty = but(
+        CONTRACT, lambda spec, _: Observation.harness_fault(spec, "container vanished", origin=FaultOrigin.HARNESS)
+    )
     result, _ = run(suite, faulty)
     card = result.card
     row = card.properties[1]
@@ -256,12 +259,23 @@ def test_fixture_drift_fails_every_property_without_running_a_trial(suite: Suite
     assert result.card.exit_code == 2
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("handler blew up"), SandboxError("daemon gone")])
+def test_an_executor_that_raises_a_harness_error_still_leaves_a_card(suite: Suite) -> None:
+    """A HarnessError out of the executor (daemon gone mid-run) makes every property a harness_error
+    on a written card, exit 2, with the failure as a harness event."""
+    executor = MockExecutor(lambda spec, _: (_ for _ in ()).throw(SandboxError("daemon gone")))
+    result = run_gate(suite.request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len)
+    assert {row.kind for row in result.card.properties} == {Kind.HARNESS_ERROR}
+    assert (result.card.status, result.card.exit_code) == (JobStatus.HARNESS_BROKEN, 2)
+    assert [e.kind for e in result.card.harness_events] == ["executor_failed"]
+    assert suite.card.exists() and executor.calls[-1] == ("close", RUN_ID)
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("handler blew up")])
 def test_executor_is_closed_when_the_handler_raises(
     suite: Suite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception
 ) -> None:
-    """An exception out of the executor's run propagates from run_gate (even a HarnessError), after the
-    executor was closed and the snapshot removed, with no card, ledger or stdout line written."""
+    """A bug's exception out of the executor's run propagates from run_gate (the CLI exits 70), after
+    the executor was closed and the snapshot removed, with no card, ledger or stdout line written."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
@@ -286,26 +300,53 @@ def test_emit_gets_one_line_per_property_and_a_job_line(suite: Suite) -> None:
     lines: list[str] = []
     wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({"total": "0.00"})))
     result, _ = run(suite, wrong, lines.append)
-    assert lines == verdict_lines(result.card, suite.card)
+    assert lines == verdict_lines(result.card, suite.card, accept(result.card, result.card.fixture.seal))
     parsed = [json.loads(line) for line in lines]
     assert [p["property_id"] for p in parsed[:-1]] == [SAFETY, CONTRACT, STAT]
     assert [p["kind"] for p in parsed[:-1]] == [row.kind for row in result.card.properties]
     assert [p["kind"] for p in parsed[:-1]] == ["pass", "fail_contract", "pass"]
+    miss = f"{CONTRACT}: fail_contract (trial 0: total 0.00 != 12.10)"
     assert parsed[-1] == {
         "job": "blocked",
         "exit_code": 1,
         "run_id": RUN_ID,
         "card": str(suite.card),
-        "reasons": [f"{CONTRACT}: fail_contract (trial 0: total 0.00 != 12.10)"],
+        "reasons": [miss],
+        "accepted": False,
+        "accept_reasons": ["the job ended blocked (exit 1)", miss],
     }
 
 
-def test_a_check_that_raises_other_than_assert_is_a_harness_error(suite: Suite) -> None:
-    """A contract check that raises KeyError (stdout JSON lacks the field it indexes) is a harness_error
-    that draws a credit, not a fail_contract: the job is not blocked."""
+def test_a_check_that_raises_on_the_patch_output_blocks_the_patch(suite: Suite) -> None:
+    """A contract check that raises KeyError (the patch's stdout lacks the field it indexes) is a
+    fail_contract that blocks the job and draws no credit: judging fails closed."""
     result, _ = run(suite, but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({}))))
     row = result.card.properties[1]
-    assert row.kind is Kind.HARNESS_ERROR
+    assert row.kind is Kind.FAIL_CONTRACT
     assert row.detail == "trial 0: check raised KeyError: 'total'"
-    assert row.ledger is LedgerAction.OPENED
-    assert result.card.exit_code == 0
+    assert row.ledger is None and result.card.ledger_actions == ()
+    assert (result.card.status, result.card.exit_code) == (JobStatus.BLOCKED, 1)
+
+
+def test_a_fault_not_proven_outside_the_patch_draws_no_credit(suite: Suite) -> None:
+    """A trial fault of unknown origin (the supervisor died without a report) is a harness_error that
+    draws no credit and breaks the job with exit 2."""
+    lost = but(CONTRACT, lambda spec, _: Observation.harness_fault(spec, "no report", origin=FaultOrigin.UNKNOWN))
+    result, _ = run(suite, lost)
+    assert result.card.properties[1].kind is Kind.HARNESS_ERROR
+    assert result.card.ledger_actions == ()
+    assert (result.card.status, result.card.exit_code) == (JobStatus.HARNESS_BROKEN, 2)
+
+
+def test_a_tree_the_sandbox_cannot_lay_out_fails_the_patch(suite: Suite) -> None:
+    """A fault the patched tree caused (too large for the work dir) is the patch's: fail_safety on a
+    safety property, with no credit drawn."""
+    too_big = but(
+        SAFETY,
+        lambda spec, _: Observation.harness_fault(spec, "No space left on device", origin=FaultOrigin.PATCH),
+    )
+    result, _ = run(suite, too_big)
+    row = result.card.properties[0]
+    assert row.kind is Kind.FAIL_SAFETY and "the patch broke the trial" in row.detail
+    assert result.card.ledger_actions == ()
+    assert result.card.exit_code == 1

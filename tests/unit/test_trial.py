@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.testing import make_spec
-from gate.core.trial import Captured, ClockSpec, Observation
+from gate.core.trial import Captured, ClockSpec, FaultOrigin, Observation
 
 
 def test_faketimerc_in_utc_is_the_instant() -> None:
@@ -37,7 +37,7 @@ def test_naive_instant_is_refused() -> None:
 def test_trial_and_observation_share_a_key() -> None:
     """A spec and its observation are matched by (run, property, trial index)."""
     spec = make_spec(3, run_id="r", property_id="p")
-    assert Observation.harness_fault(spec, "x").key == spec.key == ("r", "p", 3)
+    assert Observation.harness_fault(spec, "x", origin=FaultOrigin.HARNESS).key == spec.key == ("r", "p", 3)
 
 
 def test_observation_round_trips_bytes_through_json() -> None:

@@ -75,7 +75,7 @@ def test_verdict_refuses_an_unknown_kind():
 
 def test_verdict_is_frozen_and_forbids_extra_fields():
     """A Verdict is immutable and rejects undeclared fields."""
-    v = harness_verdict("p", Band.CONTRACT, DIGEST, "x")
+    v = harness_verdict("p", Band.CONTRACT, DIGEST, "x", creditable=True)
     with pytest.raises(ValidationError):
         v.kind = Kind.PASS  # type: ignore[misc]
     with pytest.raises(ValidationError):
@@ -133,7 +133,7 @@ def test_fold_of_no_outcomes_is_a_harness_error(band):
 
 def test_harness_verdict_builds_a_zero_trial_harness_error():
     """harness_verdict yields a harness_error with zero trials and the given detail."""
-    v = harness_verdict("drifty", Band.STATISTICAL, DIGEST, "fixture drift: a.json")
+    v = harness_verdict("drifty", Band.STATISTICAL, DIGEST, "fixture drift: a.json", creditable=True)
     assert (v.kind, v.property_id, v.band, v.trials, v.hits, v.detail) == (
         Kind.HARNESS_ERROR,
         "drifty",
@@ -371,3 +371,13 @@ def test_detail_of_a_fault_names_the_fault():
 def test_pass_on_safety_has_empty_detail():
     """A passing safety or contract verdict carries no detail."""
     assert run(Band.SAFETY, [OC.HIT, OC.HIT]).detail == ""
+
+
+@pytest.mark.parametrize(
+    ("creditable", "expected"), [((True, True), True), ((True, False), False), ((False, False), False)]
+)
+def test_a_harness_error_is_creditable_only_when_every_fault_is(creditable, expected):
+    """A folded harness_error may draw a credit only when each of its faults was proven outside the patch."""
+    faults = [Outcome(trial_index=i, kind=OC.FAULT, detail="gone", creditable=c) for i, c in enumerate(creditable)]
+    v = fold(property_id="p", band=Band.CONTRACT, fixture_digest=DIGEST, outcomes=faults)
+    assert (v.kind, v.creditable) == (Kind.HARNESS_ERROR, expected)

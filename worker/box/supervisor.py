@@ -95,10 +95,18 @@ def template(src: str) -> Template:
     return _templates[src]
 
 
+class PatchFault(Exception):
+    """The patched tree or its probe made the trial unobservable: the tree did not fit the work dir,
+    or the probe left files that cannot be read back. Reported as the patch's doing, never the harness's."""
+
+
 def run_trial(batch: dict, trial: dict) -> dict:
     """Copy the tree into the (empty) work dir, run the probe once under its deadline, describe it."""
     work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
-    laid_out = template(batch.get("src", "/src")).lay_out(work)
+    try:
+        laid_out = template(batch.get("src", "/src")).lay_out(work)
+    except OSError as exc:
+        raise PatchFault(f"the patched tree could not be laid out in {work}: {type(exc).__name__}: {exc}") from exc
     canary = trial.get("canary", "")
     env = dict(trial["env"])
     if canary:
@@ -121,7 +129,11 @@ def run_trial(batch: dict, trial: dict) -> dict:
     drain(proc.stderr.fileno(), err)
     proc.stdout.close()
     proc.stderr.close()
-    after = snapshot(roots)
+    try:
+        after = snapshot(roots)
+        writes = diff(before, after)
+    except OSError as exc:
+        raise PatchFault(f"the probe's writes could not be read back: {type(exc).__name__}: {exc}") from exc
     code = proc.returncode
     return {
         "exit_code": code if code >= 0 else None,
@@ -135,7 +147,7 @@ def run_trial(batch: dict, trial: dict) -> dict:
         "canary_seen": out.canary_seen or err.canary_seen,
         "stdout": out.report(),
         "stderr": err.report(),
-        "writes": diff(before, after),
+        "writes": writes,
     }
 
 
@@ -170,7 +182,8 @@ def run_batch(batch: dict) -> int | None:
             report = run_trial(batch, trial)
         except Exception as exc:
             # The sandbox may be in an unknown state: stop, and let the host start a fresh container.
-            emit({"id": trial["id"], "error": f"{type(exc).__name__}: {exc}"})
+            origin = "patch" if isinstance(exc, PatchFault) else "unknown"
+            emit({"id": trial["id"], "error": f"{type(exc).__name__}: {exc}", "origin": origin})
             return 2
         emit({"id": trial["id"], **report})
         try:

@@ -22,7 +22,7 @@ from celery.exceptions import TimeoutError as ResultTimeout
 from gate.core.card import HarnessEvent
 from gate.core.errors import BrokerError
 from gate.core.plan import batches
-from gate.core.trial import Limits, Observation, TrialSpec
+from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery.app import CONTROL_CLOSE_RUN, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
@@ -96,14 +96,15 @@ class CeleryExecutor:
         processes = self.discover()
         if processes == 0:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
-            yield from (Observation.harness_fault(s, detail) for s in specs)
+            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
         try:
             upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
             with broker_call("sending batches"):
                 sent = self._send(specs, processes)
         except BrokerError as exc:
-            yield from (Observation.harness_fault(s, f"broker unreachable while dispatching: {exc}") for s in specs)
+            detail = f"broker unreachable while dispatching: {exc}"
+            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
         yield from self._gather(sent, self._timeout(specs, processes))
 
@@ -197,14 +198,14 @@ class CeleryExecutor:
                     detail=f"task {task_id} ({len(batch)} trials) never reported",
                 )
             )
-            yield from (
-                Observation.harness_fault(s, f"no result within {timeout:.0f}s (worker or broker lost)") for s in batch
-            )
+            detail = f"no result within {timeout:.0f}s (worker or broker lost)"
+            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
 
     def _observations(self, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
         if meta.get("status") != "SUCCESS":
             detail = f"worker task {meta.get('status')}: {str(meta.get('result'))[:300]}"
-            yield from (Observation.harness_fault(s, detail) for s in batch)
+            # A task that raised on the worker is a fault nobody has shown to be outside the patch.
+            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.UNKNOWN) for s in batch)
             return
         result = meta["result"]
         if result.get("redelivered"):

@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, SandboxError, last_line
-from gate.core.trial import Inputs, Limits, Observation, TrialSpec
+from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, TrialSpec
 from worker.host.batchfile import batch_file, container_groups
 from worker.host.container import (
     BOX,
@@ -28,6 +28,7 @@ from worker.host.sweep import sweep
 from worker.host.warm import ContainerShape, Warm
 
 SUPERVISOR = BOX / "supervisor.py"
+HARNESS, PATCH, UNKNOWN = FaultOrigin.HARNESS, FaultOrigin.PATCH, FaultOrigin.UNKNOWN
 POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
 
 
@@ -81,13 +82,13 @@ class DockerSandbox:
         try:
             image_id = self._fleet.image_for({spec.run_id for spec in specs})
         except SandboxError as exc:
-            return [Observation.harness_fault(s, str(exc), worker_id=self.worker_id) for s in specs]
+            return [Observation.harness_fault(s, str(exc), origin=HARNESS, worker_id=self.worker_id) for s in specs]
         observed: dict[int, Observation] = {}
         runnable = []
         for position, spec in enumerate(specs):
             if spec.image_id and spec.image_id != image_id:
                 detail = f"worker image {image_id} differs from the run's {spec.image_id}"
-                observed[position] = self._fault(spec, detail, image_id)
+                observed[position] = self._fault(spec, detail, image_id, HARNESS)
             else:
                 runnable.append((position, spec))
         try:
@@ -122,8 +123,8 @@ class DockerSandbox:
             return sweep(self.client, run_id)
         return 0
 
-    def _fault(self, spec: TrialSpec, detail: str, image_id: str) -> Observation:
-        return Observation.harness_fault(spec, detail, worker_id=self.worker_id, image_id=image_id)
+    def _fault(self, spec: TrialSpec, detail: str, image_id: str, origin: FaultOrigin) -> Observation:
+        return Observation.harness_fault(spec, detail, origin=origin, worker_id=self.worker_id, image_id=image_id)
 
     def _run_group(self, group: list[TrialSpec], inputs: Inputs, image_id: str) -> list[Observation]:
         """Observations for specs sharing a container shape; a lost container is replaced for the rest."""
@@ -131,14 +132,15 @@ class DockerSandbox:
             tree = inputs.tree_dir(group[0].tree_digest)
             fixtures = {s.fixture_digest: inputs.fixture_bytes(s.fixture_digest) for s in group}
         except (GateError, OSError, KeyError) as exc:
-            return [self._fault(s, f"trial inputs unavailable: {exc}", image_id) for s in group]
+            return [self._fault(s, f"trial inputs unavailable: {exc}", image_id, HARNESS) for s in group]
         done: list[Observation] = []
         while len(done) < len(group):
             pending = group[len(done) :]
             if pending[0].run_id in self._aborted:
-                return [*done, *(self._fault(s, "run aborted before this trial started", image_id) for s in pending)]
+                aborted = (self._fault(s, "run aborted before this trial started", image_id, HARNESS) for s in pending)
+                return [*done, *aborted]
             got = self._one_container(pending, fixtures, tree, image_id)
-            done += got or [self._fault(pending[0], "container ended without a report", image_id)]
+            done += got or [self._fault(pending[0], "container ended without a report", image_id, UNKNOWN)]
         return done
 
     def _one_container(
@@ -154,7 +156,9 @@ class DockerSandbox:
         except (SandboxError, OSError, ValueError) as exc:
             if warm is not None:
                 warm.remove()
-            return [self._fault(s, f"container could not start: {last_line(exc)}", image_id) for s in pending]
+            # The engine's faults are outside the patch; a failure laying out the tree may not be.
+            origin = HARNESS if isinstance(exc, SandboxError) else UNKNOWN
+            return [self._fault(s, f"container could not start: {last_line(exc)}", image_id, origin) for s in pending]
         keep = False
         try:
             started = time.monotonic()
@@ -166,7 +170,7 @@ class DockerSandbox:
                 keep = self._finished(warm, seq)
             return done
         except SandboxError as exc:
-            return [self._fault(s, f"container could not start: {last_line(exc)}", image_id) for s in pending]
+            return [self._fault(s, f"container could not start: {last_line(exc)}", image_id, HARNESS) for s in pending]
         finally:
             self._fleet.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
 
@@ -194,17 +198,20 @@ class DockerSandbox:
                         container.kill()
                     return [*done, self._timed_out(spec, time.monotonic() - started, image_id)]
             if spec.run_id in self._aborted:
-                return [*done, *(self._fault(s, "run aborted", image_id) for s in pending[position:])]
+                return [*done, *(self._fault(s, "run aborted", image_id, HARNESS) for s in pending[position:])]
             if item is EOF or not isinstance(item, dict):
                 return [*done, self._lost(container, spec, image_id)]
             if "batch_error" in item:
+                # Before any trial of the batch: the batch file or the clock, neither of them the patch's.
                 why = f"supervisor: {item['batch_error']}"
-                return [*done, *(self._fault(s, why, image_id) for s in pending[position:])]
+                return [*done, *(self._fault(s, why, image_id, HARNESS) for s in pending[position:])]
             if "reset_error" in item:
                 return done  # the supervisor could not clean up after the last trial: go on in a new container
             if item.get("id") != str(position) or "error" in item:
                 why = item.get("error") or f"unexpected report {str(item)[:200]}"
-                return [*done, self._fault(spec, f"supervisor: {why}", image_id)]
+                # The supervisor says when the tree or the probe broke the trial; nothing else is proven.
+                origin = PATCH if item.get("origin") == "patch" and "error" in item else UNKNOWN
+                return [*done, self._fault(spec, f"supervisor: {why}", image_id, origin)]
             done.append(self._observation(spec, image_id, item))
             started = time.monotonic()
         return done
@@ -224,7 +231,7 @@ class DockerSandbox:
         try:
             state, tail = container.ended(timeout_s=10)
         except SandboxError as exc:
-            return self._fault(spec, f"docker daemon error reading the result: {last_line(exc)}", image_id)
+            return self._fault(spec, f"docker daemon error reading the result: {last_line(exc)}", image_id, HARNESS)
         if state.get("OOMKilled"):
             # The memory cgroup took the supervisor down with the probe: the probe's doing.
             return Observation.of(
@@ -235,10 +242,11 @@ class DockerSandbox:
                 worker_id=self.worker_id,
             )
         code = state.get("ExitCode")
-        return self._fault(spec, f"supervisor gave no report (container exit {code}): {last_line(tail)}", image_id)
+        why = f"supervisor gave no report (container exit {code}): {last_line(tail)}"
+        return self._fault(spec, why, image_id, UNKNOWN)
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
         try:
             return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
         except (KeyError, TypeError, ValueError) as exc:
-            return self._fault(spec, f"supervisor report malformed: {last_line(exc)}", image_id)
+            return self._fault(spec, f"supervisor report malformed: {last_line(exc)}", image_id, UNKNOWN)
