@@ -26,7 +26,9 @@ run_one() {  # $1 = patch name, $2 = card path
   "$gate" --log-level warning run --suite "$here/gate.toml" --workdir "$patch" --fixture "$fixture" \
       --seal "$here/.fixture-seal" --retries 0 --card "$2"
   local rc=$?
-  "$gate" accept --card "$2" --seal "$here/.fixture-seal" >/dev/null 2>&1
+  # Until the example runs each patch as a commit over a base (--base), nobody checked its oracle edits.
+  "$gate" accept --card "$2" --seal "$here/.fixture-seal" --workdir "$patch" --suite "$here/gate.toml" \
+      --allow-unchecked-oracle >/dev/null 2>&1
   local acc=$?
   echo "$1: gate run exit $rc, accept exit $acc" >&2
   last_rc=$rc last_acc=$acc

@@ -97,6 +97,13 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = Tru
 def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
     acc.add_argument("--card", type=Path, required=True)
     acc.add_argument("--seal", type=Path, required=True)
+    acc.add_argument("--workdir", type=Path, default=Path("."), help="the tree being merged (default .)")
+    acc.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
+    acc.add_argument(
+        "--allow-unchecked-oracle",
+        action="store_true",
+        help="accept a card from a run without --base, whose oracle edits nobody checked",
+    )
 
 
 def finite(text: str) -> float:
@@ -162,7 +169,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "accept":
         from gate.cli.accept import run_accept
 
-        return run_accept(args.card, args.seal)
+        return run_accept(
+            args.card,
+            args.seal,
+            workdir=args.workdir,
+            suite=args.suite,
+            allow_unchecked_oracle=args.allow_unchecked_oracle,
+        )
     if args.command == "sweep":
         from worker.host.engine import docker_client
         from worker.host.sweep import sweep, sweep_dead_workers

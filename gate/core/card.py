@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import Interval
 from gate.core.ledger import LedgerAction, LedgerEntry
-from gate.core.policy import JobStatus
+from gate.core.policy import JobStatus, PolicyInputs
 from gate.core.trial import ClockSpec
-from gate.core.verdict import Band, Kind
+from gate.core.verdict import Band, Kind, OutcomeCounts
 
-CARD_SCHEMA_VERSION = 1
+CARD_SCHEMA_VERSION = 2  # 2: outcome counts per row and the policy's inputs, so `accept` can recompute
 _CARD = ConfigDict(frozen=True, extra="forbid")
 
 
@@ -44,6 +44,7 @@ class PropertyRow(BaseModel):
     fixture_digest: str
     detail: str = ""
     durations_s: tuple[float, ...] = ()
+    counts: OutcomeCounts = OutcomeCounts()
 
 
 class HarnessEvent(BaseModel):
@@ -66,7 +67,7 @@ class VerdictCard(BaseModel):
     """Everything `accept` needs to decide, and everything a reviewer needs to audit."""
 
     model_config = _CARD
-    schema_version: Literal[1] = CARD_SCHEMA_VERSION
+    schema_version: Literal[2] = CARD_SCHEMA_VERSION
     gate_version: str
     run_id: str
     created_at: datetime
@@ -87,6 +88,8 @@ class VerdictCard(BaseModel):
     properties: tuple[PropertyRow, ...]
     ledger_actions: tuple[LedgerEntry, ...] = ()
     harness_events: tuple[HarnessEvent, ...] = ()
+    policy: PolicyInputs = PolicyInputs(ledger_budget=2, ledger_ttl_s=6 * 3600)
+    window_after: tuple[bool, ...] = ()
     status: JobStatus
     exit_code: int
     reasons: tuple[str, ...] = ()

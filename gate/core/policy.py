@@ -28,14 +28,14 @@ blocked the job; merging additionally needs `accept`, which wants every voting r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
 from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
-from gate.core.ledger import Ledger, LedgerAction, LedgerEntry
+from gate.core.ledger import Credit, Ledger, LedgerAction, LedgerEntry
 from gate.core.verdict import Band, Kind, Verdict
 
 
@@ -58,6 +58,21 @@ class Vote(BaseModel):
     ledger: LedgerAction | None = None
 
 
+class PolicyInputs(BaseModel):
+    """What `decide` was given besides the verdicts, as the card records it: with these, `accept`
+    re-runs the same decision instead of believing the card's status."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    ledger_budget: int
+    ledger_ttl_s: float
+    credits_before: dict[str, Credit] = {}  # the faulted properties' credits as the run found them
+    window_before: SamplerWindow = SamplerWindow()
+    max_fault_share: float = 0.25
+
+    def ledger(self) -> Ledger:
+        return Ledger(budget=self.ledger_budget, ttl=timedelta(seconds=self.ledger_ttl_s), credits=self.credits_before)
+
+
 class Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     status: JobStatus
@@ -67,6 +82,7 @@ class Decision(BaseModel):
     ledger_actions: tuple[LedgerEntry, ...]
     window: SamplerWindow
     reasons: tuple[str, ...]
+    inputs: PolicyInputs
 
 
 def decide(
@@ -80,6 +96,14 @@ def decide(
     oracle_edits: Sequence[str] = (),
 ) -> Decision:
     """Apply the decision table to one run's verdicts; returns the updated ledger and window too."""
+    faulted_ids = {v.property_id for v in verdicts if v.kind is Kind.HARNESS_ERROR}
+    inputs = PolicyInputs(
+        ledger_budget=ledger.budget,
+        ledger_ttl_s=ledger.ttl.total_seconds(),
+        credits_before={pid: c for pid, c in ledger.credits.items() if pid in faulted_ids},
+        window_before=window,
+        max_fault_share=max_fault_share,
+    )
     votes: list[Vote] = []
     actions: list[LedgerEntry] = []
     reasons: list[str] = []
@@ -155,4 +179,5 @@ def decide(
         ledger_actions=tuple(actions),
         window=window,
         reasons=tuple(reasons),
+        inputs=inputs,
     )

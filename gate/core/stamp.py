@@ -70,6 +70,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 fixture_digest=v.fixture_digest,
                 detail=v.detail,
                 durations_s=facts.durations.get(v.property_id, ()),
+                counts=v.counts,
             )
         )
     return VerdictCard(
@@ -92,6 +93,8 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         properties=tuple(rows),
         ledger_actions=decision.ledger_actions,
         harness_events=facts.events,
+        policy=decision.inputs,
+        window_after=decision.window.recent,
         status=decision.status,
         exit_code=decision.exit_code,
         reasons=decision.reasons,

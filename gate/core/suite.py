@@ -123,6 +123,9 @@ class SuiteConfig(BaseModel):
     freeze_file: str | None = None
     calibration: str | None = None
     oracle: tuple[str, ...] = ()
+    # Globs (relative to the patched tree) of files the gate itself writes there: the card, the
+    # books. Left out of the tree's digest at run time and by `accept`, so writing them changes nothing.
+    outputs: tuple[str, ...] = ()
     sampler: SamplerConfig = SamplerConfig()
     ledger: LedgerConfig = LedgerConfig()
     limits: Limits = Limits()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import BandRule, Interval, wilson
 
@@ -51,6 +51,38 @@ class Outcome(BaseModel):
     check_raised: bool = False  # the check raised on this trial's output (a miss, and a suite bug on the base)
 
 
+class OutcomeCounts(BaseModel):
+    """How a property's judged trials came out, counted: what `kind_of` needs to re-derive the kind."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    hit: int = Field(0, ge=0)
+    miss: int = Field(0, ge=0)
+    timeout: int = Field(0, ge=0)
+    fault: int = Field(0, ge=0)
+    # Of `fault`, how many were proven to come from outside the patch.
+    fault_creditable: int = Field(0, ge=0)
+
+    @classmethod
+    def of(cls, outcomes: Sequence[Outcome]) -> OutcomeCounts:
+        faults = [o for o in outcomes if o.kind is OutcomeKind.FAULT]
+        return cls(
+            hit=sum(1 for o in outcomes if o.kind is OutcomeKind.HIT),
+            miss=sum(1 for o in outcomes if o.kind is OutcomeKind.MISS),
+            timeout=sum(1 for o in outcomes if o.kind is OutcomeKind.TIMEOUT),
+            fault=len(faults),
+            fault_creditable=sum(1 for o in faults if o.creditable),
+        )
+
+    @property
+    def trials(self) -> int:
+        return self.hit + self.miss + self.timeout + self.fault
+
+    @property
+    def creditable(self) -> bool:
+        """A harness_error from these trials may draw a credit: every fault was proven outside the patch."""
+        return self.fault > 0 and self.fault_creditable == self.fault
+
+
 class Verdict(BaseModel):
     """The one verdict a property earns in a run."""
 
@@ -66,6 +98,7 @@ class Verdict(BaseModel):
     # A harness_error may draw a credit only when every fault behind it came from outside the patch.
     creditable: bool = False
     check_raised: bool = False  # on some trial the check raised rather than judged
+    counts: OutcomeCounts = OutcomeCounts()
 
 
 def harness_verdict(
@@ -84,6 +117,30 @@ def harness_verdict(
     )
 
 
+def kind_of(counts: OutcomeCounts, band: Band, rule: BandRule | None = None, *, promoted: bool = False) -> Kind:
+    """The kind these counts earn: the whole fold, on counts alone, so `accept` re-derives the same.
+
+    Precedence: definite evidence against the patch (a safety miss, a promoted timeout, a contract
+    miss) outranks a gap in the evidence (fault, timeout), which outranks sampler noise."""
+    if counts.trials == 0:
+        return Kind.HARNESS_ERROR
+    if band is Band.SAFETY and counts.miss:
+        return Kind.FAIL_SAFETY
+    if counts.timeout and promoted:
+        return Kind.FAIL_SAFETY
+    if band is Band.CONTRACT and counts.miss:
+        return Kind.FAIL_CONTRACT
+    if counts.fault:
+        return Kind.HARNESS_ERROR
+    if counts.timeout:
+        return Kind.INCONCLUSIVE_TIMEOUT
+    if band is Band.STATISTICAL:
+        if rule is None:
+            raise ValueError("a statistical property needs a band rule to decide")
+        return Kind.PASS if rule.decide(hits=counts.hit, trials=counts.trials).passed else Kind.INCONCLUSIVE_SAMPLE
+    return Kind.PASS
+
+
 def fold(
     *,
     property_id: str,
@@ -93,49 +150,37 @@ def fold(
     rule: BandRule | None = None,
     timeout_is_safety: bool = False,
 ) -> Verdict:
-    """Fold a property's judged trials into its verdict, following the band's rule."""
-    hits = sum(1 for o in outcomes if o.kind is OutcomeKind.HIT)
-    interval = wilson(hits, len(outcomes)) if band is Band.STATISTICAL and outcomes else None
-
-    def make(kind: Kind, detail: str = "", creditable: bool = False) -> Verdict:
-        return Verdict(
-            kind=kind,
-            property_id=property_id,
-            band=band,
-            fixture_digest=fixture_digest,
-            trials=len(outcomes),
-            hits=hits,
-            detail=detail,
-            interval=interval,
-            creditable=creditable,
-            check_raised=any(o.check_raised for o in outcomes),
-        )
-
+    """Fold a property's judged trials into its verdict (`kind_of`), with the detail that explains it."""
+    counts = OutcomeCounts.of(outcomes)
+    kind = kind_of(counts, band, rule, promoted=timeout_is_safety)
+    by_kind = {k: [o for o in outcomes if o.kind is k] for k in OutcomeKind}
     if not outcomes:
-        return make(Kind.HARNESS_ERROR, "no trial was observed")
-
-    misses = [o for o in outcomes if o.kind is OutcomeKind.MISS]
-    faults = [o for o in outcomes if o.kind is OutcomeKind.FAULT]
-    timeouts = [o for o in outcomes if o.kind is OutcomeKind.TIMEOUT]
-
-    if band is Band.SAFETY and misses:
-        return make(Kind.FAIL_SAFETY, _first(misses))
-    if timeouts and timeout_is_safety:
-        return make(Kind.FAIL_SAFETY, f"deadline fired (timeout_is_safety): {_first(timeouts)}")
-    if band is Band.CONTRACT and misses:
-        return make(Kind.FAIL_CONTRACT, _first(misses))
-    if faults:
-        return make(Kind.HARNESS_ERROR, _first(faults), creditable=all(o.creditable for o in faults))
-    if timeouts:
-        return make(Kind.INCONCLUSIVE_TIMEOUT, _first(timeouts))
-    if band is Band.STATISTICAL:
-        if rule is None:
-            raise ValueError(f"statistical property {property_id} needs a band rule")
-        decision = rule.decide(hits=hits, trials=len(outcomes))
-        if decision.passed:
-            return make(Kind.PASS, decision.reason)
-        return make(Kind.INCONCLUSIVE_SAMPLE, decision.reason)
-    return make(Kind.PASS)
+        detail = "no trial was observed"
+    elif kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT) and by_kind[OutcomeKind.MISS] and band is not Band.STATISTICAL:
+        detail = _first(by_kind[OutcomeKind.MISS])
+    elif kind is Kind.FAIL_SAFETY:
+        detail = f"deadline fired (timeout_is_safety): {_first(by_kind[OutcomeKind.TIMEOUT])}"
+    elif kind is Kind.HARNESS_ERROR:
+        detail = _first(by_kind[OutcomeKind.FAULT])
+    elif kind is Kind.INCONCLUSIVE_TIMEOUT:
+        detail = _first(by_kind[OutcomeKind.TIMEOUT])
+    elif band is Band.STATISTICAL and rule is not None:
+        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason
+    else:
+        detail = ""
+    return Verdict(
+        kind=kind,
+        property_id=property_id,
+        band=band,
+        fixture_digest=fixture_digest,
+        trials=counts.trials,
+        hits=counts.hit,
+        detail=detail,
+        interval=wilson(counts.hit, counts.trials) if band is Band.STATISTICAL and outcomes else None,
+        creditable=kind is Kind.HARNESS_ERROR and counts.creditable,
+        check_raised=any(o.check_raised for o in outcomes),
+        counts=counts,
+    )
 
 
 def _first(outcomes: Sequence[Outcome]) -> str:

@@ -4,9 +4,10 @@ into `gate.seal`, read and write seal files, verify a fixture tree, and read its
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -21,9 +22,12 @@ CHUNK = 1 << 20
 CLOCK_FILE = "clock.json"
 
 
-def tree_files(root: Path, *, skip_dirs: frozenset[str] = frozenset()) -> list[str]:
-    """Relative POSIX paths of every regular file under `root`; symlinks, specials, unreadable
-    folders and names that are not UTF-8 are refused, naming the tree and the file."""
+def tree_files(
+    root: Path, *, skip_dirs: frozenset[str] = frozenset(), exclude: Sequence[str] = ()
+) -> list[str]:
+    """Relative POSIX paths of every regular file under `root` but those matching an `exclude` glob;
+    symlinks, specials, unreadable folders and names that are not UTF-8 are refused, naming the
+    tree and the file."""
     if not _is_dir(root):
         raise InputMissingError("directory not found", file=str(root))
 
@@ -42,6 +46,8 @@ def tree_files(root: Path, *, skip_dirs: frozenset[str] = frozenset()) -> list[s
                 rel.encode("utf-8")
             except UnicodeEncodeError:  # os.walk hands undecodable bytes over as lone surrogates
                 raise FixtureTreeError(f"file name {rel} is not UTF-8; rename it", file=str(root)) from None
+            if exclude and any(fnmatch.fnmatchcase(rel, glob) for glob in exclude):
+                continue
             try:
                 mode = full.lstat().st_mode
             except OSError as exc:
@@ -69,9 +75,9 @@ def _reader(root: Path) -> Callable[[str], Iterator[bytes]]:
     return read
 
 
-def seal_tree(root: Path, *, skip_dirs: frozenset[str] = frozenset()) -> Seal:
+def seal_tree(root: Path, *, skip_dirs: frozenset[str] = frozenset(), exclude: Sequence[str] = ()) -> Seal:
     """Seal the tree at `root`, streaming each file in 1 MiB chunks."""
-    files = tree_files(root, skip_dirs=skip_dirs)
+    files = tree_files(root, skip_dirs=skip_dirs, exclude=exclude)
     try:
         return compute(files, _reader(root))
     except OSError as exc:

@@ -5,14 +5,15 @@ during a run cannot reach them.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from gate.core.errors import SandboxError
+from gate.core.errors import SandboxError, UsageError
 from gate.io.fixtures import seal_tree, tree_files
 
 SKIP_IN_TREE = frozenset({".git"})
@@ -24,11 +25,11 @@ class LocalInputs:
     Trials run from the snapshot, so an edit to the work tree during a run cannot reach them.
     """
 
-    def __init__(self, workdir: Path, fixtures: Mapping[str, bytes]) -> None:
-        tree_files(workdir, skip_dirs=SKIP_IN_TREE)  # refuses symlinks and specials, naming the workdir
+    def __init__(self, workdir: Path, fixtures: Mapping[str, bytes], *, outputs: Sequence[str] = ()) -> None:
+        tree_files(workdir, skip_dirs=SKIP_IN_TREE, exclude=outputs)  # refuses symlinks and specials
         self._tmp = Path(tempfile.mkdtemp(prefix="probegate-tree-"))
         self.snapshot = self._tmp / "tree"
-        shutil.copytree(workdir, self.snapshot, ignore=shutil.ignore_patterns(*SKIP_IN_TREE))
+        shutil.copytree(workdir, self.snapshot, ignore=_ignored(workdir, outputs))
         world_readable(self._tmp)
         self.tree_digest = seal_tree(self.snapshot).digest
         self.fixtures: dict[str, bytes] = dict(fixtures)
@@ -52,6 +53,40 @@ class LocalInputs:
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
+
+
+def tree_digest(workdir: Path, outputs: Sequence[str] = ()) -> str:
+    """The digest a run's snapshot of `workdir` gets: every file but `.git` and the gate's outputs."""
+    return seal_tree(workdir, skip_dirs=SKIP_IN_TREE, exclude=outputs).digest
+
+
+def check_outside_tree(path: Path, workdir: Path, outputs: Sequence[str], *, field: str) -> None:
+    """Refuse an output of the gate that would land in the patched tree unless the suite's `outputs`
+    leave it out of the tree's digest (else writing the card would change what `accept` recomputes)."""
+    try:
+        rel = path.resolve().relative_to(workdir.resolve()).as_posix()
+    except ValueError:
+        return
+    if not any(fnmatch.fnmatchcase(rel, glob) for glob in outputs):
+        raise UsageError(
+            f"lies inside the patched tree ({rel}); name it in [suite] outputs so the tree's digest leaves it out",
+            file=str(path),
+            field=field,
+        )
+
+
+def _ignored(workdir: Path, outputs: Sequence[str]) -> Callable[[str, list[str]], set[str]]:
+    """copytree's ignore: `.git`, and files matching the suite's `outputs` globs (the card, the books)."""
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        rel = Path(folder).relative_to(workdir)
+        return {
+            name
+            for name in names
+            if name in SKIP_IN_TREE or any(fnmatch.fnmatchcase((rel / name).as_posix(), g) for g in outputs)
+        }
+
+    return ignore
 
 
 def world_readable(root: Path) -> None:

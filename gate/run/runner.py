@@ -15,8 +15,9 @@ from pathlib import Path
 
 import structlog
 
+from gate.core.acceptance import prove
 from gate.core.calibration import deadline_source
-from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard, accept
+from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
 from gate.core.checks import Check, Trial, judge
 from gate.core.errors import HarnessError, SealDriftError
 from gate.core.fold import fold_tallies
@@ -32,7 +33,7 @@ from gate.io.checks import load_checks
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree, verify
 from gate.io.oracle import oracle_edits
 from gate.io.reviewed import read_calibration, read_freeze_file
-from gate.io.snapshot import LocalInputs
+from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import load_books, save_books
 from gate.io.suite import load_suite
 from gate.run.executor import Executor
@@ -93,6 +94,7 @@ def run_gate(
     calibration = read_calibration(calibration_path)
     oracle_edits = _oracle_edits(request, suite, fixture_root)
 
+    check_outside_tree(request.card, request.workdir, suite.config.outputs, field="--card")
     run_id = run_id or uuid.uuid4().hex
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
     executor = executor_factory(request)
@@ -128,7 +130,7 @@ def run_gate(
         }
         log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
 
-        with LocalInputs(request.workdir, fixtures) as inputs:
+        with LocalInputs(request.workdir, fixtures, outputs=suite.config.outputs) as inputs:
             facts = replace(facts, tree_digest=inputs.tree_digest)
             if drift is not None:
                 verdicts = _all_harness(suite, current.manifest, str(drift))
@@ -149,7 +151,11 @@ def run_gate(
     card = stamp(facts, verdicts, decision)
     write_card(request.card, card)
     save_books(ledger_path, decision.ledger.pruned(started), decision.window)
-    for line in verdict_lines(card, request.card, accept(card, expected.digest)):
+    # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
+    verdict = prove(
+        card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=suite.bands()
+    )
+    for line in verdict_lines(card, request.card, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts))

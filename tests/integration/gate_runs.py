@@ -1,4 +1,5 @@
-"""Running the gate the way a user does: `python -m gate.run`, then `python -m gate.accept`."""
+"""Running the gate the way a user does: `python -m gate.run`, then `python -P -m gate.accept` (-P:
+the working directory never lands on the coordinator's import path)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,11 @@ def gate_run(
     )
     assert "Traceback" not in done.stderr, done.stderr
     accepted = subprocess.run(
-        [sys.executable, "-m", "gate.accept", "--card", str(card), "--seal", str(seal)],
+        [
+            *(sys.executable, "-P", "-m", "gate.accept", "--card", str(card), "--seal", str(seal)),
+            *("--workdir", str(patch_dir), "--suite", str(example / "gate.toml")),
+            *(() if "--base" in extra else ("--allow-unchecked-oracle",)),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

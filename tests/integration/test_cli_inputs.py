@@ -191,9 +191,16 @@ def test_base_outside_git_is_usage_error(example: Path) -> None:
     assert_one_line(gate(*run_args(example, "--base", "HEAD")), RET_USAGE, "--base")
 
 
+def accept_args(example: Path) -> list[str]:
+    return [
+        *("--seal", str(example / ".fixture-seal"), "--suite", str(example / "gate.toml")),
+        *("--workdir", str(example / "patches" / "good")),
+    ]
+
+
 def test_accept_missing_card_is_a_failed_gate(example: Path) -> None:
     """accept with no card exits 1 and prints a rejected decision."""
-    done = gate("accept", "--card", str(example / "none.json"), "--seal", str(example / ".fixture-seal"))
+    done = gate("accept", "--card", str(example / "none.json"), *accept_args(example))
     assert done.returncode == RET_BLOCKED
     assert json.loads(done.stdout)["accepted"] is False
     assert "Traceback" not in done.stderr
@@ -202,7 +209,7 @@ def test_accept_missing_card_is_a_failed_gate(example: Path) -> None:
 def test_accept_garbage_card_is_a_failed_gate(example: Path) -> None:
     """accept with an unreadable card exits 1 naming the card file."""
     (example / "card.json").write_text('{"run_id": 3}')
-    done = gate("accept", "--card", str(example / "card.json"), "--seal", str(example / ".fixture-seal"))
+    done = gate("accept", "--card", str(example / "card.json"), *accept_args(example))
     assert done.returncode == RET_BLOCKED
     assert "card.json" in json.loads(done.stdout)["reasons"][0]
 

@@ -169,15 +169,28 @@ def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox
     assert json.loads((tmp_path / "ledger.json").read_text())["sampler_window"] == [True, True]
 
 
-def test_harness_credits_run_out_with_exit_2(example: Path, tmp_path: Path) -> None:
-    """Without a safety property, drift draws a credit twice (exit 0) and then exhausts them (exit 2)."""
-    suite = example / "gate.toml"
+def _without_safety(suite: Path, extra: str = "") -> None:
     text = suite.read_text()
     for safety in ("no_unmapped_write", "no_secret_in_output"):
         start = text.index(f'[[property]]\nid = "{safety}"')
         end = text.index("[[property]]", start + 1)
         text = text[:start] + text[end:]
-    suite.write_text(text)
+    suite.write_text(text.replace('freeze_file = "flake-freeze.json"', f'freeze_file = "flake-freeze.json"{extra}'))
+
+
+def test_drift_on_every_property_is_a_broken_harness_without_credits(example: Path, tmp_path: Path) -> None:
+    """Drift faults every property: more than a quarter of them, so the harness is broken (exit 2) and no
+    credit is drawn, even on a fresh ledger."""
+    _without_safety(example / "gate.toml")
+    run = gate_run(example, "drifted_fixture", tmp_path / "card.json")
+    assert (run.code, run.card["ledger_actions"], run.accept) == (RET_HARNESS, [], 1)
+    assert any("a broken harness draws no credits" in r for r in run.card["reasons"])
+
+
+def test_harness_credits_run_out_with_exit_2(example: Path, tmp_path: Path) -> None:
+    """With max_fault_share 1.0 and no safety property, drift draws a credit twice (exit 0) and then
+    exhausts them (exit 2)."""
+    _without_safety(example / "gate.toml", "\nledger = { max_fault_share = 1.0 }")
     codes, actions = [], []
     for _ in range(3):
         run = gate_run(example, "drifted_fixture", tmp_path / "card.json")

@@ -308,10 +308,11 @@ def test_card_refuses_unknown_fields():
         VerdictCard.model_validate(data)
 
 
-def test_card_refuses_another_schema_version():
-    """A card claiming a schema version other than 1 is refused."""
+@pytest.mark.parametrize("version", [1, 3])
+def test_card_refuses_another_schema_version(version):
+    """A card claiming a schema version other than 2 (an older one lacks what accept recomputes) is refused."""
     data = card().model_dump(mode="json")
-    data["schema_version"] = 2
+    data["schema_version"] = version
     with pytest.raises(ValidationError):
         VerdictCard.model_validate(data)
 
@@ -334,4 +335,4 @@ def test_card_is_frozen():
 def test_card_defaults_network_none_and_no_edits():
     """A card built without those fields records network none, no oracle edits and no freezes."""
     c = card()
-    assert (c.network_mode, c.new_oracle_edits, c.freeze_set, c.schema_version) == ("none", (), {}, 1)
+    assert (c.network_mode, c.new_oracle_edits, c.freeze_set, c.schema_version) == ("none", (), {}, 2)

@@ -1,0 +1,144 @@
+"""`accept` that proves what it accepts: the card's own claims (`gate.core.card.accept`), plus what
+can be recomputed instead of believed — each row's kind from its outcome counts, the job's status,
+exit code, ledger actions, votes and sampler window from the policy's recorded inputs — and what
+binds the card to the tree and suite being merged. A card that disagrees with itself is refused,
+naming the field; a consistent forgery is for signatures to stop (the card is data until signed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import TypeAdapter, ValidationError
+
+from gate.core.bands import BandRule
+from gate.core.card import Acceptance, DeadlineSource, PropertyRow, VerdictCard, accept
+from gate.core.policy import Decision, decide
+from gate.core.verdict import Band, Kind, Verdict, kind_of
+
+_IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
+_RULE = TypeAdapter(BandRule)
+
+
+def prove(
+    card: VerdictCard,
+    *,
+    seal_digest: str,
+    tree_digest: str | None,
+    suite_sha256: str | None,
+    bands: Mapping[str, Band] | None = None,
+    allow_unchecked_oracle: bool = False,
+) -> Acceptance:
+    """Accept only a card whose claims hold, whose recomputation agrees with it, that was made for
+    this tree and suite (when given) with a row for each of the suite's properties (`bands`), in one
+    real sandbox image, with the oracle checked."""
+    reasons = [] if (claimed := accept(card, seal_digest)).accepted else list(claimed.reasons)
+    if tree_digest is not None and card.tree_digest != tree_digest:
+        reasons.append(f"the card was made for tree {card.tree_digest[:16]}, not this one ({tree_digest[:16]})")
+    if suite_sha256 is not None and card.suite_sha256 != suite_sha256:
+        reasons.append(f"the card was made for suite {card.suite_sha256[:16]}, not this one ({suite_sha256[:16]})")
+    if bands is not None:
+        reasons += _row_reasons(card, bands)
+    if card.base_rev is None and not allow_unchecked_oracle:
+        reasons.append("oracle edits were not checked (run without --base); refused unless --allow-unchecked-oracle")
+    reasons += _sandbox_reasons(card)
+    reasons += recomputed_reasons(card)
+    return Acceptance(accepted=not reasons, reasons=tuple(reasons) or claimed.reasons)
+
+
+def _row_reasons(card: VerdictCard, bands: Mapping[str, Band]) -> list[str]:
+    """One row per property of the suite, in its band: a row deleted or relabelled is refused."""
+    carded = {row.id: row.band for row in card.properties}
+    reasons = [f"the card has no row for property {pid} of the suite" for pid in bands if pid not in carded]
+    reasons += [f"the card has a row for {pid}, which the suite does not have" for pid in carded if pid not in bands]
+    reasons += [
+        f"row {pid} is in band {band} but the suite says {bands[pid]}"
+        for pid, band in carded.items()
+        if pid in bands and bands[pid] is not band
+    ]
+    if len(carded) != len(card.properties):
+        reasons.append("the card lists a property twice")
+    return reasons
+
+
+def _sandbox_reasons(card: VerdictCard) -> list[str]:
+    """Trials that ran must have run in exactly one real sandbox image."""
+    if not any(row.trials for row in card.properties):
+        return []
+    if "," in card.image_id or any(e.kind == "mixed_images" for e in card.harness_events):
+        return [f"trials ran in more than one image ({card.image_id})"]
+    if not _IMAGE_ID.match(card.image_id):
+        return [f"trials ran in no real sandbox image (image_id {card.image_id!r})"]
+    return []
+
+
+def recomputed_reasons(card: VerdictCard) -> list[str]:
+    """Where the card disagrees with what its own recorded inputs yield, one reason per field."""
+    reasons: list[str] = []
+    verdicts: list[Verdict] = []
+    for index, row in enumerate(card.properties):
+        where = f"properties[{index}] ({row.id})"
+        try:
+            derived = _row_kind(row)
+        except (ValidationError, ValueError) as exc:
+            reasons.append(f"card disagrees with itself: {where}.rule cannot be read back: {exc}")
+            continue
+        if (row.counts.trials, row.counts.hit) != (row.trials, row.hits):
+            reasons.append(
+                f"card disagrees with itself: {where}.trials/hits {row.trials}/{row.hits} "
+                f"but its counts add up to {row.counts.trials}/{row.counts.hit}"
+            )
+        if derived is not row.kind:
+            reasons.append(f"card disagrees with itself: {where}.kind is {row.kind} but its counts give {derived}")
+        verdicts.append(_verdict(row))
+    if reasons:
+        return reasons
+    decision = decide(
+        verdicts,
+        frozen=card.freeze_set,
+        ledger=card.policy.ledger(),
+        window=card.policy.window_before,
+        now=card.created_at,
+        max_fault_share=card.policy.max_fault_share,
+        oracle_edits=card.new_oracle_edits,
+    )
+    return _decision_reasons(card, decision)
+
+
+def _row_kind(row: PropertyRow) -> Kind:
+    rule = _RULE.validate_python(row.rule) if row.band is Band.STATISTICAL and row.rule is not None else None
+    promoted = row.timeout_is_safety and row.deadline_source is DeadlineSource.CALIBRATED
+    return kind_of(row.counts, row.band, rule, promoted=promoted)
+
+
+def _verdict(row: PropertyRow) -> Verdict:
+    return Verdict(
+        kind=row.kind,
+        property_id=row.id,
+        band=row.band,
+        fixture_digest=row.fixture_digest,
+        trials=row.trials,
+        hits=row.hits,
+        detail=row.detail,
+        creditable=row.counts.creditable,
+        counts=row.counts,
+    )
+
+
+def _decision_reasons(card: VerdictCard, decision: Decision) -> list[str]:
+    reasons: list[str] = []
+
+    def differs(field: str, carded: object, derived: object) -> None:
+        if carded != derived:
+            reasons.append(f"card disagrees with itself: {field} is {carded!r} but its inputs give {derived!r}")
+
+    differs("status", str(card.status), str(decision.status))
+    differs("exit_code", card.exit_code, decision.exit_code)
+    differs("ledger_actions", card.ledger_actions, decision.ledger_actions)
+    differs("window_after", card.window_after, decision.window.recent)
+    differs("reasons", card.reasons, decision.reasons)
+    for index, (row, vote) in enumerate(zip(card.properties, decision.votes, strict=True)):
+        field = f"properties[{index}] ({row.id}).voting/frozen_by/ledger"
+        differs(field, (row.voting, row.frozen_by, row.ledger), (vote.voting, vote.frozen_by, vote.ledger))
+    return reasons

@@ -1,0 +1,152 @@
+"""gate.core.acceptance.prove: accept recomputes instead of believing. Cards come from a real
+`run_gate` over a MockExecutor; each test edits one the way a forger would and expects a refusal
+that names the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gate.core.acceptance import prove
+from gate.core.card import VerdictCard
+from gate.core.ledger import LedgerAction
+from gate.core.policy import JobStatus
+from gate.core.trial import FaultOrigin, Observation
+from gate.core.verdict import Band, Kind
+from gate.io.suite import load_suite
+
+from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, but, good, run, stdout
+
+IMAGE = "sha256:" + "a" * 64
+
+
+def real(spec, fixture: bytes) -> Observation:
+    """`good`, from a sandbox with a real-looking image ID."""
+    return good(spec, fixture).model_copy(update={"image_id": IMAGE})
+
+
+def card_of(tmp_path: Path, handler=real) -> tuple[VerdictCard, dict]:
+    """A card from a whole run, and the arguments `prove` needs to check it against that run's inputs."""
+    suite = build_suite(tmp_path)
+    result, _ = run(suite, handler)
+    card = result.card.model_copy(update={"image_id": IMAGE, "base_rev": "HEAD~1"})
+    loaded = load_suite(suite.request.suite)
+    args = {
+        "seal_digest": card.fixture.seal,
+        "tree_digest": card.tree_digest,
+        "suite_sha256": loaded.sha256,
+        "bands": loaded.bands(),
+    }
+    return card, args
+
+
+def edited(card: VerdictCard, **top) -> VerdictCard:
+    """The card with top-level fields replaced, validated again (as a file read back would be)."""
+    return VerdictCard.model_validate({**card.model_dump(), **top})
+
+
+def with_row(card: VerdictCard, index: int, **fields) -> VerdictCard:
+    rows = list(card.properties)
+    rows[index] = rows[index].model_copy(update=fields)
+    return edited(card, properties=tuple(rows))
+
+
+def refused(card: VerdictCard, args: dict, *needles: str) -> tuple[str, ...]:
+    result = prove(card, **args)
+    assert not result.accepted, result
+    for needle in needles:
+        assert any(needle in reason for reason in result.reasons), (needle, result.reasons)
+    return result.reasons
+
+
+def test_an_honest_passing_card_is_accepted(tmp_path: Path) -> None:
+    """A card exactly as the run wrote it, for this tree and suite, is accepted."""
+    card, args = card_of(tmp_path)
+    result = prove(card, **args)
+    assert result.accepted, result.reasons
+
+
+def test_a_flipped_kind_with_a_flipped_status_is_refused(tmp_path: Path) -> None:
+    """A failing row turned into a pass, with the job's status and exit code edited to match, is refused
+    because the row's outcome counts still give fail_contract."""
+    wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({}), image_id=IMAGE))
+    card, args = card_of(tmp_path, wrong)
+    assert card.status is JobStatus.BLOCKED
+    forged = with_row(card, 1, kind=Kind.PASS, detail="")
+    forged = edited(forged, status=JobStatus.ACCEPTED, exit_code=0, reasons=())
+    refused(forged, args, "properties[1] (invoice_total).kind is pass but its counts give fail_contract")
+
+
+def test_a_deleted_failing_row_is_refused(tmp_path: Path) -> None:
+    """A card whose failing row was deleted (and status edited) is refused: the suite has that property."""
+    wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({}), image_id=IMAGE))
+    card, args = card_of(tmp_path, wrong)
+    forged = edited(card, properties=(card.properties[0], card.properties[2]), status=JobStatus.ACCEPTED, exit_code=0)
+    refused(forged, args, f"no row for property {CONTRACT}")
+
+
+def test_a_relabelled_band_is_refused(tmp_path: Path) -> None:
+    """A safety row relabelled statistical (which could be frozen) is refused against the suite's bands."""
+    card, args = card_of(tmp_path)
+    refused(with_row(card, 0, band=Band.CONTRACT), args, f"row {SAFETY} is in band contract but the suite says safety")
+
+
+def test_edited_hits_are_refused(tmp_path: Path) -> None:
+    """Hits raised without the counts behind them are refused, naming trials/hits."""
+    six = but(STAT, lambda spec, f: real(spec, f) if spec.trial_index < 6 else real(spec, b'{"expected_tool": "x"}'))
+    card, args = card_of(tmp_path, six)
+    assert card.properties[2].kind is Kind.INCONCLUSIVE_SAMPLE
+    refused(with_row(card, 2, hits=9, kind=Kind.PASS), args, "properties[2] (tool_choice_rate).trials/hits 10/9")
+
+
+def test_an_edited_ledger_action_is_refused(tmp_path: Path) -> None:
+    """An exhausted credit rewritten as opened, with the row made non-voting, is refused by the recomputed ledger."""
+    lost = but(
+        CONTRACT,
+        lambda spec, _: Observation.harness_fault(spec, "daemon gone", origin=FaultOrigin.HARNESS, image_id=IMAGE),
+    )
+    card, args = card_of(tmp_path, lost)
+    assert card.ledger_actions[0].action is LedgerAction.OPENED
+    forged = edited(card, ledger_actions=(card.ledger_actions[0].model_copy(update={"remaining": 5}),))
+    refused(forged, args, "ledger_actions")
+
+
+def test_an_edited_sampler_window_is_refused(tmp_path: Path) -> None:
+    """A window edited to look clean disagrees with the window the recorded inputs give."""
+    card, args = card_of(tmp_path)
+    refused(edited(card, window_after=()), args, "window_after")
+
+
+def test_a_card_replayed_for_another_tree_is_refused(tmp_path: Path) -> None:
+    """A card made for one tree is refused for a tree with another digest."""
+    card, args = card_of(tmp_path)
+    refused(card, {**args, "tree_digest": "f" * 64}, "the card was made for tree")
+
+
+def test_a_card_for_another_suite_is_refused(tmp_path: Path) -> None:
+    """A card made under another suite file is refused."""
+    card, args = card_of(tmp_path)
+    refused(card, {**args, "suite_sha256": "0" * 64}, "the card was made for suite")
+
+
+@pytest.mark.parametrize("image_id", ["", "null", "sha256:mock", IMAGE + "," + "sha256:" + "b" * 64])
+def test_trials_in_no_real_sandbox_or_two_images_are_refused(tmp_path: Path, image_id: str) -> None:
+    """A card whose trials ran in no real image, or in more than one, is refused."""
+    card, args = card_of(tmp_path)
+    refused(edited(card, image_id=image_id), args, "trials ran in")
+
+
+def test_an_unchecked_oracle_is_refused_unless_allowed(tmp_path: Path) -> None:
+    """A card from a run without --base is refused, unless the caller explicitly allows an unchecked oracle."""
+    card, args = card_of(tmp_path)
+    unchecked = edited(card, base_rev=None)
+    refused(unchecked, args, "oracle edits were not checked")
+    assert prove(unchecked, **args, allow_unchecked_oracle=True).accepted
+
+
+def test_a_card_whose_reasons_were_emptied_is_refused(tmp_path: Path) -> None:
+    """Reasons are recomputed too: a blocked card with its reasons removed disagrees with itself."""
+    wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({}), image_id=IMAGE))
+    card, args = card_of(tmp_path, wrong)
+    refused(edited(card, reasons=()), args, "card disagrees with itself: reasons")
