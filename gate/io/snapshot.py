@@ -25,11 +25,24 @@ class LocalInputs:
     Trials run from the snapshot, so an edit to the work tree during a run cannot reach them.
     """
 
-    def __init__(self, workdir: Path, fixtures: Mapping[str, bytes], *, outputs: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        fixtures: Mapping[str, bytes],
+        *,
+        outputs: Sequence[str] = (),
+        overrides: Mapping[str, bytes] | None = None,
+    ) -> None:
         tree_files(workdir, skip_dirs=SKIP_IN_TREE, exclude=outputs)  # refuses symlinks and specials
         self._tmp = Path(tempfile.mkdtemp(prefix="probegate-tree-"))
         self.snapshot = self._tmp / "tree"
         shutil.copytree(workdir, self.snapshot, ignore=_ignored(workdir, outputs))
+        for rel, data in (overrides or {}).items():
+            # The base's oracle files (its probe entry) laid over the patch's: trials run those.
+            target = self.snapshot / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            target.write_bytes(data)
         world_readable(self._tmp)
         self.tree_digest = seal_tree(self.snapshot).digest
         self.fixtures: dict[str, bytes] = dict(fixtures)

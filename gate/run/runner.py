@@ -29,14 +29,11 @@ from gate.core.suite import PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
 from gate.io.artifacts import write_card
-from gate.io.checks import load_checks
-from gate.io.fixtures import read_clock, read_seal_file, seal_tree, verify
-from gate.io.oracle import oracle_edits
-from gate.io.reviewed import read_calibration, read_freeze_file
+from gate.io.fixtures import seal_tree, verify
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import load_books, save_books
-from gate.io.suite import load_suite
 from gate.run.executor import Executor
+from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.waves import run_waves
 
 log = structlog.get_logger("gate.run")
@@ -80,20 +77,36 @@ def run_gate(
 ) -> RunResult:
     """Run the suite once against the patched tree and write the card; config errors raise first.
     `executor_factory` picks where trials run (the command line chooses; tests pass a mock)."""
-    suite = load_suite(request.suite)
-    fixture_root = (request.fixture or suite.resolve(suite.config.fixtures)).resolve()
-    checks = load_checks(suite.checks_path, {p.id: p.check for p in suite.properties}, suite_file=str(suite.path))
-    expected = read_seal_file(request.seal)
-    clock = read_clock(fixture_root)
+    with read_oracle(_oracle_request(request)) as oracle:
+        return _run(request, oracle, executor_factory=executor_factory, now=now, run_id=run_id, emit=emit)
+
+
+def _oracle_request(request: RunRequest) -> OracleRequest:
+    return OracleRequest(
+        suite=request.suite,
+        workdir=request.workdir,
+        seal=request.seal,
+        fixture=request.fixture,
+        calibration=request.calibration,
+        base=request.base,
+        calibrated_deadlines=request.calibrated_deadlines,
+    )
+
+
+def _run(
+    request: RunRequest,
+    oracle: Oracle,
+    *,
+    executor_factory: ExecutorFactory,
+    now: Callable[[], datetime],
+    run_id: str | None,
+    emit: Callable[[str], None],
+) -> RunResult:
+    suite, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
+    clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
     started = now()
     ledger_path = request.ledger or request.card.parent / "ledger.json"
     ledger, window = load_books(ledger_path, suite.config.ledger, suite.config.sampler)
-    # Every reviewed file is read, and the oracle diffed, before a container starts.
-    freeze_file = read_freeze_file(suite)
-    calibration_path = (request.calibration or suite.calibration_path) if request.calibrated_deadlines else None
-    calibration = read_calibration(calibration_path)
-    oracle_edits = _oracle_edits(request, suite, fixture_root)
-
     check_outside_tree(request.card, request.workdir, suite.config.outputs, field="--card")
     run_id = run_id or uuid.uuid4().hex
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
@@ -102,7 +115,7 @@ def run_gate(
     try:
         drift: SealDriftError | None = None
         try:
-            current = verify(fixture_root, expected, seal_file=str(request.seal))
+            current = verify(fixture_root, expected, seal_file=str(oracle.seal_file))
         except SealDriftError as exc:
             drift, current = exc, seal_tree(fixture_root)
         if drift is None:
@@ -130,7 +143,7 @@ def run_gate(
         }
         log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
 
-        with LocalInputs(request.workdir, fixtures, outputs=suite.config.outputs) as inputs:
+        with LocalInputs(request.workdir, fixtures, outputs=suite.config.outputs, overrides=oracle.overrides) as inputs:
             facts = replace(facts, tree_digest=inputs.tree_digest)
             if drift is not None:
                 verdicts = _all_harness(suite, current.manifest, str(drift))
@@ -214,20 +227,6 @@ def _all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list
     return [
         harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail, creditable=True) for p in suite.properties
     ]
-
-
-def _oracle_edits(request: RunRequest, suite: Suite, fixture_root: Path) -> tuple[str, ...]:
-    if not request.base:
-        return ()
-    calibration = request.calibration or suite.calibration_path
-    return oracle_edits(
-        request.workdir,
-        request.base,
-        suite=suite,
-        seal_file=request.seal,
-        calibration=calibration,
-        fixtures=fixture_root,
-    )
 
 
 def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) -> FreezeState:

@@ -30,7 +30,7 @@ def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:
 def sweep_dead_workers(client: docker.DockerClient) -> int:
     """Remove containers that a process on this host started and no longer exists to remove."""
     removed = 0
-    for container in containers(client, labels=[f"{LABEL_HOST}={socket.gethostname()}"], sparse=False):
+    for container in containers(client, labels=[f"{LABEL_HOST}={socket.gethostname()}"]):
         pid = int(container.labels.get(LABEL_PID, "0") or 0)
         if pid > 0 and _alive(pid):
             continue

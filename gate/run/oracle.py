@@ -1,0 +1,114 @@
+"""Reading the oracle for a run: the suite, checks, fixture tree and its seal, clock, freeze file,
+calibration and probe entry — from the base revision's git objects with `--base`, else from the
+files named on the command line — plus the oracle edits the patch made. Everything here is read
+before any container starts; nothing of the patched tree is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gate.core.calibration import Calibration
+from gate.core.checks import Check
+from gate.core.freezes import FreezeFile
+from gate.core.seal import Seal
+from gate.core.suite import Suite
+from gate.core.trial import ClockSpec
+from gate.io.base import BaseCheckout, oracle_edits
+from gate.io.checks import load_checks
+from gate.io.fixtures import read_clock, read_seal_file
+from gate.io.reviewed import read_calibration, read_freeze_file
+from gate.io.suite import load_suite
+
+
+@dataclass(frozen=True)
+class OracleRequest:
+    """Where the oracle is named: the command line's paths (in the work tree) and the base revision."""
+
+    suite: Path
+    workdir: Path
+    seal: Path
+    fixture: Path | None = None
+    calibration: Path | None = None
+    base: str | None = None
+    calibrated_deadlines: bool = True
+
+
+@dataclass(frozen=True)
+class Oracle:
+    suite: Suite
+    fixture_root: Path
+    seal_file: Path
+    expected: Seal
+    checks: dict[str, Check]
+    clock: ClockSpec
+    freeze_file: FreezeFile | None
+    calibration: Calibration | None
+    edits: tuple[str, ...] = ()
+    # Files laid over the patched tree's snapshot: the base's probe entry, so the patch cannot swap it.
+    overrides: dict[str, bytes] = field(default_factory=dict)
+
+
+def probe_entry(suite: Suite) -> str | None:
+    """The probe's Python entry (the first `*.py` argument), relative to the tree's root."""
+    return next((arg for arg in suite.config.probe if arg.endswith(".py")), None)
+
+
+@contextlib.contextmanager
+def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
+    """The oracle for a run; with `base`, read from that revision (kept until the context ends)."""
+    with contextlib.ExitStack() as stack:
+        base = stack.enter_context(BaseCheckout(request.workdir, request.base)) if request.base else None
+
+        def where(path: Path, what: str) -> Path:
+            return base.need(path, what) if base else path
+
+        suite = load_suite(where(request.suite, "the suite file"))
+        named = where(request.fixture, "the fixture tree") if request.fixture else None
+        fixture_root = (named or suite.resolve(suite.config.fixtures)).resolve()
+        seal_file = where(request.seal, "the seal file")
+        calibration_path = request.calibration or suite.calibration_path
+        if request.calibration and base:
+            calibration_path = where(request.calibration, "the calibration")
+        names = {p.id: p.check for p in suite.properties}
+        entry = probe_entry(suite)
+        yield Oracle(
+            suite=suite,
+            fixture_root=fixture_root,
+            seal_file=seal_file,
+            expected=read_seal_file(seal_file),
+            checks=load_checks(suite.checks_path, names, suite_file=str(suite.path)),
+            clock=read_clock(fixture_root),
+            freeze_file=read_freeze_file(suite),
+            calibration=read_calibration(calibration_path if request.calibrated_deadlines else None),
+            edits=_edits(base, suite, request, fixture_root, calibration_path, entry) if base else (),
+            overrides={entry: base.need(request.workdir / entry, "the probe entry").read_bytes()}
+            if base and entry
+            else {},
+        )
+
+
+def _edits(
+    base: BaseCheckout,
+    suite: Suite,
+    request: OracleRequest,
+    fixture_root: Path,
+    calibration: Path | None,
+    entry: str | None,
+) -> tuple[str, ...]:
+    """The oracle files whose contents differ between the base and the work tree."""
+    files = [base.worktree(suite.path), base.worktree(suite.checks_path), request.seal]
+    files += [request.workdir / entry] if entry else []
+    files += [base.worktree(suite.freeze_path)] if suite.freeze_path else []
+    if calibration is not None:
+        files.append(base.worktree(calibration) if calibration.is_relative_to(base.root) else calibration)
+    return oracle_edits(
+        base,
+        files=files,
+        trees=[base.worktree(fixture_root)],
+        globs=suite.config.oracle,
+        root=base.worktree(suite.root),
+    )
