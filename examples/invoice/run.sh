@@ -22,9 +22,11 @@ run_one() {  # $1 = patch name, $2 = card path
   local patch="$here/patches/$1" fixture="$here/fixtures"
   # A patched tree that carries its own fixture tree is judged against it: that is how drift looks.
   [ -d "$patch/fixtures" ] && fixture="$patch/fixtures"
+  # Each patch is judged on new books of its own: a demo, not a CI job, where the ledger must be kept
+  # (a file that outlives the job, or --ledger redis://…) and --new-ledger passed only the first time.
   rm -f "$(dirname "$2")/ledger.json"
   "$gate" --log-level warning run --suite "$here/gate.toml" --workdir "$patch" --fixture "$fixture" \
-      --seal "$here/.fixture-seal" --retries 0 --card "$2"
+      --seal "$here/.fixture-seal" --retries 0 --card "$2" --new-ledger
   local rc=$?
   # Until the example runs each patch as a commit over a base (--base), nobody checked its oracle edits.
   "$gate" accept --card "$2" --seal "$here/.fixture-seal" --workdir "$patch" --suite "$here/gate.toml" \

@@ -1,9 +1,10 @@
 """`gate accept`: read the card, the seal file and the suite, recompute what can be recomputed
-(the tree's digest, every row's kind, the job's decision), print the decision.
+(the tree's digest, every row's kind, the job's decision, and with `--base` the oracle edits), and
+print the decision.
 
 Exit 0 only when `gate.core.acceptance.prove` says so; a missing or unreadable card is a failed
-gate (1). Bad arguments (a missing seal file or suite, a workdir that is not a folder) are usage
-errors as for every command.
+gate (1). Bad arguments (a missing seal file or suite, a workdir that is not a folder, a base that
+is not a commit) are usage errors as for every command.
 """
 
 from __future__ import annotations
@@ -13,37 +14,60 @@ import sys
 from pathlib import Path
 
 from gate.core.acceptance import prove
+from gate.core.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError
 from gate.io.artifacts import read_card
-from gate.io.fixtures import read_seal_file
 from gate.io.snapshot import tree_digest
-from gate.io.suite import load_suite
+from gate.run.oracle import OracleRequest, read_oracle
 
 
 def run_accept(
-    card_path: Path, seal_path: Path, *, workdir: Path, suite: Path, allow_unchecked_oracle: bool = False
+    card_path: Path,
+    seal_path: Path,
+    *,
+    workdir: Path,
+    suite: Path,
+    base: str | None = None,
+    allow_unchecked_oracle: bool = False,
 ) -> int:
     """Print one JSON line with the decision and its reasons; return the exit code."""
-    seal = read_seal_file(seal_path)
-    loaded = load_suite(suite)
     if not workdir.is_dir():
         raise InputMissingError("the tree being merged is not a folder", file=str(workdir), field="--workdir")
-    digest = tree_digest(workdir, loaded.config.outputs)
-    try:
-        card = read_card(card_path)
-    except GateError as exc:
-        print(json.dumps({"accepted": False, "reasons": [str(exc)]}))
-        print(f"gate accept: REJECTED: {exc}", file=sys.stderr)
-        return RET_BLOCKED
-    result = prove(
-        card,
-        seal_digest=seal.digest,
-        tree_digest=digest,
-        suite_sha256=loaded.sha256,
-        bands=loaded.bands(),
-        allow_unchecked_oracle=allow_unchecked_oracle,
-    )
-    print(json.dumps({"accepted": result.accepted, "run_id": card.run_id, "reasons": list(result.reasons)}))
+    request = OracleRequest(suite=suite, workdir=workdir, seal=seal_path, base=base, calibrated_deadlines=False)
+    with read_oracle(request) as oracle:
+        digest = tree_digest(workdir, oracle.suite.config.outputs)
+        try:
+            card = read_card(card_path)
+        except GateError as exc:
+            return _print(None, Acceptance(accepted=False, reasons=(str(exc),)))
+        result = prove(
+            card,
+            seal_digest=oracle.expected.digest,
+            tree_digest=digest,
+            suite_sha256=oracle.suite.sha256,
+            bands=oracle.suite.bands(),
+            allow_unchecked_oracle=allow_unchecked_oracle,
+        )
+        if oracle.base_commit is not None:
+            result = _with_base(result, card, oracle.base_commit, oracle.edits)
+    return _print(card, result)
+
+
+def _with_base(result: Acceptance, card: VerdictCard, commit: str, edits: tuple[str, ...]) -> Acceptance:
+    """What accept recomputed against the base itself: the card's base and oracle edits must agree."""
+    reasons = [] if result.accepted else list(result.reasons)
+    if card.base_rev != commit:
+        reasons.append(f"the card's oracle came from base {card.base_rev}, not {commit}")
+    if edits:
+        reasons.append(f"the tree edits oracle files (recomputed against the base): {', '.join(edits)}")
+    if tuple(card.new_oracle_edits) != edits:
+        reasons.append("card disagrees with the base: new_oracle_edits differ from what accept recomputed")
+    return Acceptance(accepted=not reasons, reasons=tuple(reasons) or result.reasons)
+
+
+def _print(card: VerdictCard | None, result: Acceptance) -> int:
+    line = {"accepted": result.accepted, "reasons": list(result.reasons)}
+    print(json.dumps({**line, "run_id": card.run_id} if card else line))
     word = "ACCEPTED" if result.accepted else "REJECTED"
     print(f"gate accept: {word}: {'; '.join(result.reasons)}", file=sys.stderr)
     return RET_OK if result.accepted else RET_BLOCKED

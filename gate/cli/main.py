@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gate import __version__
+from gate.cli.books import add_ledger_arguments, add_new_ledger_argument, books_factory, ledger_file, ledger_url
 from gate.cli.executors import default_executor
 from gate.cli.power import add_power_parser
 from gate.cli.power import run_from_args as run_power
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
     add_run_arguments(run)
     run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
+    add_new_ledger_argument(run)
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
     add_run_arguments(base, card_required=False)
@@ -73,7 +75,7 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = Tru
     run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
     run.add_argument("--card", type=Path, required=card_required, help="where to write the verdict card")
     run.add_argument("--base", metavar="GIT_REV", help="list oracle files the patch changed since this revision")
-    run.add_argument("--ledger", type=Path, help="credit ledger + sampler window (default: ledger.json by the card)")
+    add_ledger_arguments(run)
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
     run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
     run.add_argument(
@@ -99,6 +101,9 @@ def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
     acc.add_argument("--seal", type=Path, required=True)
     acc.add_argument("--workdir", type=Path, default=Path("."), help="the tree being merged (default .)")
     acc.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
+    acc.add_argument(
+        "--base", metavar="GIT_REV", help="read the oracle from this revision and recompute the oracle edits"
+    )
     acc.add_argument(
         "--allow-unchecked-oracle",
         action="store_true",
@@ -174,6 +179,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             args.seal,
             workdir=args.workdir,
             suite=args.suite,
+            base=args.base,
             allow_unchecked_oracle=args.allow_unchecked_oracle,
         )
     if args.command == "sweep":
@@ -239,8 +245,9 @@ def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
     # The card and the ledger are written after every trial has run: refuse an unusable path now.
     outputs = {"--card": card}
-    if args.command == "run":  # a baseline keeps its books in a scratch folder
-        outputs["--ledger"] = args.ledger or card.parent / "ledger.json"
+    ledger = ledger_file(args)
+    if args.command == "run" and ledger_url(args) is None:  # a baseline keeps its books in memory
+        outputs["--ledger"] = ledger or card.parent / "ledger.json"
     _distinct(outputs, {"--suite": args.suite, "--seal": args.seal})
     for field, path in outputs.items():
         check_writable(path, field)
@@ -252,7 +259,8 @@ def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
         card=card,
         retries=args.retries,
         base=args.base,
-        ledger=args.ledger,
+        ledger=ledger,
+        new_ledger=args.command == "run" and args.new_ledger,
         jobs=args.jobs,
         image=args.image,
         broker=args.broker,
@@ -266,7 +274,8 @@ def _run(args: argparse.Namespace) -> int:
     from gate.cli.summary import print_summary
     from gate.run.runner import run_gate
 
-    result = run_gate(_request(args, card=args.card), executor_factory=default_executor)
+    request = _request(args, card=args.card)
+    result = run_gate(request, executor_factory=default_executor, books_factory=books_factory(args))
     print_summary(result.card, file=sys.stderr)
     return result.card.exit_code
 

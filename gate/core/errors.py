@@ -10,7 +10,7 @@
     └── HarnessError               the gate itself could not observe         → RET_HARNESS
         ├── SealDriftError         the fixture tree no longer matches its seal (digest, files)
         ├── SandboxError           image missing, container failed, daemon gone
-        └── BrokerError            the broker or blob store could not be reached
+        └── BrokerError            the broker, blob store or Redis ledger could not be reached
 
 A HarnessError raised while trials run never escapes to the user: it becomes a `harness_error`
 verdict for the affected property. Only faults before planning (e.g. no Docker at all when the
@@ -114,7 +114,7 @@ class SandboxError(HarnessError):
 
 
 class BrokerError(HarnessError):
-    """The broker or the blob store could not be reached (Redis down, connection reset)."""
+    """The broker, the blob store or a Redis ledger could not be reached (Redis down, connection reset)."""
 
 
 def last_line(exc: BaseException) -> str:

@@ -108,8 +108,9 @@ def read_input(
         os.close(fd)
 
 
-def decode_text(data: bytes, path: Path, what: str) -> str:
-    """UTF-8 text of a file the user wrote; anything else is a ConfigError naming the offset."""
+def decode_text(data: bytes, path: Path | str, what: str) -> str:
+    """UTF-8 text of a file the user wrote (`path` may also name a Redis key); anything else is a
+    ConfigError naming the offset."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -125,7 +126,7 @@ def parse_problem(exc: Exception) -> str:
     return str(exc)
 
 
-def parse_json(data: bytes, path: Path, what: str) -> object:
+def parse_json(data: bytes, path: Path | str, what: str) -> object:
     """Parse JSON bytes the user wrote; errors name the file and the line."""
     text = decode_text(data, path, what)
     try:

@@ -1,54 +1,108 @@
-"""The gate's books that outlive a run: the harness-credit ledger and the sampler window,
-kept in one JSON file (default `ledger.json` beside the card) and rewritten atomically.
+"""The gate's books that outlive a run: the harness-credit ledger and the sampler window.
+
+They live in a store that consecutive CI jobs share (a locked file, `gate.io.ledgerfile`; Redis,
+`worker.celery.books`) behind `BooksStore`: `check()` before any container, then one atomic
+`update(fn)` at decision time, so two runs on one store never lose each other's entries. This
+module holds the protocol, the encoding every store shares, and the refusals they all give.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gate.core.bands import SamplerWindow
-from gate.core.errors import ConfigError, InputMissingError
+from gate.core.errors import ConfigError, InputMissingError, UsageError
 from gate.core.ledger import Credit, Ledger
 from gate.core.suite import LedgerConfig, SamplerConfig, one_line
-from gate.io.artifacts import parse_json, read_input, write_output
+from gate.io.artifacts import parse_json, read_input
+
+T = TypeVar("T")
+# What a run does with the books at decision time: (ledger, window) in, (result, ledger, window) out.
+BooksUpdate = Callable[[Ledger, SamplerWindow], tuple[T, Ledger, SamplerWindow]]
 
 
 class Books(BaseModel):
+    """The stored form: a JSON object, the same in a file and in a Redis string."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
     credits: dict[str, Credit] = {}
     sampler_window: tuple[bool, ...] = ()
 
 
-def load_books(path: Path, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
-    """The ledger and window as last saved, under the suite's current budget and window size."""
-    books = Books()
+class BooksStore(Protocol):
+    """Where the books live. `where` names the store in errors (never a password)."""
+
+    where: str
+
+    def check(self) -> None:
+        """Refuse, before any container starts, a store that is missing (unless a new one was asked
+        for), present when a new one was asked for, unreachable, corrupt or over budget."""
+        ...
+
+    def update(self, fn: BooksUpdate[T]) -> T:
+        """Atomically read the books, call `fn`, write what it returns; returns fn's result.
+        `fn` may be called more than once (a retried transaction), so it must be pure."""
+        ...
+
+
+def empty_books(ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
+    """A fresh ledger and an empty window under the suite's terms."""
+    return Ledger(budget=ledger.budget, ttl=timedelta(hours=ledger.ttl_hours)), sampler.empty_window()
+
+
+def decode_books(data: bytes, where: str, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
+    """The stored books under the suite's current budget and window size; anything malformed, or a
+    credit the budget could never have granted (the books were edited), is a ConfigError naming `where`."""
     try:
-        data = read_input(path, "ledger file")
-    except InputMissingError:
-        if _exists(path):
-            raise  # there but unreadable
-        data = None  # no books yet: a fresh ledger and an empty window
-    if data is not None:
-        try:
-            books = Books.model_validate(parse_json(data, path, "ledger file"))
-        except ValidationError as exc:
-            raise ConfigError(f"not a ledger file: {one_line(exc)}", file=str(path)) from None
-    return (
-        Ledger(budget=ledger.budget, ttl=timedelta(hours=ledger.ttl_hours), credits=books.credits),
-        sampler.empty_window().push(books.sampler_window),
+        books = Books.model_validate(parse_json(data, where, "ledger"))
+    except ValidationError as exc:
+        raise ConfigError(f"not a ledger: {one_line(exc)}", file=where) from None
+    for key, credit in books.credits.items():
+        if credit.property_id != key:
+            raise ConfigError(f"holds the credit of {credit.property_id!r}", file=where, field=f"credits.{key}")
+        if credit.remaining > ledger.budget:
+            raise ConfigError(
+                f"remaining {credit.remaining} is above the suite's [suite.ledger] budget {ledger.budget}:"
+                " the books were edited",
+                file=where,
+                field=f"credits.{key}",
+            )
+    fresh, window = empty_books(ledger, sampler)
+    return fresh.model_copy(update={"credits": books.credits}), window.push(books.sampler_window)
+
+
+def encode_books(ledger: Ledger, window: SamplerWindow) -> bytes:
+    return (Books(credits=ledger.credits, sampler_window=window.recent).model_dump_json(indent=2) + "\n").encode()
+
+
+def missing_books(where: str) -> InputMissingError:
+    # Never silently fresh: on a throwaway runner a new ledger every job would let no cap bind.
+    return InputMissingError(
+        "no ledger here; pass --new-ledger to start new books (only where none exist yet)", file=where
     )
 
 
-def save_books(path: Path, ledger: Ledger, window: SamplerWindow) -> None:
-    books = Books(credits=ledger.credits, sampler_window=window.recent)
-    write_output(path, (books.model_dump_json(indent=2) + "\n").encode("utf-8"), "ledger file")
+def books_exist(where: str) -> UsageError:
+    # A fresh store must never replace real books: their credits and window are the gate's memory.
+    return UsageError(
+        "a ledger already exists here; drop --new-ledger to use its books", file=where, field="--new-ledger"
+    )
 
 
-def _exists(path: Path) -> bool:
+def load_books(path: Path, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
+    """The books in a ledger file; a missing file is refused (see `missing_books`), never taken as fresh."""
+    data = read_input(path, "ledger file", missing=missing_books(str(path)).message)
+    return decode_books(data, str(path), ledger, sampler)
+
+
+def exists(path: Path) -> bool:
+    """Whether anything is at `path` (a dangling symlink counts: it is not an absent ledger)."""
     try:
         os.lstat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -56,3 +110,18 @@ def _exists(path: Path) -> bool:
     except (OSError, ValueError):
         return True  # cannot tell (e.g. a name too long): let the read error stand
     return True
+
+
+class MemoryBooks:
+    """Books held in memory for one process: `gate baseline`'s scratch books, and tests."""
+
+    def __init__(self, ledger: LedgerConfig, sampler: SamplerConfig) -> None:
+        self.where = "memory"
+        self.ledger, self.window = empty_books(ledger, sampler)
+
+    def check(self) -> None:
+        return None
+
+    def update(self, fn: BooksUpdate[T]) -> T:
+        result, self.ledger, self.window = fn(self.ledger, self.window)
+        return result

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from gate.core.calibration import baseline_findings, calibration_to_json, summar
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK
 from gate.core.verdict import Kind
 from gate.io.artifacts import write_atomic
+from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
 from gate.run.runner import ExecutorFactory, RunRequest, run_gate
 
@@ -37,14 +37,15 @@ def run_baseline(
 ) -> int:
     """Run the suite on the base tree, write the calibration, print findings; returns the exit code."""
     suite = load_suite(request.suite)
-    # A baseline must not spend the real ledger's credits or move the real sampler window.
-    with tempfile.TemporaryDirectory(prefix="probegate-baseline-") as scratch:
-        result = run_gate(
-            replace(request, ledger=Path(scratch) / "ledger.json", calibrated_deadlines=False),
-            emit=lambda _: None,
-            executor_factory=executor_factory,
-            now=now,
-        )
+    # A baseline must not spend the real ledger's credits or move the real sampler window: its
+    # books are fresh and live only in memory, whatever --ledger says.
+    result = run_gate(
+        replace(request, calibrated_deadlines=False),
+        emit=lambda _: None,
+        executor_factory=executor_factory,
+        now=now,
+        books_factory=lambda _, suite: MemoryBooks(suite.config.ledger, suite.config.sampler),
+    )
     card = result.card
     durations = {row.id: list(row.durations_s) for row in card.properties}
     calibration = summarise(durations, factor, card.fixture.seal, now())

@@ -48,6 +48,7 @@ class Oracle:
     freeze_file: FreezeFile | None
     calibration: Calibration | None
     edits: tuple[str, ...] = ()
+    base_commit: str | None = None  # the commit the oracle was read from (None: the work tree's files)
     # Files laid over the patched tree's snapshot: the base's probe entry, so the patch cannot swap it.
     overrides: dict[str, bytes] = field(default_factory=dict)
 
@@ -85,6 +86,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             freeze_file=read_freeze_file(suite),
             calibration=read_calibration(calibration_path if request.calibrated_deadlines else None),
             edits=_edits(base, suite, request, fixture_root, calibration_path, entry) if base else (),
+            base_commit=base.commit if base else None,
             overrides={entry: base.need(request.workdir / entry, "the probe entry").read_bytes()}
             if base and entry
             else {},

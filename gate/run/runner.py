@@ -16,22 +16,25 @@ from pathlib import Path
 import structlog
 
 from gate.core.acceptance import prove
+from gate.core.bands import SamplerWindow
 from gate.core.calibration import deadline_source
 from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
 from gate.core.checks import Check, Trial, judge
 from gate.core.errors import HarnessError, SealDriftError
 from gate.core.fold import fold_tallies
 from gate.core.freezes import FreezeFile, FreezeState, resolve
+from gate.core.ledger import Ledger
 from gate.core.plan import Planner, check_fixtures
-from gate.core.policy import decide
+from gate.core.policy import Decision, decide
 from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
 from gate.io.artifacts import write_card
 from gate.io.fixtures import seal_tree, verify
+from gate.io.ledgerfile import FileBooks
 from gate.io.snapshot import LocalInputs, check_outside_tree
-from gate.io.state import load_books, save_books
+from gate.io.state import BooksStore
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.waves import run_waves
@@ -49,6 +52,7 @@ class RunRequest:
     retries: int = 0
     base: str | None = None
     ledger: Path | None = None
+    new_ledger: bool = False  # --new-ledger: the books may (and must) not exist yet
     jobs: int | None = None
     image: str | None = None
     broker: str | None = None
@@ -65,6 +69,8 @@ class RunResult:
 
 
 ExecutorFactory = Callable[[RunRequest], Executor]
+# Where the books live, under the suite's terms (the command line picks a file or Redis).
+BooksFactory = Callable[[RunRequest, Suite], BooksStore]
 
 
 def run_gate(
@@ -74,11 +80,21 @@ def run_gate(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     run_id: str | None = None,
     emit: Callable[[str], None] = print,
+    books_factory: BooksFactory | None = None,
 ) -> RunResult:
     """Run the suite once against the patched tree and write the card; config errors raise first.
-    `executor_factory` picks where trials run (the command line chooses; tests pass a mock)."""
+    `executor_factory` picks where trials run (the command line chooses; tests pass a mock);
+    `books_factory` where the ledger and window live (default: the ledger file, `file_books`)."""
     with read_oracle(_oracle_request(request)) as oracle:
-        return _run(request, oracle, executor_factory=executor_factory, now=now, run_id=run_id, emit=emit)
+        return _run(
+            request,
+            oracle,
+            executor_factory=executor_factory,
+            now=now,
+            run_id=run_id,
+            emit=emit,
+            books_factory=books_factory or file_books,
+        )
 
 
 def _oracle_request(request: RunRequest) -> OracleRequest:
@@ -101,12 +117,14 @@ def _run(
     now: Callable[[], datetime],
     run_id: str | None,
     emit: Callable[[str], None],
+    books_factory: BooksFactory,
 ) -> RunResult:
     suite, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
     started = now()
-    ledger_path = request.ledger or request.card.parent / "ledger.json"
-    ledger, window = load_books(ledger_path, suite.config.ledger, suite.config.sampler)
+    # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
+    books = books_factory(request, suite)
+    books.check()
     check_outside_tree(request.card, request.workdir, suite.config.outputs, field="--card")
     run_id = run_id or uuid.uuid4().hex
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
@@ -129,7 +147,7 @@ def _run(
             seal=current,
             clock=clock,
             retries=request.retries,
-            base=request.base,
+            base=oracle.base_commit,
             oracle_edits=oracle_edits,
             freezes=_freezes(suite, freeze_file, current.digest, started),
             deadline_sources={
@@ -152,18 +170,22 @@ def _run(
     finally:
         executor.close(run_id)
 
-    decision = decide(
-        verdicts,
-        frozen=facts.freezes.frozen,
-        ledger=ledger,
-        window=window,
-        now=started,
-        max_fault_share=suite.config.ledger.max_fault_share,
-        oracle_edits=facts.oracle_edits,
-    )
+    def settle(ledger: Ledger, window: SamplerWindow) -> tuple[Decision, Ledger, SamplerWindow]:
+        decision = decide(
+            verdicts,
+            frozen=facts.freezes.frozen,
+            ledger=ledger,
+            window=window,
+            now=started,
+            max_fault_share=suite.config.ledger.max_fault_share,
+            oracle_edits=facts.oracle_edits,
+        )
+        return decision, decision.ledger.pruned(started), decision.window
+
+    # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
+    decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
     write_card(request.card, card)
-    save_books(ledger_path, decision.ledger.pruned(started), decision.window)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
         card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=suite.bands()
@@ -234,3 +256,9 @@ def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) 
     if parsed is None:
         return FreezeState()
     return resolve(parsed, bands=suite.bands(), seal=seal, now=now, source=str(suite.freeze_path))
+
+
+def file_books(request: RunRequest, suite: Suite) -> BooksStore:
+    """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
+    path = request.ledger or request.card.parent / "ledger.json"
+    return FileBooks(path, suite.config.ledger, suite.config.sampler, create=request.new_ledger)

@@ -27,9 +27,16 @@ class Run:
 
 
 def gate_run(
-    example: Path, patch: str, card: Path, *extra: str, fixture: Path | None = None, env: dict[str, str] | None = None
+    example: Path,
+    patch: str,
+    card: Path,
+    *extra: str,
+    fixture: Path | None = None,
+    env: dict[str, str] | None = None,
+    new_ledger: bool = False,
 ) -> Run:
-    """Run the gate like examples/invoice/run.sh does, then accept the card."""
+    """Run the gate like examples/invoice/run.sh does, then accept the card. `new_ledger`: the first
+    run on its ledger (default `ledger.json` beside the card), which must not exist yet."""
     patch_dir = example / "patches" / patch
     fixture = fixture or (patch_dir / "fixtures" if (patch_dir / "fixtures").is_dir() else example / "fixtures")
     seal = example / ".fixture-seal"
@@ -50,6 +57,7 @@ def gate_run(
             "0",
             "--card",
             str(card),
+            *(("--new-ledger",) if new_ledger else ()),
             *extra,
         ],
         capture_output=True,

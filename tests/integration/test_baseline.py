@@ -62,7 +62,7 @@ def test_baseline_writes_a_calibration_that_run_uses(example: Path, tmp_path: Pa
     assert written["seal"] == (example / ".fixture-seal").read_text().split()[0]
     assert written["properties"]["tool_choice_rate"]["trials"] == 10
     assert json.loads(done.stdout.splitlines()[-1])["findings"] == []
-    run = gate_run(example, "good", tmp_path / "card.json", "--calibration", str(calibration))
+    run = gate_run(example, "good", tmp_path / "card.json", "--calibration", str(calibration), new_ledger=True)
     assert {r["deadline_source"] for r in run.card["properties"]} == {"calibrated"}
     plain = gate_run(example, "good", tmp_path / "plain.json")
     assert {r["deadline_source"] for r in plain.card["properties"]} == {"proposal"}
@@ -89,7 +89,7 @@ def test_timeout_is_promoted_only_on_a_calibrated_deadline(example: Path, tmp_pa
     )
     calibration = tmp_path / "calibration.json"
     assert baseline(example, "good", calibration).returncode == RET_OK
-    proposal = gate_run(example, "hangs", tmp_path / "proposal.json")
+    proposal = gate_run(example, "hangs", tmp_path / "proposal.json", new_ledger=True)
     calibrated = gate_run(example, "hangs", tmp_path / "calibrated.json", "--calibration", str(calibration))
     row = next(r for r in proposal.card["properties"] if r["id"] == "invoice_total_half_even")
     assert (row["kind"], row["deadline_source"], row["timeout_is_safety"]) == ("inconclusive_timeout", "proposal", True)

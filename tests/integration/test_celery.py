@@ -72,6 +72,7 @@ def run_slow(root: Path, card: Path, *extra: str, env: dict[str, str] | None = N
         str(root / ".fixture-seal"),
         "--card",
         str(card),
+        "--new-ledger",  # every slow run is the first on the ledger beside its card
         *extra,
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -87,8 +88,10 @@ def test_celery_gives_the_local_card(workers: Workers, redis_server: RedisServer
     workers.start("w2")
     workers.wait_ready()
     for patch in sorted(p.name for p in (EXAMPLE / "patches").iterdir()):
-        local = gate_run(EXAMPLE, patch, tmp_path / "local" / patch / "card.json")
-        remote = gate_run(EXAMPLE, patch, tmp_path / "celery" / patch / "card.json", "--broker", redis_server.url)
+        local = gate_run(EXAMPLE, patch, tmp_path / "local" / patch / "card.json", new_ledger=True)
+        remote = gate_run(
+            EXAMPLE, patch, tmp_path / "celery" / patch / "card.json", "--broker", redis_server.url, new_ledger=True
+        )
         assert rows(remote.card) == rows(local.card), patch
         assert (remote.code, remote.accept) == (local.code, local.accept), patch
         if remote.card["properties"][0]["trials"]:  # drift runs no trial, so no image is seen

@@ -101,7 +101,8 @@ def test_fixture_outside_seal_is_refused(example: Path) -> None:
     """A property bound to a file that is not in the sealed tree exits 65 naming the property."""
     text = (example / "gate.toml").read_text().replace("tools/refund-query.json", "tools/missing.json")
     (example / "gate.toml").write_text(text)
-    assert_one_line(gate(*run_args(example)), RET_CONFIG, "property tool_choice_rate", "tools/missing.json")
+    done = gate(*run_args(example, "--new-ledger"))  # checked once the seal is verified, after the books
+    assert_one_line(done, RET_CONFIG, "property tool_choice_rate", "tools/missing.json")
 
 
 def test_missing_seal_file_is_noinput(example: Path) -> None:
@@ -506,3 +507,38 @@ def test_control_characters_from_a_freeze_file_are_escaped(example: Path) -> Non
     done = gate(*run_args(example))  # the runner reads the freeze file after the sandbox opens
     assert_one_line(done, RET_CONFIG, "flake-freeze.json", "x\\n\\r\\x00\\x1b[31mred")
     assert "\x1b" not in done.stderr
+
+
+# ---------------------------------------------------------------- the books: never silently fresh
+
+
+def test_missing_ledger_is_refused_before_any_trial(example: Path) -> None:
+    """A run whose ledger file does not exist exits 66 naming it and hinting --new-ledger, before any container."""
+    done = gate_before_sandbox(*run_args(example))
+    assert_one_line(done, RET_NOINPUT, str(example / "out" / "ledger.json"), "--new-ledger")
+    assert not (example / "out" / "ledger.json").exists()
+
+
+def test_new_ledger_over_an_existing_one_is_refused_before_any_trial(example: Path) -> None:
+    """--new-ledger where the ledger file exists exits 64 naming it and --new-ledger, leaving it untouched."""
+    (example / "out").mkdir()
+    books = '{"credits": {}, "sampler_window": [true]}'
+    (example / "out" / "ledger.json").write_text(books)
+    done = gate_before_sandbox(*run_args(example, "--new-ledger"))
+    assert_one_line(done, RET_USAGE, "ledger.json", "--new-ledger")
+    assert (example / "out" / "ledger.json").read_text() == books
+
+
+def test_ledger_credit_above_the_budget_is_refused_before_any_trial(example: Path) -> None:
+    """A ledger credit with more remaining than [suite.ledger] budget exits 65 naming the file and the property."""
+    (example / "out").mkdir()
+    credit = {"property_id": "p", "remaining": 3, "expires_at": "2099-01-01T00:00:00Z", "last_detail": "d"}
+    (example / "out" / "ledger.json").write_text(json.dumps({"credits": {"p": credit}}))
+    done = gate_before_sandbox(*run_args(example))
+    assert_one_line(done, RET_CONFIG, "ledger.json", "credits.p", "budget 2")
+
+
+def test_ledger_url_of_another_scheme_is_a_usage_error(example: Path) -> None:
+    """--ledger with a URL that is not redis:// or rediss:// exits 64 naming --ledger."""
+    done = gate_before_sandbox(*run_args(example, "--ledger", "s3://bucket/ledger.json"))
+    assert_one_line(done, RET_USAGE, "--ledger")

@@ -84,13 +84,13 @@ def _restart_engine() -> docker.DockerClient:
             time.sleep(0.5)
 
 
-def _cut_run(root: Path, ledger: Path) -> tuple[int, dict]:
+def _cut_run(root: Path, ledger: Path, *extra: str) -> tuple[int, dict]:
     """Start `gate run`, kill dockerd once its first containers run, and return (exit, card)."""
     card = root / "out" / "card.json"
     cmd = [
         *(sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"),
         *("--suite", str(root / "gate.toml"), "--workdir", str(root / "tree"), "--fixture", str(root / "fixtures")),
-        *("--seal", str(root / "seal"), "--card", str(card), "--ledger", str(ledger), "--jobs", "2"),
+        *("--seal", str(root / "seal"), "--card", str(card), "--ledger", str(ledger), "--jobs", "2", *extra),
     ]
     gate = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -127,7 +127,7 @@ def test_a_killed_daemon_breaks_the_harness_without_drawing_credits(
         expires = (datetime.now(UTC) + timedelta(hours=5)).isoformat()
         before = {"p0": {"property_id": "p0", "remaining": 1, "expires_at": expires, "last_detail": "earlier"}}
         ledger.write_text(json.dumps({"credits": before, "sampler_window": []}))
-    code, card = _cut_run(slow_suite, ledger)
+    code, card = _cut_run(slow_suite, ledger, *(("--new-ledger",) if ledger_state == "fresh" else ()))
     kinds = [row["kind"] for row in card["properties"]]
     assert kinds.count("harness_error") >= 2, kinds
     assert (code, card["status"], card["exit_code"]) == (2, "harness_broken", 2)

@@ -24,7 +24,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[s
     """Every example patch, run once against the committed example."""
     out = tmp_path_factory.mktemp("cards")
     return {
-        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json")
+        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", new_ledger=True)
         for p in sorted((EXAMPLE / "patches").iterdir())
     }
 
@@ -132,7 +132,7 @@ def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> 
 
 def test_retries_are_recorded_and_refused(example: Path, tmp_path: Path, sandbox_image: str) -> None:
     """--retries 1 runs once, records retry_count 1 on the card, and accept refuses it."""
-    run = gate_run(example, "good", tmp_path / "card.json", "--retries", "1")
+    run = gate_run(example, "good", tmp_path / "card.json", "--retries", "1", new_ledger=True)
     assert run.card["retry_count"] == 1 and run.code == RET_OK
     assert run.accept == 1
 
@@ -145,7 +145,7 @@ def test_oracle_edit_is_on_the_card_and_refused(example: Path, tmp_path: Path, s
     subprocess.run([*git, "commit", "-qm", "base"], check=True)
     probe = example / "patches" / "good" / "probe.py"
     probe.write_text(probe.read_text() + "\n# the patch grades itself\n")
-    run = gate_run(example, "good", tmp_path / "card.json", "--base", "HEAD")
+    run = gate_run(example, "good", tmp_path / "card.json", "--base", "HEAD", new_ledger=True)
     assert run.card["new_oracle_edits"] == ["patches/good/probe.py"]
     assert run.accept == 1
     # One answer: the run itself ends blocked and says why, never "accepted" with no reason.
@@ -162,7 +162,7 @@ def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox
             'freeze_file = "flake-freeze.json"\nsampler = { window = 5, max_inconclusive = 1 }',
         )
     )
-    first = gate_run(example, "noisy_sampler", tmp_path / "card.json")
+    first = gate_run(example, "noisy_sampler", tmp_path / "card.json", new_ledger=True)
     second = gate_run(example, "noisy_sampler", tmp_path / "card.json")
     assert first.code == RET_OK
     assert second.code == RET_SAMPLER and second.card["status"] == "sampler_budget_exceeded"
@@ -182,7 +182,7 @@ def test_drift_on_every_property_is_a_broken_harness_without_credits(example: Pa
     """Drift faults every property: more than a quarter of them, so the harness is broken (exit 2) and no
     credit is drawn, even on a fresh ledger."""
     _without_safety(example / "gate.toml")
-    run = gate_run(example, "drifted_fixture", tmp_path / "card.json")
+    run = gate_run(example, "drifted_fixture", tmp_path / "card.json", new_ledger=True)
     assert (run.code, run.card["ledger_actions"], run.accept) == (RET_HARNESS, [], 1)
     assert any("a broken harness draws no credits" in r for r in run.card["reasons"])
 
@@ -192,8 +192,8 @@ def test_harness_credits_run_out_with_exit_2(example: Path, tmp_path: Path) -> N
     exhausts them (exit 2)."""
     _without_safety(example / "gate.toml", "\nledger = { max_fault_share = 1.0 }")
     codes, actions = [], []
-    for _ in range(3):
-        run = gate_run(example, "drifted_fixture", tmp_path / "card.json")
+    for i in range(3):
+        run = gate_run(example, "drifted_fixture", tmp_path / "card.json", new_ledger=i == 0)
         codes.append(run.code)
         actions.append({a["action"] for a in run.card["ledger_actions"]})
         assert run.accept == 1

@@ -36,6 +36,7 @@ def test_sigint_mid_run_removes_every_container(tmp_path: Path, docker_client, s
         str(EXAMPLE / ".fixture-seal"),
         "--card",
         str(tmp_path / "card.json"),
+        "--new-ledger",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -42,7 +42,7 @@ def test_sprt_stops_early_on_both_executors(sprt_example: Path, tmp_path: Path, 
         extra = ("--broker", request.getfixturevalue("redis_server").url)
     else:
         request.getfixturevalue("sandbox_image")
-    good = gate_run(sprt_example, "good", tmp_path / through / "good.json", *extra)
+    good = gate_run(sprt_example, "good", tmp_path / through / "good.json", *extra, new_ledger=True)
     noisy = gate_run(sprt_example, "noisy_sampler", tmp_path / through / "noisy.json", *extra)
     row = tool_row(good.card)
     assert (row["kind"], row["hits"], row["trials"]) == ("pass", 15, 15)  # 11 straight hits needed; waves of 5
@@ -55,7 +55,7 @@ def test_sprt_stops_early_on_both_executors(sprt_example: Path, tmp_path: Path, 
 def test_a_local_run_keeps_its_containers_across_waves(sprt_example: Path, tmp_path: Path, docker_client) -> None:
     """All waves of a local gate run (six properties, three SPRT waves) are served by one container per job."""
     since = time.time()
-    good = gate_run(sprt_example, "good", tmp_path / "good.json", "--jobs", "2")
+    good = gate_run(sprt_example, "good", tmp_path / "good.json", "--jobs", "2", new_ledger=True)
     assert good.code == 0 and tool_row(good.card)["trials"] == 15
     # Before run-scoped containers each wave started its own (at least 2 per wave here).
     assert containers_created(docker_client, good.card["run_id"], since) == 2

@@ -97,7 +97,10 @@ def build_suite(tmp_path: Path) -> Suite:
     work.mkdir()
     (work / "probe.py").write_text("print('{}')\n")
     card = tmp_path / "out" / "card.json"
-    request = RunRequest(suite=tmp_path / "gate.toml", workdir=work, fixture=None, seal=seal, card=card)
+    # A first run: the books beside the card do not exist yet, so it asks for new ones.
+    request = RunRequest(
+        suite=tmp_path / "gate.toml", workdir=work, fixture=None, seal=seal, card=card, new_ledger=True
+    )
     return Suite(request=request, fixtures=fixtures, card=card, ledger=card.parent / "ledger.json")
 
 

@@ -1,0 +1,81 @@
+"""The books in one JSON file for one machine (default `ledger.json` beside the card).
+
+Every read-decide-write holds an exclusive lock on `<file>.lock` (filelock: flock on POSIX,
+released by the kernel if the holder dies, so no lock outlives its run) and replaces the file in
+one rename, so concurrent runs on the file queue for the lock instead of overwriting each other,
+and a reader without the lock still sees a whole file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from gate.core.errors import HarnessError, UsageError
+from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.io.artifacts import write_output
+from gate.io.state import BooksUpdate, T, books_exist, empty_books, encode_books, exists, load_books, missing_books
+
+# Far above one decision (milliseconds); a lock held this long means a stuck run, not a busy one.
+LOCK_TIMEOUT_S = 120.0
+
+
+class FileBooks:
+    """A `BooksStore` in a local file. `create`: the run was given --new-ledger."""
+
+    def __init__(
+        self,
+        path: Path,
+        ledger: LedgerConfig,
+        sampler: SamplerConfig,
+        *,
+        create: bool = False,
+        lock_timeout_s: float = LOCK_TIMEOUT_S,
+    ) -> None:
+        self.path = path
+        self.where = str(path)
+        self.terms = (ledger, sampler)
+        self.create = create
+        self.lock_timeout_s = lock_timeout_s
+
+    def check(self) -> None:
+        if exists(self.path):
+            if self.create:
+                raise books_exist(self.where)
+            load_books(self.path, *self.terms)  # corrupt or over budget: refused now, before any container
+        elif not self.create:
+            raise missing_books(self.where)
+        # Absent and asked for: written by the first update, so a run that stops early leaves no empty books.
+
+    def update(self, fn: BooksUpdate[T]) -> T:
+        with self._locked():
+            # With --new-ledger the file may have appeared since check(): a concurrent run created it,
+            # and its entries are kept (read, then added to), never replaced.
+            fresh = self.create and not exists(self.path)
+            ledger, window = empty_books(*self.terms) if fresh else load_books(self.path, *self.terms)
+            result, ledger, window = fn(ledger, window)
+            write_output(self.path, encode_books(ledger, window), "ledger file")
+        return result
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            if self.create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(str(lock_path), timeout=self.lock_timeout_s)
+            lock.acquire()
+        except Timeout:
+            raise HarnessError(
+                f"the ledger file stayed locked for {self.lock_timeout_s:.0f} s by another run", file=str(lock_path)
+            ) from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise UsageError(f"cannot lock the ledger file: {reason}", file=str(lock_path), field="--ledger") from None
+        try:
+            yield
+        finally:
+            lock.release()
