@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the invoice example end to end: provision what is missing (Docker engine when root, the
-# sandbox image, a virtualenv with probegate), run the gate on a patched tree, then `accept`.
+# sandbox image, a virtualenv with probegate), commit a patch over the example's base in a throwaway
+# git repository (patch_repo.py), run the gate with --base on it, then `accept --base`.
 #
 #   examples/invoice/run.sh            # the good patch → artifacts/verdict-card.json
 #   examples/invoice/run.sh hangs      # one named patch → artifacts/hangs/verdict-card.json
@@ -19,19 +20,22 @@ fi
 gate="$top/.venv/bin/gate"
 
 run_one() {  # $1 = patch name, $2 = card path
-  local patch="$here/patches/$1" fixture="$here/fixtures"
-  # A patched tree that carries its own fixture tree is judged against it: that is how drift looks.
-  [ -d "$patch/fixtures" ] && fixture="$patch/fixtures"
+  # The patch lands as a commit over the example's base in a throwaway repository, as an agent's
+  # patch would in yours; the gate reads the oracle from the base commit (--base), never from it.
+  local repo base card
+  mkdir -p "$(dirname "$2")"
+  card="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+  repo="$(mktemp -d /tmp/probegate-example.XXXXXX)/repo"
+  base="$(python3 "$here/patch_repo.py" "$repo" "$1")" || return 69
   # Each patch is judged on new books of its own: a demo, not a CI job, where the ledger must be kept
   # (a file that outlives the job, or --ledger redis://…) and --new-ledger passed only the first time.
-  rm -f "$(dirname "$2")/ledger.json"
-  "$gate" --log-level warning run --suite "$here/gate.toml" --workdir "$patch" --fixture "$fixture" \
-      --seal "$here/.fixture-seal" --retries 0 --card "$2" --new-ledger
+  rm -f "$(dirname "$card")/ledger.json"
+  local oracle=(--suite "$repo/gate.toml" --workdir "$repo/app" --seal "$repo/.fixture-seal" --base "$base")
+  "$gate" --log-level warning run "${oracle[@]}" --retries 0 --card "$card" --new-ledger
   local rc=$?
-  # Until the example runs each patch as a commit over a base (--base), nobody checked its oracle edits.
-  "$gate" accept --card "$2" --seal "$here/.fixture-seal" --workdir "$patch" --suite "$here/gate.toml" \
-      --allow-unchecked-oracle >/dev/null 2>&1
+  "$gate" accept --card "$card" "${oracle[@]}" >/dev/null 2>&1
   local acc=$?
+  rm -rf "$(dirname "$repo")"
   echo "$1: gate run exit $rc, accept exit $acc" >&2
   last_rc=$rc last_acc=$acc
 }

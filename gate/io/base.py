@@ -67,6 +67,14 @@ class BaseCheckout:
                 continue
         raise UsageError(f"lies outside the repository at {self.repo}", file=str(path), field="--base")
 
+    def inside(self, path: Path) -> bool:
+        """Whether `path` lies in the repository (so in what the patch's commit controls)."""
+        try:
+            self.relative(path)
+        except UsageError:
+            return False
+        return True
+
     def lexical(self, path: Path) -> Path:
         """`path` in the work tree, absolute, with no in-tree symlink resolved."""
         return self.repo / self.relative(path)

@@ -65,7 +65,9 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
         base = stack.enter_context(BaseCheckout(request.workdir, request.base)) if request.base else None
 
         def where(path: Path, what: str) -> Path:
-            return base.need(path, what) if base else path
+            # A file outside the repository (a seal or calibration the CI job keeps) is out of the
+            # patch's reach; one inside is read from the base, whatever the work tree holds.
+            return base.need(path, what) if base and base.inside(path) else path
 
         suite = load_suite(where(request.suite, "the suite file"))
         named = where(request.fixture, "the fixture tree") if request.fixture else None
@@ -107,10 +109,11 @@ def _edits(
     files += [base.worktree(suite.freeze_path)] if suite.freeze_path else []
     if calibration is not None:
         files.append(base.worktree(calibration) if calibration.is_relative_to(base.root) else calibration)
+    files = [path for path in files if base.inside(path)]
     return oracle_edits(
         base,
         files=files,
-        trees=[base.worktree(fixture_root)],
+        trees=[base.worktree(fixture_root)] if fixture_root.is_relative_to(base.root) else [],
         globs=suite.config.oracle,
         root=base.worktree(suite.root),
     )

@@ -1,72 +1,23 @@
-"""The invoice example as a user's repository: a base commit holding the suite, its checks, the sealed
-fixtures and the good product tree under `app/`, then a patch as a commit over it. Runs use
-`--base` against the base commit, so the oracle comes from git, not from the patched tree."""
+"""The invoice example as a repository (base commit, then a patch as a commit): the example's own
+builder, examples/invoice/patch_repo.py, imported here so tests and run.sh build the same thing."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from dataclasses import dataclass
+import importlib.util
+import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
-ORACLE = ("gate.toml", "checks.py", "fixtures", ".fixture-seal", "flake-freeze.json")
+_PATH = Path(__file__).resolve().parents[2] / "examples" / "invoice" / "patch_repo.py"
+_spec = importlib.util.spec_from_file_location("patch_repo", _PATH)
+assert _spec is not None and _spec.loader is not None
+_module = importlib.util.module_from_spec(_spec)
+sys.modules["patch_repo"] = _module  # dataclasses look their module up
+_spec.loader.exec_module(_module)
 
+EXAMPLE = _module.EXAMPLE
+Repo = _module.Repo
+apply_patch = _module.apply_patch
+example_repo = _module.example_repo
+git = _module.git
 
-@dataclass(frozen=True)
-class Repo:
-    root: Path
-    base: str  # the base commit id
-
-    @property
-    def app(self) -> Path:
-        return self.root / "app"
-
-    @property
-    def suite(self) -> Path:
-        return self.root / "gate.toml"
-
-    @property
-    def seal(self) -> Path:
-        return self.root / ".fixture-seal"
-
-    def git(self, *args: str) -> str:
-        return git(self.root, *args)
-
-
-def git(root: Path, *args: str) -> str:
-    cmd = ["git", "-C", str(root), "-c", "user.email=gate@example.invalid", "-c", "user.name=gate", *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-def example_repo(dest: Path, patch: str | None = "good", *, source: Path = EXAMPLE) -> Repo:
-    """A repository whose base commit is the example with the good tree as `app/`; `patch` (a folder
-    of `source/patches`) is committed over it, except its own `fixtures/`, which go into the base:
-    that patch stands for a base whose seal went stale (drift the patch did not cause)."""
-    dest.mkdir(parents=True)
-    for name in ORACLE:
-        item = source / name
-        if item.is_dir():
-            shutil.copytree(item, dest / name)
-        elif item.exists():
-            shutil.copy2(item, dest / name)
-    shutil.copytree(source / "patches" / "good", dest / "app", ignore=shutil.ignore_patterns("fixtures"))
-    drift = source / "patches" / (patch or "good") / "fixtures"
-    if drift.is_dir():
-        shutil.rmtree(dest / "fixtures")
-        shutil.copytree(drift, dest / "fixtures")
-    git(dest, "init", "-q", "-b", "main")
-    git(dest, "add", "-A")
-    git(dest, "commit", "-qm", "base")
-    base = git(dest, "rev-parse", "HEAD")
-    if patch and patch != "good":
-        apply_patch(dest, source / "patches" / patch)
-    return Repo(root=dest, base=base)
-
-
-def apply_patch(root: Path, tree: Path) -> None:
-    """Replace `app/` with the patch's tree (its fixtures aside) and commit it, as an agent's patch lands."""
-    shutil.rmtree(root / "app")
-    shutil.copytree(tree, root / "app", ignore=shutil.ignore_patterns("fixtures"))
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", f"patch {tree.name}", "--allow-empty")
+__all__ = ["EXAMPLE", "Repo", "apply_patch", "example_repo", "git"]

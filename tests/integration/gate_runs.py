@@ -1,12 +1,15 @@
-"""Running the gate the way a user does: `python -m gate.run`, then `python -P -m gate.accept` (-P:
-the working directory never lands on the coordinator's import path)."""
+"""Running the gate the way a user does: the patch as a commit over a base, `python -m gate.run --base`,
+then `python -P -m gate.accept --base` (-P: the working directory never lands on the import path)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+
+from example_repo import example_repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 
@@ -31,32 +34,18 @@ def gate_run(
     patch: str,
     card: Path,
     *extra: str,
-    fixture: Path | None = None,
     env: dict[str, str] | None = None,
     new_ledger: bool = False,
 ) -> Run:
-    """Run the gate like examples/invoice/run.sh does, then accept the card. `new_ledger`: the first
-    run on its ledger (default `ledger.json` beside the card), which must not exist yet."""
-    patch_dir = example / "patches" / patch
-    fixture = fixture or (patch_dir / "fixtures" if (patch_dir / "fixtures").is_dir() else example / "fixtures")
-    seal = example / ".fixture-seal"
+    """Run the gate like examples/invoice/run.sh does: the patch as a commit over the example's base in
+    a fresh repository beside the card, `gate run --base`, then `gate accept --base`. `new_ledger`: the
+    first run on its ledger (default `ledger.json` beside the card), which must not exist yet."""
+    card.parent.mkdir(parents=True, exist_ok=True)
+    repo = example_repo(card.parent / f"repo-{patch}-{uuid.uuid4().hex[:8]}", patch, source=example)
+    oracle = ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "gate.run",
-            "--suite",
-            str(example / "gate.toml"),
-            "--workdir",
-            str(patch_dir),
-            "--fixture",
-            str(fixture),
-            "--seal",
-            str(seal),
-            "--retries",
-            "0",
-            "--card",
-            str(card),
+            *(sys.executable, "-m", "gate.run", *oracle, "--retries", "0", "--card", str(card)),
             *(("--new-ledger",) if new_ledger else ()),
             *extra,
         ],
@@ -67,11 +56,7 @@ def gate_run(
     )
     assert "Traceback" not in done.stderr, done.stderr
     accepted = subprocess.run(
-        [
-            *(sys.executable, "-P", "-m", "gate.accept", "--card", str(card), "--seal", str(seal)),
-            *("--workdir", str(patch_dir), "--suite", str(example / "gate.toml")),
-            *(() if "--base" in extra else ("--allow-unchecked-oracle",)),
-        ],
+        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle],
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,19 +137,15 @@ def test_retries_are_recorded_and_refused(example: Path, tmp_path: Path, sandbox
 
 
 def test_oracle_edit_is_on_the_card_and_refused(example: Path, tmp_path: Path, sandbox_image: str) -> None:
-    """With --base, a patch that edits probe.py lists it in new_oracle_edits and accept refuses."""
-    git = ["git", "-C", str(example), "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
-    probe = example / "patches" / "good" / "probe.py"
+    """A patch that edits probe.py lists it in new_oracle_edits and accept refuses."""
+    probe = example / "patches" / "crashes" / "probe.py"
     probe.write_text(probe.read_text() + "\n# the patch grades itself\n")
-    run = gate_run(example, "good", tmp_path / "card.json", "--base", "HEAD", new_ledger=True)
-    assert run.card["new_oracle_edits"] == ["patches/good/probe.py"]
+    run = gate_run(example, "crashes", tmp_path / "card.json", new_ledger=True)
+    assert run.card["new_oracle_edits"] == ["app/probe.py"]
     assert run.accept == 1
     # One answer: the run itself ends blocked and says why, never "accepted" with no reason.
     assert (run.code, run.lines[-1]["job"]) == (1, "blocked")
-    assert run.lines[-1]["reasons"] == ["the patch edits oracle files: patches/good/probe.py"]
+    assert run.lines[-1]["reasons"][0] == "the patch edits oracle files: app/probe.py"
 
 
 def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox_image: str) -> None:
