@@ -11,6 +11,7 @@ from typing import Any
 
 from gate.core.card import HarnessEvent
 from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+from gate.core.verdict import Band, Kind, Verdict
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -32,6 +33,20 @@ def make_spec(trial_index: int = 0, **fields: Any) -> TrialSpec:
     }
     values.update(fields)
     return TrialSpec(trial_index=trial_index, **values)
+
+
+def make_verdict(property_id: str, band: Band, kind: Kind, detail: str = "", *, creditable: bool = True) -> Verdict:
+    """A one-trial verdict; a harness_error is one proven outside the patch unless `creditable=False`."""
+    return Verdict(
+        kind=kind,
+        property_id=property_id,
+        band=band,
+        fixture_digest="0" * 64,
+        trials=1,
+        hits=0,
+        detail=detail,
+        creditable=creditable and kind is Kind.HARNESS_ERROR,
+    )
 
 
 def make_specs(n: int, *, first: int = 0, **fields: Any) -> list[TrialSpec]:

@@ -9,7 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from example_repo import example_repo
+from example_repo import Repo, example_repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 
@@ -62,3 +62,29 @@ def gate_run(
         timeout=60,
     )
     return Run(card, done, accepted.returncode)
+
+
+GATE = Path(sys.executable).with_name("gate")  # the console script, installed outside the checkout
+
+
+def oracle_args(repo: Repo) -> tuple[str, ...]:
+    """Where a repository's oracle is named: the suite, the patched tree, the seal and the base."""
+    return ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
+
+
+def script_run(repo: Repo, card: Path, *extra: str, cwd: Path | None = None) -> tuple[int, dict, str]:
+    """`gate run --base` (the console script) on a repository's patched tree; (exit, card or {}, stderr)."""
+    cmd = [str(GATE), "--log-level", "warning", "run", *oracle_args(repo), "--card", str(card), *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(card.read_text()) if card.exists() else {}, done.stderr
+
+
+def script_accept(
+    repo: Repo, card: Path, *, cwd: Path | None = None, command: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """`gate accept --base` on a repository's patched tree (`command`: another way to start the gate)."""
+    cmd = [*(command or (str(GATE),)), "accept", "--card", str(card), *oracle_args(repo)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
+from gate_runs import script_accept, script_run
 
 from gate.core.errors import RET_BLOCKED, RET_OK
 
-GATE = Path(sys.executable).with_name("gate")
 API = "invoicing/api.py"
 # Agent-style edits to the good product code; each makes a check raise (not assert) on the output.
 RAISING = {
@@ -26,16 +25,12 @@ RAISING = {
 
 
 def run(repo: Repo, card: Path, ledger: Path, *, new: bool) -> tuple[int, dict]:
-    oracle = ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
-    cmd = [str(GATE), "--log-level", "warning", "run", *oracle, "--card", str(card), "--ledger", str(ledger)]
-    done = subprocess.run([*cmd, *(("--new-ledger",) if new else ())], capture_output=True, text=True, timeout=300)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(card.read_text())
+    code, written, _ = script_run(repo, card, "--ledger", str(ledger), *(("--new-ledger",) if new else ()))
+    return code, written
 
 
 def accept(repo: Repo, card: Path) -> subprocess.CompletedProcess[str]:
-    oracle = ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
-    return subprocess.run([str(GATE), "accept", "--card", str(card), *oracle], capture_output=True, text=True)
+    return script_accept(repo, card)
 
 
 def patched(tmp_path: Path, edit: tuple[str, str]) -> Repo:

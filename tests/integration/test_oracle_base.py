@@ -4,7 +4,6 @@ run in real Docker with `--base`; each asserts the run's exit and accept's exit.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,43 +12,17 @@ from pathlib import Path
 
 import pytest
 from example_repo import Repo, apply_patch, example_repo, git
+from gate_runs import script_accept, script_run
 
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE
 
-GATE = Path(sys.executable).with_name("gate")  # the console script, installed outside the checkout
-
 
 def gate_run(repo: Repo, card: Path, *extra: str, cwd: Path | None = None) -> tuple[int, dict, str]:
-    """`gate run --base` on the repository's patched tree; returns (exit, card, stderr)."""
-    done = subprocess.run(
-        [
-            *(str(GATE), "--log-level", "warning", "run", "--suite", str(repo.suite), "--workdir", str(repo.app)),
-            *("--seal", str(repo.seal), "--card", str(card), "--base", repo.base, "--new-ledger", *extra),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, json.loads(card.read_text()) if card.exists() else {}, done.stderr
+    return script_run(repo, card, "--new-ledger", *extra, cwd=cwd)
 
 
 def gate_accept(repo: Repo, card: Path, *, cwd: Path | None = None, python: tuple[str, ...] = ()) -> int:
-    command = [*python] if python else [str(GATE)]
-    done = subprocess.run(
-        [
-            *command,
-            *("accept", "--card", str(card), "--seal", str(repo.seal)),
-            *("--workdir", str(repo.app), "--suite", str(repo.suite), "--base", repo.base),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode
+    return script_accept(repo, card, cwd=cwd, command=python).returncode
 
 
 @pytest.fixture

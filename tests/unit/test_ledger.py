@@ -13,7 +13,8 @@ from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_HARNESS
 from gate.core.ledger import Credit, Ledger, LedgerAction
 from gate.core.policy import JobStatus, decide
-from gate.core.verdict import Band, Kind, Verdict
+from gate.core.testing import make_verdict
+from gate.core.verdict import Band, Kind
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(hours=6)
@@ -21,17 +22,7 @@ A = LedgerAction
 
 
 def verdict(pid, band, kind, detail="d"):
-    """A verdict; a harness_error here is one proven to come from outside the patch (creditable)."""
-    return Verdict(
-        kind=kind,
-        property_id=pid,
-        band=band,
-        fixture_digest="0" * 64,
-        trials=1,
-        hits=0,
-        detail=detail,
-        creditable=kind is Kind.HARNESS_ERROR,
-    )
+    return make_verdict(pid, band, kind, detail)
 
 
 def test_budget_two_opens_then_consumes_then_exhausts():

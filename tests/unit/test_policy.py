@@ -12,24 +12,15 @@ from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
 from gate.core.ledger import Ledger, LedgerAction
 from gate.core.policy import JobStatus, decide
-from gate.core.verdict import Band, Kind, Verdict
+from gate.core.testing import make_verdict
+from gate.core.verdict import Band, Kind
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 S = JobStatus
 
 
 def v(pid, band, kind, detail="", creditable=True):
-    """A verdict; a harness_error is one proven outside the patch unless `creditable=False`."""
-    return Verdict(
-        kind=kind,
-        property_id=pid,
-        band=band,
-        fixture_digest="0" * 64,
-        trials=1,
-        hits=0,
-        detail=detail,
-        creditable=creditable and kind is Kind.HARNESS_ERROR,
-    )
+    return make_verdict(pid, band, kind, detail, creditable=creditable)
 
 
 def run(verdicts, *, frozen=None, ledger=None, window=None):
