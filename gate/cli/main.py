@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import select
 import sys
@@ -14,120 +13,13 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from gate import __version__
-from gate.cli.books import add_ledger_arguments, add_new_ledger_argument, books_factory, ledger_file, ledger_url
+from gate.cli.arguments import build_parser
+from gate.cli.books import books_factory, ledger_file, ledger_url
 from gate.cli.executors import default_executor
-from gate.cli.power import add_power_parser
 from gate.cli.power import run_from_args as run_power
 from gate.core.errors import RET_INTERNAL, RET_OK, RET_PIPE, GateError, InputMissingError, UsageError
 from gate.io.artifacts import check_writable
-from gate.io.cliargs import ArgParser
 from gate.run.runner import RunRequest
-
-# 128 + SIGPIPE: stdout's reader went away (e.g. `gate schema card | head -1`). What a shell reports
-# for a program the signal killed, and never 0: `gate accept | …` with a closed pipe must not pass.
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgParser(prog="gate", description="Seal fixtures, run probes in sandboxes, stamp a verdict card.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
-
-    seal = sub.add_parser("seal", help="print the seal of a fixture tree")
-    seal.add_argument("dir", type=Path)
-    seal.add_argument("--write", type=Path, metavar="FILE", help="also write the seal file")
-
-    reseal = sub.add_parser("reseal", help="check the seal file against the tree; --write replaces it")
-    reseal.add_argument("dir", type=Path, help="the fixture tree")
-    reseal.add_argument("--seal", type=Path, required=True, metavar="FILE", help="the seal file to check")
-    reseal.add_argument("--write", action="store_true", help="replace a stale or missing seal file")
-    add_power_parser(sub)
-
-    run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
-    add_run_arguments(run)
-    run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
-    add_new_ledger_argument(run)
-
-    base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
-    add_run_arguments(base, card_required=False)
-    base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
-    base.add_argument("--factor", type=finite, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
-
-    acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
-    add_accept_arguments(acc)
-
-    sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
-    which = sweep.add_mutually_exclusive_group()
-    which.add_argument("--run", metavar="RUN_ID", help="remove this run's containers, running or not")
-    which.add_argument("--all", action="store_true", help="remove every probe container, also of live runs")
-
-    schema = sub.add_parser("schema", help="print a JSON schema")
-    schema.add_argument("what", choices=["card"])
-    return parser
-
-
-def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = True) -> None:
-    run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
-    run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
-    run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
-    run.add_argument("--seal", type=Path, required=True, help="seal file of the fixture tree")
-    run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
-    run.add_argument("--card", type=Path, required=card_required, help="where to write the verdict card")
-    run.add_argument("--base", metavar="GIT_REV", help="list oracle files the patch changed since this revision")
-    add_ledger_arguments(run)
-    run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
-    run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
-    run.add_argument(
-        "--broker", metavar="URL", help="run trials on gate-worker processes over Redis (redis:// or rediss://)"
-    )
-    run.add_argument(
-        "--worker-wait",
-        type=seconds,
-        default=30.0,
-        metavar="S",
-        help="with --broker: how long to wait for a worker before harness_error (default 30)",
-    )
-    run.add_argument(
-        "--result-timeout",
-        type=seconds,
-        metavar="S",
-        help="with --broker: give up on unreported batches after S seconds (default: derived)",
-    )
-
-
-def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
-    acc.add_argument("--card", type=Path, required=True)
-    acc.add_argument("--seal", type=Path, required=True)
-    acc.add_argument("--workdir", type=Path, default=Path("."), help="the tree being merged (default .)")
-    acc.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
-    acc.add_argument(
-        "--base", metavar="GIT_REV", help="read the oracle from this revision and recompute the oracle edits"
-    )
-    acc.add_argument(
-        "--allow-unchecked-oracle",
-        action="store_true",
-        help="accept a card from a run without --base, whose oracle edits nobody checked",
-    )
-
-
-def finite(text: str) -> float:
-    """argparse type: a finite float (float() alone takes "nan" and "inf")."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
-    return value
-
-
-def seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above 0."""
-    value = finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

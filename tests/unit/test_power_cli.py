@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gate.cli.main import build_parser
+from gate.cli.arguments import build_parser
 from gate.cli.power import parse_rates, run_from_args
 from gate.core.errors import UsageError
 
