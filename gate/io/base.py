@@ -7,7 +7,6 @@ to ignore (skip-worktree, assume-unchanged) are seen like any other.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import io
 import os
@@ -20,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import InputMissingError, UsageError
+from gate.io.fixtures import matches_any
 
 SKIP = frozenset({".git"})
 
@@ -123,7 +123,7 @@ def oracle_edits(
     patterns = list(globs)
     if patterns:
         candidates = set(_walk(root)) | set(_walk(base.at(root)))
-        paths |= {root / rel for rel in candidates if any(fnmatch.fnmatchcase(rel, g) for g in patterns)}
+        paths |= {root / rel for rel in candidates if matches_any(rel, patterns)}
     paths |= {parent for path in paths for parent in path.parents if parent.is_relative_to(base.repo)}
     paths.discard(base.repo)
     edited = [path for path in paths if _digest(path) != _digest(base.at(path))]

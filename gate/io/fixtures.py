@@ -7,7 +7,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -20,6 +20,11 @@ from gate.io.artifacts import decode_text, parse_json, read_input, write_output
 
 CHUNK = 1 << 20
 CLOCK_FILE = "clock.json"
+
+
+def matches_any(rel: str, globs: Iterable[str]) -> bool:
+    """Whether a tree-relative POSIX path matches one of `globs` (fnmatch: `*` also crosses `/`)."""
+    return any(fnmatch.fnmatchcase(rel, glob) for glob in globs)
 
 
 def tree_files(
@@ -46,7 +51,7 @@ def tree_files(
                 rel.encode("utf-8")
             except UnicodeEncodeError:  # os.walk hands undecodable bytes over as lone surrogates
                 raise FixtureTreeError(f"file name {rel} is not UTF-8; rename it", file=str(root)) from None
-            if exclude and any(fnmatch.fnmatchcase(rel, glob) for glob in exclude):
+            if matches_any(rel, exclude):
                 continue
             try:
                 mode = full.lstat().st_mode

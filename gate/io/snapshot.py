@@ -5,7 +5,6 @@ during a run cannot reach them.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 import tempfile
@@ -14,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import SandboxError, UsageError
-from gate.io.fixtures import seal_tree, tree_files
+from gate.io.fixtures import matches_any, seal_tree, tree_files
 
 SKIP_IN_TREE = frozenset({".git"})
 
@@ -80,7 +79,7 @@ def check_outside_tree(path: Path, workdir: Path, outputs: Sequence[str], *, fie
         rel = path.resolve().relative_to(workdir.resolve()).as_posix()
     except ValueError:
         return
-    if not any(fnmatch.fnmatchcase(rel, glob) for glob in outputs):
+    if not matches_any(rel, outputs):
         raise UsageError(
             f"lies inside the patched tree ({rel}); name it in [suite] outputs so the tree's digest leaves it out",
             file=str(path),
@@ -96,7 +95,7 @@ def _ignored(workdir: Path, outputs: Sequence[str]) -> Callable[[str, list[str]]
         return {
             name
             for name in names
-            if name in SKIP_IN_TREE or any(fnmatch.fnmatchcase((rel / name).as_posix(), g) for g in outputs)
+            if name in SKIP_IN_TREE or matches_any((rel / name).as_posix(), outputs)
         }
 
     return ignore
