@@ -261,4 +261,7 @@ def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) 
 def file_books(request: RunRequest, suite: Suite) -> BooksStore:
     """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
     path = request.ledger or request.card.parent / "ledger.json"
+    # The books and their lock file change after the run, so inside the tree they must be outputs.
+    for written in (path, path.with_name(path.name + ".lock")):
+        check_outside_tree(written, request.workdir, suite.config.outputs, field="--ledger")
     return FileBooks(path, suite.config.ledger, suite.config.sampler, create=request.new_ledger)

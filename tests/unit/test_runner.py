@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gate.core.acceptance import prove
-from gate.core.errors import SandboxError
+from gate.core.errors import SandboxError, UsageError
 from gate.core.ledger import LedgerAction
 from gate.core.policy import JobStatus
 from gate.core.stamp import verdict_lines
@@ -240,3 +240,15 @@ def test_a_tree_the_sandbox_cannot_lay_out_fails_the_patch(suite: Suite) -> None
     assert row.kind is Kind.FAIL_SAFETY and "the patch broke the trial" in row.detail
     assert result.card.ledger_actions == ()
     assert result.card.exit_code == 1
+
+
+def test_books_inside_the_patched_tree_are_refused_unless_they_are_outputs(suite: Suite) -> None:
+    """A ledger file (or its lock) that would land in the patched tree, unlisted in [suite] outputs, is
+    refused before the executor opens: writing it would change the tree accept recomputes."""
+    from dataclasses import replace as replaced
+
+    inside = replaced(suite.request, ledger=suite.request.workdir / "books" / "ledger.json")
+    executor = MockExecutor(good)
+    with pytest.raises(UsageError, match=r"lies inside the patched tree \(books/ledger.json\)"):
+        run_gate(inside, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len)
+    assert executor.calls == []
