@@ -16,6 +16,8 @@ from pathlib import Path
 from gate.core.acceptance import prove
 from gate.core.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError
+from gate.core.freezes import FreezeFile, resolve
+from gate.core.verdict import Band
 from gate.io.artifacts import read_card
 from gate.io.snapshot import tree_digest
 from gate.run.oracle import OracleRequest, read_oracle
@@ -46,11 +48,19 @@ def run_accept(
             tree_digest=digest,
             suite_sha256=oracle.suite.sha256,
             bands=oracle.suite.bands(),
+            freezes=_freezes(oracle.freeze_file, oracle.suite.bands(), card),
             allow_unchecked_oracle=allow_unchecked_oracle,
         )
         if oracle.base_commit is not None:
             result = _with_base(result, card, oracle.base_commit, oracle.edits)
     return _print(card, result)
+
+
+def _freezes(freeze_file: FreezeFile | None, bands: dict[str, Band], card: VerdictCard) -> dict[str, str]:
+    """The freezes the reviewed freeze file puts in force for the card's seal at the card's time."""
+    if freeze_file is None:
+        return {}
+    return resolve(freeze_file, bands=bands, seal=card.fixture.seal, now=card.created_at).frozen
 
 
 def _with_base(result: Acceptance, card: VerdictCard, commit: str, edits: tuple[str, ...]) -> Acceptance:

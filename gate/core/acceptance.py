@@ -28,6 +28,7 @@ def prove(
     tree_digest: str | None,
     suite_sha256: str | None,
     bands: Mapping[str, Band] | None = None,
+    freezes: Mapping[str, str] | None = None,
     allow_unchecked_oracle: bool = False,
 ) -> Acceptance:
     """Accept only a card whose claims hold, whose recomputation agrees with it, that was made for
@@ -40,6 +41,9 @@ def prove(
         reasons.append(f"the card was made for suite {card.suite_sha256[:16]}, not this one ({suite_sha256[:16]})")
     if bands is not None:
         reasons += _row_reasons(card, bands)
+    if freezes is not None and dict(card.freeze_set) != dict(freezes):
+        # A freeze takes a property out of the vote: it must come from the reviewed freeze file.
+        reasons.append(f"the card's freeze set {card.freeze_set} is not what the freeze file gives ({dict(freezes)})")
     if card.base_rev is None and not allow_unchecked_oracle:
         reasons.append("oracle edits were not checked (run without --base); refused unless --allow-unchecked-oracle")
     reasons += _sandbox_reasons(card)

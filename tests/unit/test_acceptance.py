@@ -150,3 +150,18 @@ def test_a_card_whose_reasons_were_emptied_is_refused(tmp_path: Path) -> None:
     wrong = but(CONTRACT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({}), image_id=IMAGE))
     card, args = card_of(tmp_path, wrong)
     refused(edited(card, reasons=()), args, "card disagrees with itself: reasons")
+
+
+def test_a_freeze_written_into_the_card_is_refused(tmp_path: Path) -> None:
+    """A failing row taken out of the vote by a freeze the card made up (not in the freeze file) is refused,
+    though the card's own recomputation agrees with it."""
+    def wrong(spec, fixture: bytes) -> Observation:
+        if spec.property_id == CONTRACT:
+            return Observation.of(spec, exit_code=0, stdout=stdout({}), image_id=IMAGE)
+        return real(spec, fixture)
+
+    card, args = card_of(tmp_path, wrong)
+    forged = with_row(card, 1, voting=False, frozen_by="fz-made-up")
+    forged = edited(forged, freeze_set={CONTRACT: "fz-made-up"}, status=JobStatus.ACCEPTED, exit_code=0, reasons=())
+    assert prove(forged, **args).accepted  # consistent with itself: only the freeze file can tell
+    refused(forged, {**args, "freezes": {}}, "is not what the freeze file gives")
