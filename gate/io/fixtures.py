@@ -16,7 +16,8 @@ from gate.core.errors import ConfigError, FixtureTreeError, InputMissingError, S
 from gate.core.seal import Seal, compute
 from gate.core.suite import one_line
 from gate.core.trial import ClockSpec
-from gate.io.artifacts import decode_text, parse_json, read_input, write_output
+from gate.io.artifacts import write_output
+from gate.io.inputs import decode_text, parse_json, read_input
 
 CHUNK = 1 << 20
 CLOCK_FILE = "clock.json"

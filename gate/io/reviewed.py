@@ -13,7 +13,7 @@ from gate.core.calibration import Calibration, calibration_from_json
 from gate.core.errors import FreezeFileError
 from gate.core.freezes import FreezeFile, check_properties
 from gate.core.suite import Suite, one_line
-from gate.io.artifacts import decode_text, read_input, read_json
+from gate.io.inputs import decode_text, read_input, read_json
 
 
 def read_freeze_file(suite: Suite) -> FreezeFile | None:

@@ -20,7 +20,7 @@ from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError, InputMissingError, UsageError
 from gate.core.ledger import Credit, Ledger
 from gate.core.suite import LedgerConfig, SamplerConfig, one_line
-from gate.io.artifacts import parse_json, read_input
+from gate.io.inputs import parse_json, read_input
 
 T = TypeVar("T")
 # What a run does with the books at decision time: (ledger, window) in, (result, ledger, window) out.

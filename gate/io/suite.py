@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from gate.core.errors import SuiteError
 from gate.core.suite import PropertySpec, Suite, SuiteConfig, one_line
-from gate.io.artifacts import parse_problem, read_input
+from gate.io.inputs import parse_problem, read_input
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -30,8 +30,9 @@ from gate.core.errors import (
     UsageError,
 )
 from gate.core.suite import LedgerConfig, SamplerConfig, Suite
-from gate.io.artifacts import check_writable, read_card, read_input
+from gate.io.artifacts import check_writable, read_card
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree
+from gate.io.inputs import read_input
 from gate.io.reseal import run_reseal
 from gate.io.reviewed import read_calibration as load_calibration
 from gate.io.reviewed import read_freeze_file
