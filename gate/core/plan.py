@@ -27,6 +27,7 @@ class Planner:
     limits: Limits = field(default_factory=Limits)
     suite_file: str = "gate.toml"
     image_id: str = ""  # when set, a worker whose image differs refuses the trial
+    pythonpath: tuple[str, ...] = ()
     new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
 
     def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
@@ -46,6 +47,7 @@ class Planner:
                 limits=self.limits,
                 canary=self.new_canary(),
                 image_id=self.image_id,
+                pythonpath=self.pythonpath,
             )
             for index in range(start, start + count)
         ]

@@ -114,6 +114,27 @@ class LedgerConfig(BaseModel):
     max_fault_share: StrictFloat = Field(0.25, gt=0, le=1)
 
 
+class ImageConfig(BaseModel):
+    """The project image probes run in (`[suite.image]`): a Dockerfile built `FROM` the probegate base
+    image, or a lock file of hashed requirements probegate builds one from. Either is an oracle file,
+    read from the base like the suite: a patch that edits it is an oracle edit, never a build."""
+
+    model_config = _STRICT
+    dockerfile: str | None = None
+    requirements: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImageConfig:
+        if (self.dockerfile is None) == (self.requirements is None):
+            raise ValueError("give exactly one of dockerfile (FROM the probegate base) or requirements (a lock file)")
+        return self
+
+    @property
+    def definition(self) -> str:
+        """The file that defines the image, relative to gate.toml's folder."""
+        return self.dockerfile or self.requirements or ""
+
+
 class SuiteConfig(BaseModel):
     model_config = _STRICT
     name: str = "suite"
@@ -126,6 +147,17 @@ class SuiteConfig(BaseModel):
     # Globs (relative to the patched tree) of files the gate itself writes there: the card, the
     # books. Left out of the tree's digest at run time and by `accept`, so writing them changes nothing.
     outputs: tuple[str, ...] = ()
+    # The seal file and the card, relative to gate.toml's folder, so `gate run` and `gate accept`
+    # need no --seal/--card. The card is an output: left out of the tree's digest like `outputs`.
+    seal: str | None = None
+    card: str | None = None
+    # Outside a git work tree, which files make the patched tree (globs relative to it; in git the
+    # tree is what git tracks plus untracked files it does not ignore). `exclude` applies in both.
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    # Folders of the patched tree put on the probe's PYTHONPATH (e.g. "src" for a src/ layout).
+    pythonpath: tuple[str, ...] = ()
+    image: ImageConfig | None = None
     sampler: SamplerConfig = SamplerConfig()
     ledger: LedgerConfig = LedgerConfig()
     limits: Limits = Limits()
@@ -149,7 +181,16 @@ class SuiteConfig(BaseModel):
             raise ValueError("holds a NUL byte, which no command line can carry")
         return value
 
-    @field_validator("fixtures", "checks", "freeze_file", "calibration", "oracle")
+    @field_validator("pythonpath")
+    @classmethod
+    def _inside_tree(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            parts = Path(entry).parts
+            if not entry or Path(entry).is_absolute() or ".." in parts or ":" in entry:
+                raise ValueError(f"{entry!r} must be a folder inside the patched tree, like \"src\"")
+        return value
+
+    @field_validator("fixtures", "checks", "freeze_file", "calibration", "oracle", "seal", "card", "include", "exclude")
     @classmethod
     def _no_nul(cls, value: Any) -> Any:
         paths = value if isinstance(value, tuple) else (value,)
@@ -195,6 +236,19 @@ class Suite(BaseModel):
     @property
     def calibration_path(self) -> Path | None:
         return self.resolve(self.config.calibration) if self.config.calibration else None
+
+    @property
+    def seal_path(self) -> Path | None:
+        return self.resolve(self.config.seal) if self.config.seal else None
+
+    @property
+    def card_path(self) -> Path | None:
+        return self.resolve(self.config.card) if self.config.card else None
+
+    @property
+    def image_definition(self) -> Path | None:
+        """The Dockerfile or lock file of the project image, when the suite names one."""
+        return self.resolve(self.config.image.definition) if self.config.image else None
 
     @property
     def freeze_path(self) -> Path | None:

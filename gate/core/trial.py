@@ -85,6 +85,7 @@ class Limits(BaseModel):
     output_cap_bytes: int = Field(64 * 1024, ge=1024)
     file_size_mb: int = Field(64, ge=1)  # RLIMIT_FSIZE: no single file the probe writes grows past it
     nofile: int = Field(256, ge=32)  # RLIMIT_NOFILE for the supervisor and the probe
+    tree_files: int = Field(20_000, ge=1)  # files (and symlinks) a patched tree may hold
 
 
 class TrialSpec(BaseModel):
@@ -106,6 +107,8 @@ class TrialSpec(BaseModel):
     canary: str = ""
     # The image ID the run resolved; a worker whose image differs refuses the trial as a harness fault.
     image_id: str = ""
+    # Tree-relative folders on the probe's PYTHONPATH (the suite's `pythonpath`, e.g. a src/ layout).
+    pythonpath: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, int]:

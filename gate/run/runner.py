@@ -219,6 +219,7 @@ def _execute(
         limits=suite.config.limits,
         suite_file=str(suite.path),
         image_id=facts.image_id,
+        pythonpath=suite.config.pythonpath,
         new_canary=lambda: secrets.token_hex(16),
     )
 

@@ -9,7 +9,8 @@ from gate.core.trial import TrialSpec
 from worker.host.container import IN_DIR
 from worker.host.warm import ContainerShape
 
-WRITABLE_ROOTS = ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
+WORK = "/work"  # where the supervisor lays out each trial's fresh copy of the tree
+WRITABLE_ROOTS = (WORK, "/tmp", "/dev/shm", "/dev/mqueue")
 
 
 def supervisor_env() -> dict[str, str]:
@@ -28,12 +29,16 @@ def supervisor_env() -> dict[str, str]:
 
 def probe_env(spec: TrialSpec) -> dict[str, str]:
     """The probe's whole environment (nothing inherited from the image or the host)."""
-    return {
+    env = {
         **supervisor_env(),
         "TZ": spec.clock.zone,
         "PROBEGATE_TRIAL_INDEX": str(spec.trial_index),
         "PROBEGATE_PROPERTY": spec.property_id,
     }
+    if spec.pythonpath:
+        # The suite's, never the image's: a derived image that sets PYTHONPATH is refused by the preflight.
+        env["PYTHONPATH"] = ":".join(f"{WORK}/{entry}" for entry in spec.pythonpath)
+    return env
 
 
 def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
