@@ -5,7 +5,8 @@
     ├── ConfigError                a file the user wrote is wrong            → RET_CONFIG
     │   ├── SuiteError             gate.toml / checks module (file, property)
     │   ├── FreezeFileError        the flake-freeze file (file, freeze id)
-    │   └── FixtureTreeError       symlink / special file in a fixture tree
+    │   ├── FixtureTreeError       symlink / special file in a fixture tree
+    │   └── ImageError             the project image cannot be built, or the preflight refuses it
     ├── InputMissingError          a named file or directory does not exist → RET_NOINPUT
     └── HarnessError               the gate itself could not observe         → RET_HARNESS
         ├── SealDriftError         the fixture tree no longer matches its seal (digest, files)
@@ -91,6 +92,11 @@ class FreezeFileError(ConfigError):
 
 class FixtureTreeError(ConfigError):
     """A fixture tree holds something that cannot be sealed (symlink, device, fifo)."""
+
+
+class ImageError(ConfigError):
+    """The suite's project image: a dependency with no wheel, a Dockerfile not built FROM the base, or
+    an image whose environment, user or clock preload the preflight refuses. Nothing runs in it."""
 
 
 class InputMissingError(GateError):

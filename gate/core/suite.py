@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -135,6 +136,16 @@ class ImageConfig(BaseModel):
         return self.dockerfile or self.requirements or ""
 
 
+@dataclass(frozen=True)
+class ImageSource:
+    """Where the run's project image is defined: the file as read (from the base revision when the
+    run has one) and its name in gate.toml, for messages."""
+
+    kind: Literal["dockerfile", "requirements"]
+    definition: Path
+    label: str
+
+
 class SuiteConfig(BaseModel):
     model_config = _STRICT
     name: str = "suite"
@@ -249,6 +260,14 @@ class Suite(BaseModel):
     def image_definition(self) -> Path | None:
         """The Dockerfile or lock file of the project image, when the suite names one."""
         return self.resolve(self.config.image.definition) if self.config.image else None
+
+    def image_source(self, definition: Path | None = None) -> ImageSource | None:
+        """The project image's source; `definition` is where the file was read (the base's copy)."""
+        image = self.config.image
+        if image is None:
+            return None
+        kind: Literal["dockerfile", "requirements"] = "dockerfile" if image.dockerfile else "requirements"
+        return ImageSource(kind, definition or self.resolve(image.definition), label=image.definition)
 
     @property
     def freeze_path(self) -> Path | None:

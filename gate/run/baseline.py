@@ -23,7 +23,7 @@ from gate.core.verdict import Kind
 from gate.io.artifacts import write_atomic
 from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
-from gate.run.runner import ExecutorFactory, RunRequest, run_gate
+from gate.run.runner import ExecutorFactory, ImageFactory, RunRequest, run_gate
 
 
 def run_baseline(
@@ -34,6 +34,7 @@ def run_baseline(
     out: TextIO = sys.stdout,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     executor_factory: ExecutorFactory,
+    image_factory: ImageFactory | None = None,
 ) -> int:
     """Run the suite on the base tree, write the calibration, print findings; returns the exit code."""
     suite = load_suite(request.suite)
@@ -43,6 +44,7 @@ def run_baseline(
         replace(request, calibrated_deadlines=False),
         emit=lambda _: None,
         executor_factory=executor_factory,
+        image_factory=image_factory,
         now=now,
         books_factory=lambda _, suite: MemoryBooks(suite.config.ledger, suite.config.sampler),
     )

@@ -15,7 +15,7 @@ from gate.core.calibration import Calibration
 from gate.core.checks import Check
 from gate.core.freezes import FreezeFile
 from gate.core.seal import Seal
-from gate.core.suite import Suite
+from gate.core.suite import ImageSource, Suite
 from gate.core.trial import ClockSpec
 from gate.io.base import BaseCheckout, oracle_edits
 from gate.io.checks import load_checks
@@ -51,6 +51,7 @@ class Oracle:
     base_commit: str | None = None  # the commit the oracle was read from (None: the work tree's files)
     # Files laid over the patched tree's snapshot: the base's probe entry, so the patch cannot swap it.
     overrides: dict[str, bytes] = field(default_factory=dict)
+    image: ImageSource | None = None  # the project image's definition, as read (from the base)
 
 
 def probe_entry(suite: Suite) -> str | None:
@@ -76,6 +77,8 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
         calibration_path = request.calibration or suite.calibration_path
         if request.calibration and base:
             calibration_path = where(request.calibration, "the calibration")
+        definition = suite.image_definition
+        image = suite.image_source(where(definition, "the image definition")) if definition else None
         names = {p.id: p.check for p in suite.properties}
         entry = probe_entry(suite)
         yield Oracle(
@@ -92,6 +95,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             overrides={entry: base.need(request.workdir / entry, "the probe entry").read_bytes()}
             if base and entry
             else {},
+            image=image,
         )
 
 
@@ -107,13 +111,20 @@ def _edits(
     files = [base.worktree(suite.path), base.worktree(suite.checks_path), request.seal]
     files += [request.workdir / entry] if entry else []
     files += [base.worktree(suite.freeze_path)] if suite.freeze_path else []
+    trees = [base.worktree(fixture_root)] if fixture_root.is_relative_to(base.root) else []
+    if suite.config.image and suite.image_definition:
+        # The image definition is oracle: a patch that edits it is refused, never built. A Dockerfile's
+        # whole folder is its build context, so every file there is oracle too.
+        definition = base.worktree(suite.image_definition)
+        files.append(definition)
+        trees += [definition.parent] if suite.config.image.dockerfile else []
     if calibration is not None:
         files.append(base.worktree(calibration) if calibration.is_relative_to(base.root) else calibration)
     files = [path for path in files if base.inside(path)]
     return oracle_edits(
         base,
         files=files,
-        trees=[base.worktree(fixture_root)] if fixture_root.is_relative_to(base.root) else [],
+        trees=trees,
         globs=suite.config.oracle,
         root=base.worktree(suite.root),
     )

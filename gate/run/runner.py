@@ -20,14 +20,14 @@ from gate.core.bands import SamplerWindow
 from gate.core.calibration import deadline_source
 from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
 from gate.core.checks import Check, Trial, judge
-from gate.core.errors import HarnessError, SealDriftError
+from gate.core.errors import HarnessError, SealDriftError, UsageError
 from gate.core.fold import fold_tallies
 from gate.core.freezes import FreezeFile, FreezeState, resolve
 from gate.core.ledger import Ledger
 from gate.core.plan import Planner, check_fixtures
 from gate.core.policy import Decision, decide
 from gate.core.stamp import RunFacts, stamp, verdict_lines
-from gate.core.suite import PropertySpec, Suite
+from gate.core.suite import ImageSource, PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
 from gate.io.artifacts import write_card
@@ -69,6 +69,8 @@ class RunResult:
 
 
 ExecutorFactory = Callable[[RunRequest], Executor]
+# Finds or builds the suite's project image and returns its ID (the command line picks Docker).
+ImageFactory = Callable[[ImageSource], str]
 # Where the books live, under the suite's terms (the command line picks a file or Redis).
 BooksFactory = Callable[[RunRequest, Suite], BooksStore]
 
@@ -81,6 +83,7 @@ def run_gate(
     run_id: str | None = None,
     emit: Callable[[str], None] = print,
     books_factory: BooksFactory | None = None,
+    image_factory: ImageFactory | None = None,
 ) -> RunResult:
     """Run the suite once against the patched tree and write the card; config errors raise first.
     `executor_factory` picks where trials run (the command line chooses; tests pass a mock);
@@ -94,6 +97,7 @@ def run_gate(
             run_id=run_id,
             emit=emit,
             books_factory=books_factory or file_books,
+            image_factory=image_factory,
         )
 
 
@@ -118,6 +122,7 @@ def _run(
     run_id: str | None,
     emit: Callable[[str], None],
     books_factory: BooksFactory,
+    image_factory: ImageFactory | None,
 ) -> RunResult:
     suite, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
@@ -127,6 +132,7 @@ def _run(
     books.check()
     check_outside_tree(request.card, request.workdir, suite.config.outputs, field="--card")
     run_id = run_id or uuid.uuid4().hex
+    request = _with_image(request, oracle.image, image_factory)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
     executor = executor_factory(request)
     executor.open(run_id, suite.config.limits)
@@ -194,6 +200,17 @@ def _run(
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts))
+
+
+def _with_image(request: RunRequest, source: ImageSource | None, image_factory: ImageFactory | None) -> RunRequest:
+    """The request with the suite's project image (built from the base's definition) to run in."""
+    if source is None:
+        return request
+    if request.image:
+        raise UsageError(f"the suite names its image ([suite.image] {source.label}); drop --image", field="--image")
+    if image_factory is None:
+        raise UsageError("the suite names a project image, but this command cannot build images")
+    return replace(request, image=image_factory(source))
 
 
 def _execute(

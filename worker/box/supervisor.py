@@ -1,7 +1,7 @@
 """In-container supervisor: runs batches of probes, each fresh, and prints one JSON line per trial.
 
 Standalone and stdlib-only: it is bind-mounted read-only into the sandbox image (Python 3.13) and
-runs as PID 1 with `python3 /opt/probegate/supervisor.py /opt/probegate/in [idle_s]`. It serves one
+runs as PID 1 with `python3 -I -S /opt/probegate/supervisor.py /opt/probegate/in [idle_s]`. It serves one
 batch file at a time (`batch-0.json`, `batch-1.json`, ... written by the host into the mounted input
 dir), reports each trial, then `{"done": n}`, and waits for the next; it exits on a `stop` file or
 after idle_s without a batch, so a warm container outlives no vanished host for long. Between
@@ -18,6 +18,11 @@ import signal
 import subprocess
 import sys
 import time
+
+if __name__ == "__main__":
+    # Run as `python3 -I -S`: nothing of the image's environment or site reaches the supervisor, and
+    # -I also leaves the script's folder off sys.path, so add our own read-only mount back, first.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import Template, diff, snapshot, wipe

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import docker
 import docker.errors
@@ -45,6 +45,79 @@ def resolve_image_id(client: docker.DockerClient, tag: str) -> str:
         raise SandboxError(f"sandbox image {tag} is missing; run sandbox_images/python/build-offline.sh") from exc
     except _ENGINE_ERRORS as exc:
         raise SandboxError(f"docker daemon error while resolving {tag}: {exc}") from exc
+
+
+def image_attrs(client: docker.DockerClient, ref: str) -> dict[str, Any] | None:
+    """The engine's inspect data of image `ref` (tag or ID), or None when it has no such image."""
+    try:
+        return client.images.get(ref).attrs
+    except docker.errors.ImageNotFound:
+        return None
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker daemon error while inspecting {ref}: {last_line(exc)}") from exc
+
+
+def build_image(
+    client: docker.DockerClient,
+    context: BinaryIO,
+    *,
+    tag: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    dockerfile: str = "Dockerfile",
+) -> tuple[str, str]:
+    """Build the tar `context` with no network; returns (image ID, the build log's tail).
+    A failed step raises BuildFailed with the step's last output line; an engine fault SandboxError."""
+    try:
+        image, log = client.images.build(
+            fileobj=context,
+            custom_context=True,
+            dockerfile=dockerfile,
+            buildargs=buildargs,
+            labels=labels,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            network_mode="none",  # also enforced by the engine (--bridge=none); said here for other engines
+            pull=False,
+        )
+    except docker.errors.BuildError as exc:
+        lines = [str(item.get("stream", item.get("error", ""))).strip() for item in exc.build_log]
+        raise BuildFailed(next((line for line in reversed(lines) if line), str(exc))) from exc
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker daemon error while building {tag}: {last_line(exc)}") from exc
+    tail = [str(item.get("stream", "")).strip() for item in log]
+    return image.id, "\n".join(line for line in tail if line)[-2000:]
+
+
+def prune_dangling(client: docker.DockerClient, *, label: str) -> None:
+    """Remove untagged images carrying `label` (a multi-stage build's intermediate stages)."""
+    with engine_call("pruning build stages"):
+        client.images.prune(filters={"dangling": True, "label": label})
+
+
+class BuildFailed(Exception):
+    """A step of an image build failed (its definition's fault, not the engine's)."""
+
+
+def run_once(client: docker.DockerClient, image_id: str, argv: list[str], *, timeout_s: float = 60) -> bytes:
+    """Run `argv` in a throwaway, network-less container of `image_id` as nobody; its stdout.
+    For facts about an image (its Python), never for trials."""
+    with engine_call(f"running {argv[0]} in {image_id[:19]}"):
+        container = client.containers.create(
+            image_id, argv, network_mode="none", user="65534:65534", read_only=True
+        )
+        try:
+            container.start()
+            state = container.wait(timeout=timeout_s)
+            out = container.logs(stdout=True, stderr=False)
+            if state.get("StatusCode") != 0:
+                err = container.logs(stdout=False, stderr=True).decode(errors="replace").strip()
+                tail = err.splitlines()[-1] if err else "no output"
+                raise SandboxError(f"{argv[0]} exited {state.get('StatusCode')} in {image_id[:19]}: {tail}")
+            return out
+        finally:
+            container.remove(force=True)
 
 
 class Container:

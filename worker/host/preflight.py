@@ -1,6 +1,10 @@
 """Preflight: before a worker takes trials, prove on this engine and image that probes see the
 frozen instant (also in a child that scrubbed LD_PRELOAD), that sleeps and timers return, and
 that the network is unreachable. A failed preflight is a harness error with the reason.
+
+A derived (project) image is also checked statically first: it must not set the environment
+the supervisor or the probe would inherit (PYTHONPATH, LD_*, FAKETIME*), run as another user,
+wrap our command in an entrypoint, or declare volumes (writable places the fs diff never sees).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gate.core.errors import SandboxError
+from gate.core.errors import GateError, SandboxError
 from gate.core.trial import ClockSpec, Sandbox, TrialSpec
 from gate.io.fixtures import seal_tree
 from gate.io.snapshot import LocalInputs
@@ -43,12 +47,44 @@ try:
     out["dns"] = "resolved"
 except OSError as exc:
     out["dns"] = f"refused: {exc.strerror or exc}"
+try:
+    out["preload"] = open("/etc/ld.so.preload").read().strip()
+except OSError as exc:
+    out["preload"] = f"unreadable: {exc.strerror or exc}"
 print(json.dumps(out))
 """
 
+# What a derived image may set in its environment: the base's own keys, and nothing the
+# interpreter, the dynamic loader or libfaketime would act on.
+ALLOWED_ENV = {"PATH": None, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "PYTHONDONTWRITEBYTECODE": None, "LANG": None}
+SANDBOX_USERS = ("65534:65534", "65534", "nobody", "nobody:nogroup")
 
-def preflight(sandbox: Sandbox, *, deadline_s: float = 20.0) -> dict[str, object]:
-    """Run the preflight probe once; returns its findings, raises SandboxError on any failure."""
+
+def image_config_problems(attrs: dict) -> list[str]:
+    """What in an image's configuration (docker inspect data) would let it reach the supervisor or the
+    probe around the sandbox's rules; empty when nothing does."""
+    config = attrs.get("Config") or {}
+    problems = []
+    for item in config.get("Env") or []:
+        key, _, value = item.partition("=")
+        if key not in ALLOWED_ENV:
+            problems.append(f"it sets {key} in its environment")
+        elif ALLOWED_ENV[key] is not None and value != ALLOWED_ENV[key]:
+            problems.append(f"it sets {key}={value}, not {ALLOWED_ENV[key]}")
+    if (config.get("User") or "root") not in SANDBOX_USERS:
+        problems.append(f"it runs as {config.get('User') or 'root'}, not 65534:65534 (nobody)")
+    if config.get("Entrypoint"):
+        problems.append(f"it has an entrypoint {config['Entrypoint']}, which would wrap the supervisor")
+    if config.get("Volumes"):
+        problems.append(f"it declares volumes {sorted(config['Volumes'])}, writable places the fs diff does not watch")
+    return problems
+
+
+def preflight(
+    sandbox: Sandbox, *, deadline_s: float = 20.0, refuse: type[GateError] = SandboxError
+) -> dict[str, object]:
+    """Run the preflight probe once; returns its findings. A probe that cannot run is a SandboxError;
+    what it found wrong raises `refuse` (ImageError for a project image: its definition's fault)."""
     image_id = sandbox.image_id()
     with tempfile.TemporaryDirectory(prefix="probegate-preflight-") as tmp:
         tree = Path(tmp)
@@ -76,11 +112,13 @@ def preflight(sandbox: Sandbox, *, deadline_s: float = 20.0) -> dict[str, object
     for key in ("time", "child_time"):
         if abs(found[key] - INSTANT.timestamp()) > 5:
             problems.append(f"{key} reads {found[key]:.0f}, not the frozen {INSTANT.timestamp():.0f}")
+    if "libfaketime" not in str(found.get("preload")):
+        problems.append(f"/etc/ld.so.preload does not load libfaketime ({str(found.get('preload'))[:80]!r})")
     if not found.get("timer"):
         problems.append("threading.Timer did not fire under the frozen clock")
     for key in ("tcp", "loopback", "dns"):
         if not str(found[key]).startswith("refused"):
             problems.append(f"network is reachable ({key}: {found[key]})")
     if problems:
-        raise SandboxError("preflight failed: " + "; ".join(problems))
+        raise refuse("preflight failed: " + "; ".join(problems))
     return {"image_id": image_id, **found, "duration_s": round(obs.duration_s, 3)}
