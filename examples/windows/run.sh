@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run the windows example end to end: an ordinary repository (src/ layout, PyYAML and dateutil
+# from PyPI through a hashed lock) gated as a team would gate it. Each patch is committed over the
+# base in a throwaway repository (patch_repo.py); `gate run --base` builds or finds the project
+# image from the base's lock, then `gate accept --base` decides. No --seal/--card: gate.toml names them.
+#
+#   examples/windows/run.sh                       # the good patch
+#   examples/windows/run.sh naive_windows         # one named patch
+#   examples/windows/run.sh --all                 # every patch, then a table
+#   examples/windows/run.sh --all --broker URL    # trials on gate-worker processes over Redis
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+top="$(cd "$here/../.." && pwd)"
+cd "$top"
+
+which="${1:-good}"
+broker=()
+if [ "${2:-}" = "--broker" ]; then broker=(--broker "${3:?--broker needs a redis:// URL}"); fi
+
+if ! docker info >/dev/null 2>&1 || ! docker image inspect "$(cat sandbox_images/python/TAG)" >/dev/null 2>&1; then
+  bash deploy/provision.sh --no-redis || exit $?
+fi
+if [ ! -x .venv/bin/gate ]; then
+  python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -e . || exit 69
+fi
+gate="$top/.venv/bin/gate"
+
+run_one() {  # $1 = patch name; sets last_rc, last_acc, last_kinds
+  local tmp repo base
+  tmp="$(mktemp -d /tmp/probegate-windows.XXXXXX)"
+  repo="$tmp/repo"
+  base="$(python3 "$here/patch_repo.py" "$repo" "$1")" || return 69
+  (cd "$repo" && "$gate" --log-level warning run --base "$base" --new-ledger "${broker[@]}")
+  last_rc=$?
+  (cd "$repo" && "$gate" accept --base "$base" >/dev/null 2>&1)
+  last_acc=$?
+  mkdir -p "$top/artifacts/windows/$1"
+  cp "$repo/.probegate/verdict-card.json" "$top/artifacts/windows/$1/" 2>/dev/null
+  last_kinds="$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(" ".join(sorted({r["kind"] for r in c["properties"]})), "oracle_edits:", ",".join(c.get("oracle_edits", [])) or "-")' "$repo/.probegate/verdict-card.json" 2>/dev/null)"
+  rm -rf "$tmp"
+}
+
+case "$which" in
+  --all)
+    for dir in "$here"/patches/*/; do
+      name="$(basename "$dir")"
+      run_one "$name" >/dev/null 2>&1
+      printf '%-16s run exit %s  accept exit %s  kinds: %s\n' "$name" "$last_rc" "$last_acc" "$last_kinds"
+    done
+    ;;
+  *) [ -d "$here/patches/$which" ] || { echo "no patch named $which (have: $(ls "$here/patches" | tr '\n' ' '))" >&2; exit 64; }
+     run_one "$which"
+     echo "$which: gate run exit $last_rc, accept exit $last_acc ($last_kinds)" >&2 ;;
+esac
