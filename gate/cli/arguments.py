@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
+from gate.cli.images import add_image_arguments
 from gate.cli.power import add_power_parser
 from gate.io.cliargs import ArgParser
 
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     which = sweep.add_mutually_exclusive_group()
     which.add_argument("--run", metavar="RUN_ID", help="remove this run's containers, running or not")
     which.add_argument("--all", action="store_true", help="remove every probe container, also of live runs")
+
+    add_image_arguments(sub)
 
     schema = sub.add_parser("schema", help="print a JSON schema")
     schema.add_argument("what", choices=["card"])

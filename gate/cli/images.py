@@ -34,11 +34,11 @@ def run_image(args: argparse.Namespace) -> int:
         source = suite.image_source()
         if source is None:
             raise UsageError("the suite names no project image; add [suite.image]", file=str(args.suite))
-        print(build_for_run(source, base=args.from_image, emit=lambda line: print(line, file=sys.stderr)))
+        print(build_for_run(source, base=args.from_image))
     return RET_OK
 
 
-def build_for_run(source: ImageSource, *, base: str | None = None, emit: Callable[[str], None] = print) -> str:
+def build_for_run(source: ImageSource, *, base: str | None = None, emit: Callable[[str], None] | None = None) -> str:
     """The image ID for `source`, found or built, and proven by the preflight (a refusal is ImageError)."""
     from worker.host.engine import DEFAULT_IMAGE, docker_client
     from worker.host.images import project_image
@@ -46,9 +46,13 @@ def build_for_run(source: ImageSource, *, base: str | None = None, emit: Callabl
     from worker.host.sandbox import DockerSandbox
 
     client = docker_client()
-    image_id = project_image(client, source, base=base or DEFAULT_IMAGE, emit=emit)
+    say = emit or (lambda line: print(f"gate: {line}", file=sys.stderr))
+    image_id = project_image(client, source, base=base or DEFAULT_IMAGE, emit=say)
     if image_id not in _PROVEN:
-        preflight(DockerSandbox(client, image=image_id), refuse=ImageError)
+        try:
+            preflight(DockerSandbox(client, image=image_id), refuse=ImageError)
+        except ImageError as exc:
+            raise ImageError(exc.message, file=source.label) from None
         _PROVEN.add(image_id)
     return image_id
 

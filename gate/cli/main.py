@@ -16,6 +16,7 @@ from pathlib import Path
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
 from gate.cli.executors import default_executor
+from gate.cli.images import build_for_run, run_image
 from gate.cli.power import run_from_args as run_power
 from gate.core.errors import RET_INTERNAL, RET_OK, RET_PIPE, GateError, InputMissingError, UsageError
 from gate.io.artifacts import check_writable
@@ -82,6 +83,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         removed = sweep(client, args.run) if args.run or args.all else sweep_dead_workers(client)
         print(json.dumps({"removed": removed, "run": args.run, "all": args.all}))
         return RET_OK
+    if args.command == "image":
+        return run_image(args)
     if args.command == "schema":
         from gate.core.card import VerdictCard
 
@@ -167,7 +170,9 @@ def _run(args: argparse.Namespace) -> int:
     from gate.run.runner import run_gate
 
     request = _request(args, card=args.card)
-    result = run_gate(request, executor_factory=default_executor, books_factory=books_factory(args))
+    result = run_gate(
+        request, executor_factory=default_executor, books_factory=books_factory(args), image_factory=build_for_run
+    )
     print_summary(result.card, file=sys.stderr)
     return result.card.exit_code
 
@@ -181,7 +186,11 @@ def _baseline(args: argparse.Namespace) -> int:
     card = args.card or args.calibration.with_name("baseline-card.json")
     _distinct({"--calibration": args.calibration, "--card": card}, {"--suite": args.suite, "--seal": args.seal})
     return run_baseline(
-        _request(args, card=card), args.calibration, factor=args.factor, executor_factory=default_executor
+        _request(args, card=card),
+        args.calibration,
+        factor=args.factor,
+        executor_factory=default_executor,
+        image_factory=build_for_run,
     )
 
 

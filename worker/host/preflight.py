@@ -57,6 +57,7 @@ print(json.dumps(out))
 # What a derived image may set in its environment: the base's own keys, and nothing the
 # interpreter, the dynamic loader or libfaketime would act on.
 ALLOWED_ENV = {"PATH": None, "FAKETIME_DONT_FAKE_MONOTONIC": "1", "PYTHONDONTWRITEBYTECODE": None, "LANG": None}
+CLOCK_REFUSED = "clock preflight"  # how the supervisor words a batch it refused for the clock (worker/box)
 SANDBOX_USERS = ("65534:65534", "65534", "nobody", "nobody:nogroup")
 
 
@@ -104,6 +105,9 @@ def preflight(
                 clock=ClockSpec(frozen_at=INSTANT),
             )
             (obs,) = sandbox.run_batch([spec], inputs)
+    if obs.fault and CLOCK_REFUSED in obs.fault:
+        # The supervisor's own clock check refused the image before the probe ran: the image's doing.
+        raise refuse(f"preflight failed: {obs.fault.removeprefix('supervisor: ')}")
     if obs.fault or obs.timed_out or obs.exit_code != 0:
         why = obs.fault or ("timed out" if obs.timed_out else obs.stderr.data.decode(errors="replace")[-300:])
         raise SandboxError(f"preflight probe failed: {why}")
