@@ -82,7 +82,8 @@ def test_a_dockerfile_from_the_base_builds_and_is_found_again(
     assert "building project image" in first.stderr
     again = dockerfile(tmp_path, body)
     assert again.stdout.strip() == first.stdout.strip() and "building" not in again.stderr
-    out = docker_client.containers.run(first.stdout.strip(), ["cat", "/opt/data/marker"], remove=True, network_mode="none")
+    image_id = first.stdout.strip()
+    out = docker_client.containers.run(image_id, ["cat", "/opt/data/marker"], remove=True, network_mode="none")
     assert out == b"baked\n"
 
 
