@@ -20,6 +20,7 @@ from gate.core.freezes import FreezeFile, resolve
 from gate.core.verdict import Band
 from gate.io.artifacts import read_card
 from gate.io.snapshot import tree_digest
+from gate.io.treeselect import tree_selection
 from gate.run.oracle import OracleRequest, read_oracle
 
 
@@ -37,7 +38,8 @@ def run_accept(
         raise InputMissingError("the tree being merged is not a folder", file=str(workdir), field="--workdir")
     request = OracleRequest(suite=suite, workdir=workdir, seal=seal_path, base=base, calibrated_deadlines=False)
     with read_oracle(request) as oracle:
-        digest = tree_digest(workdir, oracle.suite.config.outputs)
+        # The same selection the run's snapshot took (git's view, the suite's globs, the card left out).
+        digest = tree_digest(workdir, tree_selection(oracle.suite, workdir, suite_file=suite))
         try:
             card = read_card(card_path)
         except GateError as exc:

@@ -5,7 +5,10 @@
     ├── ConfigError                a file the user wrote is wrong            → RET_CONFIG
     │   ├── SuiteError             gate.toml / checks module (file, property)
     │   ├── FreezeFileError        the flake-freeze file (file, freeze id)
-    │   ├── FixtureTreeError       symlink / special file in a fixture tree
+    │   ├── FixtureTreeError       what a tree cannot hold: a symlink or special file in a fixture
+    │   │                          tree; a special file or a symlink leading out of the patched tree
+    │   ├── TreeTooLargeError      the patched tree does not fit the sandbox's [suite.limits]
+    │   │                          (space, file size, file count): refused before any container
     │   └── ImageError             the project image cannot be built, or the preflight refuses it
     ├── InputMissingError          a named file or directory does not exist → RET_NOINPUT
     └── HarnessError               the gate itself could not observe         → RET_HARNESS
@@ -91,7 +94,14 @@ class FreezeFileError(ConfigError):
 
 
 class FixtureTreeError(ConfigError):
-    """A fixture tree holds something that cannot be sealed (symlink, device, fifo)."""
+    """A tree holds something that cannot be sealed: a symlink, device or fifo in a fixture tree; a
+    device, fifo or a symlink leading out of the tree in the patched tree."""
+
+
+class TreeTooLargeError(ConfigError):
+    """The patched tree cannot be laid out in the sandbox under the suite's limits; nothing was run.
+    A configuration error, not a verdict: the suite's limits (or its exclude globs) must change, or
+    the tree; no card is written and no harness credit is drawn."""
 
 
 class ImageError(ConfigError):

@@ -5,6 +5,10 @@ sha256 over the regular files sorted component by component (as pathlib sorts pa
 comes before `a-b/x`), each contributing its POSIX path relative to the root in UTF-8, a NUL,
 its bytes, a NUL. This module only hashes: the caller supplies the paths and a way to read them.
 
+A patched tree (`compute_tree`) may also hold symlinks. Where the note's recipe is unambiguous
+for it (no symlink, no NUL byte in any file) it is used unchanged; otherwise the tree is sealed by a
+framed recipe (see `compute_tree`), so a link never seals like a file holding its target's name.
+
 Seal file format: the hex digest on the first line, then `sha256  path` lines (as sha256sum
 prints them). A file holding only the digest line still verifies; it just cannot name files.
 """
@@ -13,13 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# Opens every framed tree's stream: a note-recipe stream opens with a path, and no path starts with NUL.
+FRAMED_TREE = b"\0probegate-tree-2\0"
 
 
 class ManifestDiff(BaseModel):
@@ -140,6 +146,42 @@ def compute(paths: Iterable[str], read: Callable[[str], Iterable[bytes]]) -> Sea
         tree.update(b"\0")
         manifest[path] = single.hexdigest()
     return Seal(digest=tree.hexdigest(), manifest=manifest)
+
+
+def compute_tree(
+    paths: Iterable[str], read: Callable[[str], Iterable[bytes]], links: Mapping[str, str] | None = None
+) -> Seal:
+    """Seal a patched tree: regular files at `paths` (read through `read`) and symlinks (`links`, path →
+    target). A tree of files holding no NUL byte gets `compute`'s digest, byte for byte; any other tree
+    the framed one: FRAMED_TREE, then per entry (in `sort_key` order) a type byte (b"f" file, b"l"
+    link), the path's UTF-8 length as 8 bytes big-endian, the path, and the 32-byte sha256 of the
+    file's bytes or of the link's target. The note's stream cannot tell a file holding
+    `x\0b.py\0y` from the two files `x` and `b.py` (or a link from a file naming its target); the
+    framed stream can, and the two never meet, since only the framed one starts with a NUL."""
+    links = dict(links or {})
+    note = hashlib.sha256()
+    framed = hashlib.sha256(FRAMED_TREE)
+    manifest: dict[str, str] = {}
+    plain = not links  # the note's recipe stays unambiguous while no link and no NUL byte is seen
+    for path in sorted(set(paths) | links.keys(), key=sort_key):
+        name = path.encode("utf-8")
+        single = hashlib.sha256()
+        if path in links:
+            kind = b"l"
+            single.update(links[path].encode("utf-8"))
+        else:
+            kind = b"f"
+            note.update(name + b"\0")
+            for chunk in read(path):
+                plain = plain and b"\0" not in chunk
+                note.update(chunk)
+                single.update(chunk)
+            note.update(b"\0")
+        framed.update(kind + len(name).to_bytes(8, "big") + name + single.digest())
+        if kind == b"l":  # behind a marker, so a diff names a file turned into a link to its own bytes
+            single = hashlib.sha256(b"symlink\0" + single.digest())
+        manifest[path] = single.hexdigest()
+    return Seal(digest=(note if plain else framed).hexdigest(), manifest=manifest)
 
 
 def describe_change(old: Seal | None, new: Seal, *, written: bool) -> dict[str, Any]:

@@ -1,27 +1,30 @@
-"""The snapshot trials run from: the patched tree copied once per run (and digested as copied),
-plus the sealed fixture bytes by digest. Trials run from the snapshot, so an edit to the work tree
-during a run cannot reach them.
+"""The snapshot trials run from: the patched tree (as `gate.io.treeselect` selects it) copied once
+per run and digested as copied, plus the sealed fixture bytes by digest. Trials run from the
+snapshot, so an edit to the work tree during a run cannot reach them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import SandboxError, UsageError
-from gate.io.fixtures import matches_any, seal_tree, tree_files
-
-SKIP_IN_TREE = frozenset({".git"})
+from gate.core.trial import Limits
+from gate.io.patchedtree import PatchedTree, check_fits, copy_tree, laid_out, read_patched_tree, seal_patched
+from gate.io.treeselect import WHOLE_TREE, TreeSelection
 
 
 class LocalInputs:
     """A snapshot of the patched tree (digested as copied) and the sealed fixture bytes by digest.
 
-    Trials run from the snapshot, so an edit to the work tree during a run cannot reach them.
+    `tree` is the patched tree already read (the runner reads it to check its size before any
+    container starts); without it, `selection` picks it from `workdir`. With `limits`, a tree the
+    sandbox cannot lay out is refused (TreeTooLargeError) before it is copied.
     """
 
     def __init__(
@@ -29,21 +32,29 @@ class LocalInputs:
         workdir: Path,
         fixtures: Mapping[str, bytes],
         *,
-        outputs: Sequence[str] = (),
+        selection: TreeSelection = WHOLE_TREE,
+        tree: PatchedTree | None = None,
         overrides: Mapping[str, bytes] | None = None,
+        limits: Limits | None = None,
     ) -> None:
-        tree_files(workdir, skip_dirs=SKIP_IN_TREE, exclude=outputs)  # refuses symlinks and specials
+        found = tree if tree is not None else read_patched_tree(workdir, selection)
+        if limits is not None:
+            check_fits(found, limits, where=workdir)
         self._tmp = Path(tempfile.mkdtemp(prefix="probegate-tree-"))
-        self.snapshot = self._tmp / "tree"
-        shutil.copytree(workdir, self.snapshot, ignore=_ignored(workdir, outputs))
-        for rel, data in (overrides or {}).items():
-            # The base's oracle files (its probe entry) laid over the patch's: trials run those.
-            target = self.snapshot / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.unlink(missing_ok=True)
-            target.write_bytes(data)
-        world_readable(self._tmp)
-        self.tree_digest = seal_tree(self.snapshot).digest
+        try:
+            self.snapshot = self._tmp / "tree"
+            copy_tree(found, self.snapshot)
+            for rel, data in (overrides or {}).items():
+                # The base's oracle files (its probe entry) laid over the patch's: trials run those.
+                lay_over(self.snapshot, rel, data)
+            world_readable(self._tmp)
+            copied = laid_out(self.snapshot)  # what trials will see, checked again
+            if limits is not None:
+                check_fits(copied, limits, where=workdir)
+            self.tree_digest = seal_patched(copied).digest
+        except BaseException:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
         self.fixtures: dict[str, bytes] = dict(fixtures)
 
     def tree_dir(self, digest: str) -> Path:
@@ -67,19 +78,20 @@ class LocalInputs:
         self.close()
 
 
-def tree_digest(workdir: Path, outputs: Sequence[str] = ()) -> str:
-    """The digest a run's snapshot of `workdir` gets: every file but `.git` and the gate's outputs."""
-    return seal_tree(workdir, skip_dirs=SKIP_IN_TREE, exclude=outputs).digest
+def tree_digest(workdir: Path, selection: TreeSelection = WHOLE_TREE) -> str:
+    """The digest a run's snapshot of `workdir` gets (before the base's probe entry is laid over):
+    the entries `selection` picks, read in place without following any link."""
+    return seal_patched(read_patched_tree(workdir, selection)).digest
 
 
-def check_outside_tree(path: Path, workdir: Path, outputs: Sequence[str], *, field: str) -> None:
-    """Refuse an output of the gate that would land in the patched tree unless the suite's `outputs`
-    leave it out of the tree's digest (else writing the card would change what `accept` recomputes)."""
+def check_outside_tree(path: Path, workdir: Path, selection: TreeSelection, *, field: str) -> None:
+    """Refuse an output of the gate that would land in the patched tree unless the suite leaves it out
+    of the tree (`outputs`, `exclude`, the card): else writing it would change what `accept` recomputes."""
     try:
         rel = path.resolve().relative_to(workdir.resolve()).as_posix()
     except ValueError:
         return
-    if not matches_any(rel, outputs):
+    if not selection.left_out(rel):
         raise UsageError(
             f"lies inside the patched tree ({rel}); name it in [suite] outputs so the tree's digest leaves it out",
             file=str(path),
@@ -87,24 +99,31 @@ def check_outside_tree(path: Path, workdir: Path, outputs: Sequence[str], *, fie
         )
 
 
-def _ignored(workdir: Path, outputs: Sequence[str]) -> Callable[[str, list[str]], set[str]]:
-    """copytree's ignore: `.git`, and files matching the suite's `outputs` globs (the card, the books)."""
-
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        rel = Path(folder).relative_to(workdir)
-        return {
-            name
-            for name in names
-            if name in SKIP_IN_TREE or matches_any((rel / name).as_posix(), outputs)
-        }
-
-    return ignore
+def lay_over(root: Path, rel: str, data: bytes) -> None:
+    """Write `data` at `rel` in a private snapshot, replacing whatever the patch put in the way (a link,
+    a file where a folder belongs) instead of writing through it."""
+    folder = root
+    *parents, name = rel.split("/")
+    for part in parents:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            folder.unlink()
+        folder.mkdir(exist_ok=True)
+    target = folder / name
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+    target.write_bytes(data)
 
 
 def world_readable(root: Path) -> None:
-    """The sandbox runs as an unprivileged user: make the snapshot readable whatever the umask."""
+    """The sandbox runs as an unprivileged user: make the snapshot readable whatever the umask.
+    Links are left alone (chmod would follow them, and a dangling one has nothing to chmod)."""
     for dirpath, _, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             path = os.path.join(dirpath, name)
-            os.chmod(path, 0o644 | (os.stat(path).st_mode & 0o111))
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISLNK(mode):
+                os.chmod(path, 0o644 | (mode & 0o111))

@@ -33,8 +33,10 @@ from gate.core.verdict import Outcome, Verdict, harness_verdict
 from gate.io.artifacts import write_card
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
+from gate.io.patchedtree import check_fits, read_patched_tree
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
+from gate.io.treeselect import tree_selection
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.waves import run_waves
@@ -130,7 +132,12 @@ def _run(
     # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
     books = books_factory(request, suite)
     books.check()
-    check_outside_tree(request.card, request.workdir, suite.config.outputs, field="--card")
+    selection = tree_selection(suite, request.workdir, suite_file=request.suite)
+    check_outside_tree(request.card, request.workdir, selection, field="--card")
+    # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
+    # (a configuration error: nothing runs, no card, no credit), not found out in every container.
+    tree = read_patched_tree(request.workdir, selection)
+    check_fits(tree, suite.config.limits, where=request.workdir)
     run_id = run_id or uuid.uuid4().hex
     request = _with_image(request, oracle.image, image_factory)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
@@ -167,7 +174,9 @@ def _run(
         }
         log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
 
-        with LocalInputs(request.workdir, fixtures, outputs=suite.config.outputs, overrides=oracle.overrides) as inputs:
+        with LocalInputs(
+            request.workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits
+        ) as inputs:
             facts = replace(facts, tree_digest=inputs.tree_digest)
             if drift is not None:
                 verdicts = _all_harness(suite, current.manifest, str(drift))
@@ -280,6 +289,7 @@ def file_books(request: RunRequest, suite: Suite) -> BooksStore:
     """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
     path = request.ledger or request.card.parent / "ledger.json"
     # The books and their lock file change after the run, so inside the tree they must be outputs.
+    selection = tree_selection(suite, request.workdir, suite_file=request.suite)
     for written in (path, path.with_name(path.name + ".lock")):
-        check_outside_tree(written, request.workdir, suite.config.outputs, field="--ledger")
+        check_outside_tree(written, request.workdir, selection, field="--ledger")
     return FileBooks(path, suite.config.ledger, suite.config.sampler, create=request.new_ledger)

@@ -3,7 +3,9 @@ so an object store can take its place. Workers fetch by digest, verify, and cach
 local disk; nothing is read from a shared filesystem.
 
 A patched tree travels as one deterministic tar blob, found through the tree's seal:
-`tree:<seal>` names the tar's digest, and the unpacked tree must re-seal to `<seal>`.
+`tree:<seal>` names the tar's digest, and the unpacked tree must re-seal to `<seal>`. Its symlinks
+travel as symlinks; workers unpack with tarfile's "data" filter (no absolute or escaping link, no
+device, nothing outside the folder) and check the links again as the coordinator did.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from typing import Protocol
 
 import redis
 
-from gate.core.errors import SandboxError
+from gate.core.errors import GateError, SandboxError
 from gate.io.artifacts import write_atomic
-from gate.io.fixtures import seal_tree, tree_files
+from gate.io.patchedtree import Beneath, laid_out, seal_patched
 from gate.io.snapshot import world_readable
 from worker.celery.broker import broker_call
 
@@ -78,16 +80,21 @@ class RedisBlobStore:
 
 
 def pack_tree(root: Path) -> bytes:
-    """A tar of the tree's files with fixed metadata, so equal trees pack to equal bytes."""
+    """A tar of the tree's files and symlinks with fixed metadata, so equal trees pack to equal bytes."""
+    tree = laid_out(root)
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for rel in sorted(tree_files(root)):
-            path = root / rel
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar, Beneath(root) as beneath:
+        for rel in sorted([*tree.files, *tree.links]):
             info = tarfile.TarInfo(rel)
-            info.size = path.stat().st_size
-            info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
             info.mtime = 0
-            with path.open("rb") as handle:
+            if rel in tree.links:
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, tree.links[rel], 0o777
+                tar.addfile(info)
+                continue
+            with open(beneath.open(rel), "rb") as handle:
+                found = os.fstat(handle.fileno())
+                info.size = found.st_size
+                info.mode = 0o755 if found.st_mode & 0o111 else 0o644
                 tar.addfile(info, handle)
     return buffer.getvalue()
 
@@ -127,11 +134,16 @@ class BlobInputs:
         tar_digest = self.store.lookup(f"tree:{digest}")
         if tar_digest is None:
             raise SandboxError(f"no tree blob for seal {digest[:16]} in the blob store")
+        blob = self._fetch(tar_digest)
         staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=self.cache / "trees"))
         try:
-            with tarfile.open(fileobj=io.BytesIO(self._fetch(tar_digest))) as tar:
-                tar.extractall(staging, filter="data")
-            got = seal_tree(staging).digest
+            try:
+                with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+                    tar.extractall(staging, filter="data")
+                got = seal_patched(laid_out(staging)).digest
+            except (tarfile.TarError, GateError) as exc:
+                # The coordinator checked this tree before upload: a tar that escapes is not the patch's.
+                raise SandboxError(f"tree blob for seal {digest[:16]} refused: {exc}") from exc
             if got != digest:
                 raise SandboxError(f"tree blob unpacks to seal {got[:16]}, expected {digest[:16]}")
             world_readable(staging)  # the sandbox user must be able to read the tree
