@@ -36,7 +36,7 @@ run_one() {  # $1 = patch name; sets last_rc, last_acc, last_kinds
   last_acc=$?
   mkdir -p "$top/artifacts/windows/$1"
   cp "$repo/.probegate/verdict-card.json" "$top/artifacts/windows/$1/" 2>/dev/null
-  last_kinds="$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(" ".join(sorted({r["kind"] for r in c["properties"]})), "oracle_edits:", ",".join(c.get("oracle_edits", [])) or "-")' "$repo/.probegate/verdict-card.json" 2>/dev/null)"
+  last_kinds="$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(" ".join(sorted({r["kind"] for r in c["properties"]})), "oracle_edits:", ",".join(c.get("new_oracle_edits", [])) or "-")' "$repo/.probegate/verdict-card.json" 2>/dev/null)"
   rm -rf "$tmp"
 }
 

@@ -1,0 +1,70 @@
+"""The second example end to end (examples/windows): an ordinary repository with a src/ layout and
+PyPI dependencies in a project image, a `.venv`, an ignored 80 MB `node_modules` and an in-tree
+symlink. Each agent-style patch earns its kind through the local pool and through Celery workers
+that received the project image by content; the good patch is accepted; editing the lock is refused."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "windows"
+sys.path.insert(0, str(EXAMPLE))
+from patch_repo import example_repo  # noqa: E402
+
+GATE = Path(sys.executable).with_name("gate")
+CARD = Path(".probegate") / "verdict-card.json"
+PASS = "pass"
+
+# patch → (gate run exit, gate accept exit, the property that catches it and its kind)
+EXPECTED: dict[str, tuple[int, int, str | None, str]] = {
+    "good": (0, 0, None, PASS),
+    "unsafe_yaml": (1, 1, "no_code_from_yaml", "fail_safety"),
+    "leaks_env": (1, 1, "no_secret_in_errors", "fail_safety"),
+    "naive_windows": (1, 1, "windows_in_utc", "fail_contract"),
+    "lenient_keys": (1, 1, "rejects_unknown_keys", "fail_contract"),
+    "jitter_overflow": (0, 1, "delays_within_cap", "inconclusive_sample"),
+    "edits_lock": (1, 1, None, PASS),
+}
+
+
+def gate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([str(GATE), "--log-level", "warning", *args], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def run_patch(tmp_path: Path, patch: str, *extra: str) -> tuple[int, int, dict]:
+    """Commit `patch` over the example's base, then `gate run --base` and `gate accept --base` in the repo
+    (no --seal or --card: gate.toml names them); (run exit, accept exit, card)."""
+    repo = tmp_path / f"repo-{patch}"
+    base = example_repo(repo, patch)
+    ran = gate(repo, "run", "--base", base, "--new-ledger", *extra)
+    card = json.loads((repo / CARD).read_text())
+    accepted = gate(repo, "accept", "--base", base)
+    return ran.returncode, accepted.returncode, card
+
+
+def assert_earned(patch: str, ran: int, accepted: int, card: dict) -> None:
+    want_run, want_accept, prop, kind = EXPECTED[patch]
+    kinds = {row["id"]: row["kind"] for row in card["properties"]}
+    assert (ran, accepted) == (want_run, want_accept), (patch, kinds, card.get("new_oracle_edits"))
+    if prop is None:
+        assert set(kinds.values()) == {PASS}, kinds
+    else:
+        assert kinds[prop] == kind, kinds
+        assert all(k == PASS for name, k in kinds.items() if name != prop), kinds
+    assert card["image_id"].startswith("sha256:") and card["image_id"] != ""
+
+
+@pytest.mark.parametrize("patch", sorted(EXPECTED))
+def test_each_patch_earns_its_kind_through_the_local_pool(patch: str, tmp_path: Path, sandbox_image: str) -> None:
+    """Through the local pool, each patch gets the exit codes and kind of the example's table."""
+    ran, accepted, card = run_patch(tmp_path, patch)
+    assert_earned(patch, ran, accepted, card)
+    if patch == "edits_lock":
+        assert card["new_oracle_edits"] == ["requirements.lock"]
