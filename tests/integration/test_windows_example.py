@@ -33,7 +33,8 @@ EXPECTED: dict[str, tuple[int, int, str | None, str]] = {
 
 
 def gate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([str(GATE), "--log-level", "warning", *args], cwd=repo, capture_output=True, text=True, timeout=600)
+    argv = [str(GATE), "--log-level", "warning", *args]
+    done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=600)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
