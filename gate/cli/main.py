@@ -121,8 +121,9 @@ def _seal(args: argparse.Namespace) -> int:
     return RET_OK
 
 
-def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
-    """The run request both `run` and `baseline` build from the shared arguments."""
+def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
+    """The run request both `run` and `baseline` build from the shared arguments. `card` or `--seal`
+    None: the suite's `[suite] card` / `[suite] seal`, checked once the suite is read (before any trial)."""
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
@@ -136,11 +137,14 @@ def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
     if not workdir_found:
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
     # The card and the ledger are written after every trial has run: refuse an unusable path now.
-    outputs = {"--card": card}
+    outputs = {"--card": card} if card else {}
     ledger = ledger_file(args)
     if args.command == "run" and ledger_url(args) is None:  # a baseline keeps its books in memory
-        outputs["--ledger"] = ledger or card.parent / "ledger.json"
-    _distinct(outputs, {"--suite": args.suite, "--seal": args.seal})
+        # Beside the suite's card, the default ledger is checked by the run once the suite is read.
+        path = ledger or (card.parent / "ledger.json" if card else None)
+        if path is not None:
+            outputs["--ledger"] = path
+    _distinct(outputs, _inputs(args))
     for field, path in outputs.items():
         check_writable(path, field)
     return RunRequest(
@@ -179,10 +183,15 @@ def _baseline(args: argparse.Namespace) -> int:
         raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
     check_writable(args.calibration, "--calibration")  # first: with_name() raises on "/" or "."
     card = args.card or args.calibration.with_name("baseline-card.json")
-    _distinct({"--calibration": args.calibration, "--card": card}, {"--suite": args.suite, "--seal": args.seal})
+    _distinct({"--calibration": args.calibration, "--card": card}, _inputs(args))
     return run_baseline(
         _request(args, card=card), args.calibration, factor=args.factor, executor_factory=default_executor
     )
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Path]:
+    """The inputs named on the command line that an output must not overwrite."""
+    return {"--suite": args.suite, **({"--seal": args.seal} if args.seal else {})}
 
 
 def _distinct(outputs: dict[str, Path], inputs: dict[str, Path]) -> None:

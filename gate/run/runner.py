@@ -20,7 +20,7 @@ from gate.core.bands import SamplerWindow
 from gate.core.calibration import deadline_source
 from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
 from gate.core.checks import Check, Trial, judge
-from gate.core.errors import HarnessError, SealDriftError
+from gate.core.errors import HarnessError, SealDriftError, UsageError
 from gate.core.fold import fold_tallies
 from gate.core.freezes import FreezeFile, FreezeState, resolve
 from gate.core.ledger import Ledger
@@ -30,7 +30,7 @@ from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
-from gate.io.artifacts import write_card
+from gate.io.artifacts import check_writable, write_card
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
 from gate.io.snapshot import LocalInputs, check_outside_tree
@@ -47,8 +47,8 @@ class RunRequest:
     suite: Path
     workdir: Path
     fixture: Path | None
-    seal: Path
-    card: Path
+    seal: Path | None  # None: the suite's `[suite] seal`
+    card: Path | None  # None: the suite's `[suite] card` (filled in once the oracle is read)
     retries: int = 0
     base: str | None = None
     ledger: Path | None = None
@@ -87,7 +87,7 @@ def run_gate(
     `books_factory` where the ledger and window live (default: the ledger file, `file_books`)."""
     with read_oracle(_oracle_request(request)) as oracle:
         return _run(
-            request,
+            _with_card(request, oracle),
             oracle,
             executor_factory=executor_factory,
             now=now,
@@ -109,6 +109,22 @@ def _oracle_request(request: RunRequest) -> OracleRequest:
     )
 
 
+def _with_card(request: RunRequest, oracle: Oracle) -> RunRequest:
+    """The request with the card path: --card, else the suite's (checked like --card, before any trial)."""
+    if request.card is not None:
+        return request
+    if oracle.card is None:
+        raise UsageError("no card path: pass --card or set [suite] card", file=str(request.suite), field="--card")
+    check_writable(oracle.card, "[suite] card")
+    return replace(request, card=oracle.card)
+
+
+def _card(request: RunRequest) -> Path:
+    # Filled in by `_with_card` before `_run`; a request without one never gets this far.
+    assert request.card is not None, "run_gate resolves the card before the run"
+    return request.card
+
+
 def _run(
     request: RunRequest,
     oracle: Oracle,
@@ -125,7 +141,8 @@ def _run(
     # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
     books = books_factory(request, suite)
     books.check()
-    check_outside_tree(request.card, request.workdir, suite.config.outputs, field="--card")
+    card_path = _card(request)
+    check_outside_tree(card_path, request.workdir, oracle.outputs, field="--card")
     run_id = run_id or uuid.uuid4().hex
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
     executor = executor_factory(request)
@@ -161,7 +178,7 @@ def _run(
         }
         log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
 
-        with LocalInputs(request.workdir, fixtures, outputs=suite.config.outputs, overrides=oracle.overrides) as inputs:
+        with LocalInputs(request.workdir, fixtures, outputs=oracle.outputs, overrides=oracle.overrides) as inputs:
             facts = replace(facts, tree_digest=inputs.tree_digest)
             if drift is not None:
                 verdicts = _all_harness(suite, current.manifest, str(drift))
@@ -185,12 +202,12 @@ def _run(
     # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
-    write_card(request.card, card)
+    write_card(card_path, card)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
         card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=suite.bands()
     )
-    for line in verdict_lines(card, request.card, verdict):
+    for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts))
@@ -261,7 +278,9 @@ def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) 
 
 def file_books(request: RunRequest, suite: Suite) -> BooksStore:
     """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
-    path = request.ledger or request.card.parent / "ledger.json"
+    path = request.ledger or _card(request).parent / "ledger.json"
+    # Checked here too: beside a card the suite names, the command line could not check it.
+    check_writable(path, "--ledger")
     # The books and their lock file change after the run, so inside the tree they must be outputs.
     for written in (path, path.with_name(path.name + ".lock")):
         check_outside_tree(written, request.workdir, suite.config.outputs, field="--ledger")
