@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
+from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
 from gate.io.cliargs import ArgParser
 
@@ -18,6 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
+    # Subcommands with arguments of their own are added by their module (power, init).
+    add_init_parser(sub)
 
     seal = sub.add_parser("seal", help="print the seal of a fixture tree")
     seal.add_argument("dir", type=Path)
@@ -48,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="remove every probe container, also of live runs")
 
     schema = sub.add_parser("schema", help="print a JSON schema")
-    schema.add_argument("what", choices=["card"])
+    schema.add_argument("what", choices=["card", "suite"], help="card: the verdict card; suite: gate.toml")
     return parser
 
 

@@ -1,4 +1,4 @@
-"""The `gate` command line: seal, run, accept, schema. Every user mistake is one line on stderr
+"""The `gate` command line: init, seal, reseal, run, baseline, accept, power, sweep, schema. Every user
 and a documented exit code (see gate.errors); only a bug in the gate prints a traceback.
 """
 
@@ -12,6 +12,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
@@ -82,12 +83,33 @@ def _dispatch(args: argparse.Namespace) -> int:
         removed = sweep(client, args.run) if args.run or args.all else sweep_dead_workers(client)
         print(json.dumps({"removed": removed, "run": args.run, "all": args.all}))
         return RET_OK
-    if args.command == "schema":
-        from gate.core.card import VerdictCard
+    if args.command == "init":
+        from gate.cli.init import run_init
 
-        print(json.dumps(VerdictCard.model_json_schema(), indent=2))
+        return run_init(args.dir)
+    if args.command == "schema":
+        print(json.dumps(_schema(args.what), indent=2))
         return RET_OK
     raise UsageError(f"unknown command {args.command}")
+
+
+def _schema(what: str) -> dict[str, Any]:
+    """The JSON schema of the verdict card, or of gate.toml (its `[suite]` table and `[[property]]` list)."""
+    if what == "card":
+        from gate.core.card import VerdictCard
+
+        return VerdictCard.model_json_schema()
+    from pydantic import ConfigDict, Field, create_model
+
+    from gate.core.suite import PropertySpec, SuiteConfig
+
+    suite_file = create_model(
+        "SuiteFile",
+        __config__=ConfigDict(extra="forbid"),
+        suite=(SuiteConfig, SuiteConfig()),
+        property=(list[PropertySpec], Field(min_length=1)),
+    )
+    return suite_file.model_json_schema()
 
 
 def _stdout_gone() -> bool:
