@@ -1,6 +1,8 @@
 """`gate accept`: read the card, the seal file and the suite, recompute what can be recomputed
 (the tree's digest, every row's kind, the job's decision, and with `--base` the oracle edits), and
-print the decision.
+print the decision. Without `--card`/`--seal`, the suite's `[suite] card` and `[suite] seal`
+(relative to gate.toml's folder in the tree being merged; with `--base` the suite naming them is
+the base's).
 
 Exit 0 only when `gate.core.acceptance.prove` says so; a missing or unreadable card is a failed
 gate (1). Bad arguments (a missing seal file or suite, a workdir that is not a folder, a base that
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from gate.core.acceptance import prove
 from gate.core.card import Acceptance, VerdictCard
-from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError
+from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
 from gate.core.freezes import FreezeFile, resolve
 from gate.core.verdict import Band
 from gate.io.artifacts import read_card
@@ -25,19 +27,23 @@ from gate.run.oracle import OracleRequest, read_oracle
 
 
 def run_accept(
-    card_path: Path,
-    seal_path: Path,
+    card_path: Path | None,
+    seal_path: Path | None,
     *,
     workdir: Path,
     suite: Path,
     base: str | None = None,
     allow_unchecked_oracle: bool = False,
 ) -> int:
-    """Print one JSON line with the decision and its reasons; return the exit code."""
+    """Print one JSON line with the decision and its reasons; return the exit code. `card_path` or
+    `seal_path` None: the one the suite names."""
     if not workdir.is_dir():
         raise InputMissingError("the tree being merged is not a folder", file=str(workdir), field="--workdir")
     request = OracleRequest(suite=suite, workdir=workdir, seal=seal_path, base=base, calibrated_deadlines=False)
     with read_oracle(request) as oracle:
+        card_path = card_path or oracle.card
+        if card_path is None:
+            raise UsageError("no card path: pass --card or set [suite] card", file=str(suite), field="--card")
         # The same selection the run's snapshot took (git's view, the suite's globs, the card left out).
         digest = tree_digest(workdir, tree_selection(oracle.suite, workdir, suite_file=suite))
         try:

@@ -10,6 +10,7 @@ from pathlib import Path
 from gate import __version__
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
 from gate.cli.images import add_image_arguments
+from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
 from gate.io.cliargs import ArgParser
 
@@ -19,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
+    # Subcommands with arguments of their own are added by their module (power, init).
+    add_init_parser(sub)
 
     seal = sub.add_parser("seal", help="print the seal of a fixture tree")
     seal.add_argument("dir", type=Path)
@@ -31,12 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_power_parser(sub)
 
     run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
-    add_run_arguments(run)
+    add_run_arguments(run, card_help="where to write the verdict card (default: the suite's `card`)")
     run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
     add_new_ledger_argument(run)
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
-    add_run_arguments(base, card_required=False)
+    add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")
     base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
     base.add_argument("--factor", type=finite, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
 
@@ -51,17 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_image_arguments(sub)
 
     schema = sub.add_parser("schema", help="print a JSON schema")
-    schema.add_argument("what", choices=["card"])
+    schema.add_argument("what", choices=["card", "suite"], help="card: the verdict card; suite: gate.toml")
     return parser
 
 
-def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = True) -> None:
+def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
     run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
     run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
     run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
-    run.add_argument("--seal", type=Path, required=True, help="seal file of the fixture tree")
+    run.add_argument("--seal", type=Path, help="seal file of the fixture tree (default: the suite's `seal`)")
     run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
-    run.add_argument("--card", type=Path, required=card_required, help="where to write the verdict card")
+    run.add_argument("--card", type=Path, help=card_help)
     run.add_argument("--base", metavar="GIT_REV", help="read the oracle from this revision, find oracle edits")
     add_ledger_arguments(run)
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
@@ -85,8 +88,8 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_required: bool = Tru
 
 
 def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
-    acc.add_argument("--card", type=Path, required=True)
-    acc.add_argument("--seal", type=Path, required=True)
+    acc.add_argument("--card", type=Path, help="the verdict card (default: the suite's `card`)")
+    acc.add_argument("--seal", type=Path, help="seal file of the fixture tree (default: the suite's `seal`)")
     acc.add_argument("--workdir", type=Path, default=Path("."), help="the tree being merged (default .)")
     acc.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
     acc.add_argument(

@@ -1,4 +1,4 @@
-"""The `gate` command line: seal, run, accept, schema. Every user mistake is one line on stderr
+"""The `gate` command line: init, seal, reseal, run, baseline, accept, power, sweep, schema. Every user
 and a documented exit code (see gate.errors); only a bug in the gate prints a traceback.
 """
 
@@ -12,6 +12,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
@@ -85,12 +86,33 @@ def _dispatch(args: argparse.Namespace) -> int:
         return RET_OK
     if args.command == "image":
         return run_image(args)
-    if args.command == "schema":
-        from gate.core.card import VerdictCard
+    if args.command == "init":
+        from gate.cli.init import run_init
 
-        print(json.dumps(VerdictCard.model_json_schema(), indent=2))
+        return run_init(args.dir)
+    if args.command == "schema":
+        print(json.dumps(_schema(args.what), indent=2))
         return RET_OK
     raise UsageError(f"unknown command {args.command}")
+
+
+def _schema(what: str) -> dict[str, Any]:
+    """The JSON schema of the verdict card, or of gate.toml (its `[suite]` table and `[[property]]` list)."""
+    if what == "card":
+        from gate.core.card import VerdictCard
+
+        return VerdictCard.model_json_schema()
+    from pydantic import ConfigDict, Field, create_model
+
+    from gate.core.suite import PropertySpec, SuiteConfig
+
+    suite_file = create_model(
+        "SuiteFile",
+        __config__=ConfigDict(extra="forbid"),
+        suite=(SuiteConfig, SuiteConfig()),
+        property=(list[PropertySpec], Field(min_length=1)),
+    )
+    return suite_file.model_json_schema()
 
 
 def _stdout_gone() -> bool:
@@ -124,8 +146,9 @@ def _seal(args: argparse.Namespace) -> int:
     return RET_OK
 
 
-def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
-    """The run request both `run` and `baseline` build from the shared arguments."""
+def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
+    """The run request both `run` and `baseline` build from the shared arguments. `card` or `--seal`
+    None: the suite's `[suite] card` / `[suite] seal`, checked once the suite is read (before any trial)."""
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
@@ -139,11 +162,14 @@ def _request(args: argparse.Namespace, *, card: Path) -> RunRequest:
     if not workdir_found:
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
     # The card and the ledger are written after every trial has run: refuse an unusable path now.
-    outputs = {"--card": card}
+    outputs = {"--card": card} if card else {}
     ledger = ledger_file(args)
     if args.command == "run" and ledger_url(args) is None:  # a baseline keeps its books in memory
-        outputs["--ledger"] = ledger or card.parent / "ledger.json"
-    _distinct(outputs, {"--suite": args.suite, "--seal": args.seal})
+        # Beside the suite's card, the default ledger is checked by the run once the suite is read.
+        path = ledger or (card.parent / "ledger.json" if card else None)
+        if path is not None:
+            outputs["--ledger"] = path
+    _distinct(outputs, _inputs(args))
     for field, path in outputs.items():
         check_writable(path, field)
     return RunRequest(
@@ -184,7 +210,7 @@ def _baseline(args: argparse.Namespace) -> int:
         raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
     check_writable(args.calibration, "--calibration")  # first: with_name() raises on "/" or "."
     card = args.card or args.calibration.with_name("baseline-card.json")
-    _distinct({"--calibration": args.calibration, "--card": card}, {"--suite": args.suite, "--seal": args.seal})
+    _distinct({"--calibration": args.calibration, "--card": card}, _inputs(args))
     return run_baseline(
         _request(args, card=card),
         args.calibration,
@@ -192,6 +218,11 @@ def _baseline(args: argparse.Namespace) -> int:
         executor_factory=default_executor,
         image_factory=build_for_run,
     )
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, Path]:
+    """The inputs named on the command line that an output must not overwrite."""
+    return {"--suite": args.suite, **({"--seal": args.seal} if args.seal else {})}
 
 
 def _distinct(outputs: dict[str, Path], inputs: dict[str, Path]) -> None:

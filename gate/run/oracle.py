@@ -7,12 +7,14 @@ before any container starts; nothing of the patched tree is imported.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core.calibration import Calibration
 from gate.core.checks import Check
+from gate.core.errors import SuiteError, UsageError
 from gate.core.freezes import FreezeFile
 from gate.core.seal import Seal
 from gate.core.suite import ImageSource, Suite
@@ -26,11 +28,12 @@ from gate.io.suite import load_suite
 
 @dataclass(frozen=True)
 class OracleRequest:
-    """Where the oracle is named: the command line's paths (in the work tree) and the base revision."""
+    """Where the oracle is named: the command line's paths (in the work tree) and the base revision.
+    `seal` None: the seal file the suite names (`[suite] seal`), read from the base with `base`."""
 
     suite: Path
     workdir: Path
-    seal: Path
+    seal: Path | None = None
     fixture: Path | None = None
     calibration: Path | None = None
     base: str | None = None
@@ -52,6 +55,8 @@ class Oracle:
     # Files laid over the patched tree's snapshot: the base's probe entry, so the patch cannot swap it.
     overrides: dict[str, bytes] = field(default_factory=dict)
     image: ImageSource | None = None  # the project image's definition, as read (from the base)
+    # The card `[suite] card` names, in the work tree (None: the suite names none).
+    card: Path | None = None
 
 
 def probe_entry(suite: Suite) -> str | None:
@@ -73,7 +78,9 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
         suite = load_suite(where(request.suite, "the suite file"))
         named = where(request.fixture, "the fixture tree") if request.fixture else None
         fixture_root = (named or suite.resolve(suite.config.fixtures)).resolve()
-        seal_file = where(request.seal, "the seal file")
+        seal_named = request.seal or _suite_seal(suite, base, shown=request.suite)
+        seal_file = where(seal_named, "the seal file")
+        card = _suite_card(suite, base, shown=request.suite, inputs=(request.suite, seal_named, fixture_root))
         calibration_path = request.calibration or suite.calibration_path
         if request.calibration and base:
             calibration_path = where(request.calibration, "the calibration")
@@ -90,25 +97,55 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             clock=read_clock(fixture_root),
             freeze_file=read_freeze_file(suite),
             calibration=read_calibration(calibration_path if request.calibrated_deadlines else None),
-            edits=_edits(base, suite, request, fixture_root, calibration_path, entry) if base else (),
+            edits=_edits(base, suite, request, seal_named, fixture_root, calibration_path, entry) if base else (),
             base_commit=base.commit if base else None,
             overrides={entry: base.need(request.workdir / entry, "the probe entry").read_bytes()}
             if base and entry
             else {},
             image=image,
+            card=card,
         )
+
+
+def _named(suite: Suite, relative: str, base: BaseCheckout | None) -> Path:
+    """Where a path the suite names (relative to gate.toml's folder) lies in the work tree. Joined
+    lexically: with `base` the suite was read from the base's copy, and the path is mapped back."""
+    root = base.worktree(suite.root) if base else suite.root
+    return Path(os.path.normpath(root / relative))
+
+
+def _suite_seal(suite: Suite, base: BaseCheckout | None, *, shown: Path) -> Path:
+    """The seal file `[suite] seal` names, in the work tree; neither it nor --seal is a usage error."""
+    if suite.config.seal is None:
+        raise UsageError("no seal file: pass --seal or set [suite] seal", file=str(shown), field="--seal")
+    return _named(suite, suite.config.seal, base)
+
+
+def _suite_card(suite: Suite, base: BaseCheckout | None, *, shown: Path, inputs: tuple[Path, ...]) -> Path | None:
+    """The card `[suite] card` names, in the work tree. It is written over after every run, so it may
+    not name the suite, the seal file, the checks module or a file in the fixture tree."""
+    if suite.config.card is None:
+        return None
+    card = _named(suite, suite.config.card, base)
+    suite_file, seal, fixture_root = inputs
+    work_fixtures = base.worktree(fixture_root) if base and fixture_root.is_relative_to(base.root) else fixture_root
+    oracle = {os.path.abspath(p) for p in (suite_file, seal, _named(suite, suite.config.checks, base))}
+    if os.path.abspath(card) in oracle or card.is_relative_to(os.path.abspath(work_fixtures)):
+        raise SuiteError("names an oracle file, which each run would overwrite", file=str(shown), field="card")
+    return card
 
 
 def _edits(
     base: BaseCheckout,
     suite: Suite,
     request: OracleRequest,
+    seal: Path,
     fixture_root: Path,
     calibration: Path | None,
     entry: str | None,
 ) -> tuple[str, ...]:
     """The oracle files whose contents differ between the base and the work tree."""
-    files = [base.worktree(suite.path), base.worktree(suite.checks_path), request.seal]
+    files = [base.worktree(suite.path), base.worktree(suite.checks_path), seal]
     files += [request.workdir / entry] if entry else []
     files += [base.worktree(suite.freeze_path)] if suite.freeze_path else []
     trees = [base.worktree(fixture_root)] if fixture_root.is_relative_to(base.root) else []

@@ -30,7 +30,7 @@ from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import ImageSource, PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
-from gate.io.artifacts import write_card
+from gate.io.artifacts import check_writable, write_card
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
@@ -49,8 +49,8 @@ class RunRequest:
     suite: Path
     workdir: Path
     fixture: Path | None
-    seal: Path
-    card: Path
+    seal: Path | None  # None: the suite's `[suite] seal`
+    card: Path | None  # None: the suite's `[suite] card` (filled in once the oracle is read)
     retries: int = 0
     base: str | None = None
     ledger: Path | None = None
@@ -92,7 +92,7 @@ def run_gate(
     `books_factory` where the ledger and window live (default: the ledger file, `file_books`)."""
     with read_oracle(_oracle_request(request)) as oracle:
         return _run(
-            request,
+            _with_card(request, oracle),
             oracle,
             executor_factory=executor_factory,
             now=now,
@@ -115,6 +115,22 @@ def _oracle_request(request: RunRequest) -> OracleRequest:
     )
 
 
+def _with_card(request: RunRequest, oracle: Oracle) -> RunRequest:
+    """The request with the card path: --card, else the suite's (checked like --card, before any trial)."""
+    if request.card is not None:
+        return request
+    if oracle.card is None:
+        raise UsageError("no card path: pass --card or set [suite] card", file=str(request.suite), field="--card")
+    check_writable(oracle.card, "[suite] card")
+    return replace(request, card=oracle.card)
+
+
+def _card(request: RunRequest) -> Path:
+    # Filled in by `_with_card` before `_run`; a request without one never gets this far.
+    assert request.card is not None, "run_gate resolves the card before the run"
+    return request.card
+
+
 def _run(
     request: RunRequest,
     oracle: Oracle,
@@ -132,8 +148,9 @@ def _run(
     # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
     books = books_factory(request, suite)
     books.check()
+    card_path = _card(request)
     selection = tree_selection(suite, request.workdir, suite_file=request.suite)
-    check_outside_tree(request.card, request.workdir, selection, field="--card")
+    check_outside_tree(card_path, request.workdir, selection, field="--card")
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)
@@ -200,12 +217,12 @@ def _run(
     # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
-    write_card(request.card, card)
+    write_card(card_path, card)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
         card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=suite.bands()
     )
-    for line in verdict_lines(card, request.card, verdict):
+    for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts))
@@ -287,7 +304,9 @@ def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) 
 
 def file_books(request: RunRequest, suite: Suite) -> BooksStore:
     """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
-    path = request.ledger or request.card.parent / "ledger.json"
+    path = request.ledger or _card(request).parent / "ledger.json"
+    # Checked here too: beside a card the suite names, the command line could not check it.
+    check_writable(path, "--ledger")
     # The books and their lock file change after the run, so inside the tree they must be outputs.
     selection = tree_selection(suite, request.workdir, suite_file=request.suite)
     for written in (path, path.with_name(path.name + ".lock")):

@@ -1,0 +1,129 @@
+"""`[suite] seal` and `[suite] card`: `gate run` and `gate accept` use them when --seal/--card are not
+given, flags still win, and the suite's card is left out of the patched tree's digest; over a
+MockExecutor, no Docker."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gate.cli.accept import run_accept
+from gate.core.errors import RET_OK, SuiteError, UsageError
+from gate.core.testing import MockExecutor
+from gate.io.artifacts import read_card
+from gate.io.fixtures import matches_any
+from gate.io.snapshot import tree_digest
+from gate.io.treeselect import tree_selection
+from gate.run.oracle import OracleRequest, read_oracle
+from gate.run.runner import run_gate
+
+from .mini_suite import Suite, build_suite, good, run
+
+CARD_IN_TREE = "work/.gate/card.json"  # relative to gate.toml's folder: inside the patched tree `work/`
+
+
+def with_paths(tmp_path: Path, **keys: str) -> Suite:
+    """The mini suite with `[suite]` keys added, run with neither --seal nor --card, books outside the tree."""
+    suite = build_suite(tmp_path)
+    toml = tmp_path / "gate.toml"
+    lines = "".join(f'{key} = "{value}"\n' for key, value in keys.items())
+    toml.write_text(toml.read_text().replace('checks = "checks.py"\n', f'checks = "checks.py"\n{lines}', 1))
+    request = replace(suite.request, seal=None, card=None, ledger=tmp_path / "books.json")
+    return replace(suite, request=request)
+
+
+def test_run_uses_the_suites_seal_and_card(tmp_path: Path) -> None:
+    """With no --seal/--card, `gate run` checks the seal and writes the card `[suite] seal` and `card` name."""
+    suite = with_paths(tmp_path, seal="fixtures.seal", card="cards/card.json")
+    result, _ = run(suite, good)
+    assert result.card.exit_code == RET_OK
+    assert read_card(tmp_path / "cards" / "card.json") == result.card
+
+
+def test_the_flags_win_over_the_suite(tmp_path: Path) -> None:
+    """--card and --seal given on the command line are used even when the suite names others."""
+    suite = with_paths(tmp_path, seal="no-such.seal", card="cards/card.json")
+    flagged = replace(suite, request=replace(suite.request, seal=tmp_path / "fixtures.seal", card=tmp_path / "c.json"))
+    result, _ = run(flagged, good)
+    assert read_card(tmp_path / "c.json") == result.card
+    assert not (tmp_path / "cards").exists()
+
+
+def test_neither_seal_nor_flag_is_one_usage_error(tmp_path: Path) -> None:
+    """A suite without `seal` run without --seal is a usage error saying to pass --seal or set [suite] seal."""
+    suite = with_paths(tmp_path, card="cards/card.json")
+    with pytest.raises(UsageError, match=r"pass --seal or set \[suite\] seal"):
+        run(suite, good)
+
+
+def test_neither_card_nor_flag_is_one_usage_error(tmp_path: Path) -> None:
+    """A suite without `card` run without --card is a usage error saying to pass --card or set [suite] card."""
+    suite = with_paths(tmp_path, seal="fixtures.seal")
+    with pytest.raises(UsageError, match=r"pass --card or set \[suite\] card"):
+        run(suite, good)
+
+
+def test_a_suite_card_inside_the_tree_needs_no_outputs_entry(tmp_path: Path) -> None:
+    """A card `[suite] card` puts inside the patched tree is accepted without `outputs`, and writing it
+    leaves the tree's digest (what accept recomputes) unchanged."""
+    suite = with_paths(tmp_path, seal="fixtures.seal", card=CARD_IN_TREE)
+    result, _ = run(suite, good)
+    assert (tmp_path / CARD_IN_TREE).is_file()
+    with read_oracle(OracleRequest(suite=tmp_path / "gate.toml", workdir=tmp_path / "work")) as oracle:
+        selection = tree_selection(oracle.suite, tmp_path / "work", suite_file=tmp_path / "gate.toml")
+        assert tree_digest(tmp_path / "work", selection) == result.card.tree_digest
+
+
+def test_the_same_card_path_as_a_flag_outside_outputs_is_still_refused(tmp_path: Path) -> None:
+    """Only the card the suite names is an output: --card naming another file in the tree is refused as before."""
+    suite = with_paths(tmp_path, seal="fixtures.seal", card=CARD_IN_TREE)
+    other = replace(suite, request=replace(suite.request, card=tmp_path / "work" / "other-card.json"))
+    with pytest.raises(UsageError, match=r"name it in \[suite\] outputs"):
+        run(other, good)
+
+
+def test_the_card_glob_matches_the_card_and_nothing_else(tmp_path: Path) -> None:
+    """A card named with glob characters is left out of the digest as itself only: a patch's `x.json`
+    beside `[x].json` still counts."""
+    suite = with_paths(tmp_path, seal="fixtures.seal", card="work/out/[x].json")
+    with read_oracle(OracleRequest(suite=suite.request.suite, workdir=tmp_path / "work")) as oracle:
+        extra = tree_selection(oracle.suite, tmp_path / "work", suite_file=suite.request.suite).outputs[-1]
+    assert matches_any("out/[x].json", [extra])
+    assert not matches_any("out/x.json", [extra])
+
+
+@pytest.mark.parametrize("card", ["gate.toml", "fixtures.seal", "checks.py", "fixtures/card.json"])
+def test_a_suite_card_over_an_oracle_file_is_refused(tmp_path: Path, card: str) -> None:
+    """`[suite] card` naming the suite, the seal, the checks or a file in the fixture tree is a suite error
+    before any trial (the run would overwrite an oracle file)."""
+    suite = with_paths(tmp_path, seal="fixtures.seal", card=card)
+    before = (tmp_path / "fixtures.seal").read_bytes()
+    with pytest.raises(SuiteError, match="names an oracle file") as info:
+        run(suite, good)
+    assert info.value.field == "card"
+    assert (tmp_path / "fixtures.seal").read_bytes() == before
+
+
+def test_accept_reads_the_suites_card_and_seal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gate accept` with neither --card nor --seal reads the card and seal the suite names and accepts a clean run."""
+    suite = with_paths(tmp_path, seal="fixtures.seal", card=CARD_IN_TREE)
+    image = "sha256:" + "a" * 64  # accept refuses the mock's image ID
+    answer = lambda spec, fixture: good(spec, fixture).model_copy(update={"image_id": image})  # noqa: E731
+    real = MockExecutor(answer, image_id=image)
+    run_gate(suite.request, executor_factory=lambda _: real, emit=lambda _: None)
+    capsys.readouterr()
+    code = run_accept(
+        None, None, workdir=tmp_path / "work", suite=tmp_path / "gate.toml", allow_unchecked_oracle=True
+    )
+    assert code == RET_OK, capsys.readouterr()
+    assert json.loads(capsys.readouterr().out)["accepted"] is True
+
+
+def test_accept_without_any_card_is_one_usage_error(tmp_path: Path) -> None:
+    """`gate accept` with no --card and a suite naming none is a usage error: pass --card or set [suite] card."""
+    suite = with_paths(tmp_path, seal="fixtures.seal")
+    with pytest.raises(UsageError, match=r"pass --card or set \[suite\] card"):
+        run_accept(None, None, workdir=tmp_path / "work", suite=suite.request.suite)
