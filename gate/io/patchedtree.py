@@ -42,6 +42,7 @@ class PatchedTree:
     links: dict[str, str]
 
     def size(self) -> TreeSize:
+        """What the tree asks of the sandbox: entries, work space, largest file."""
         return tree_size(self.files, self.links)
 
 
@@ -84,6 +85,7 @@ class Beneath:
             return None
 
     def readlink(self, rel: str) -> str:
+        """The target of the link `rel`, read without following it."""
         *parents, name = rel.split("/")
         folder = self.folder(parents)
         if folder is None:
@@ -103,6 +105,7 @@ class Beneath:
         return fd
 
     def close(self) -> None:
+        """Close every folder this walker holds open."""
         self.folder(())
         os.close(self._root_fd)
 

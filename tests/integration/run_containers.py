@@ -3,12 +3,14 @@ and to count how many containers a run started."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import docker
 
-from worker.host.sweep import LABEL_RUN
+from worker.host.sweep import LABEL_HOST, LABEL_PID, LABEL_RUN
 
 
 def containers_of(client: docker.DockerClient, run_id: str) -> Callable[[], list]:
@@ -35,3 +37,18 @@ def containers_created(client: docker.DockerClient, run_id: str, since: float) -
     until = int(time.time()) + 1  # the events call returns once `until` has passed
     filters = {"type": "container", "event": "create", "label": f"{LABEL_RUN}={run_id}"}
     return sum(1 for _ in client.events(since=int(since) - 1, until=until, filters=filters, decode=True))
+
+
+def run_counting_containers(
+    client: docker.DockerClient, cmd: Sequence[str], *, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run `cmd` (a `gate` command) to its end; returns it and how many containers it created, read from
+    the engine's event log by the labels every sandbox container carries (this host, the process id)."""
+    since = time.time()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        out, err = proc.communicate(timeout=timeout)
+    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    until = int(time.time()) + 1
+    labels = [f"{LABEL_PID}={proc.pid}", f"{LABEL_HOST}={socket.gethostname()}"]
+    filters = {"type": "container", "event": "create", "label": labels}
+    return done, sum(1 for _ in client.events(since=int(since) - 1, until=until, filters=filters, decode=True))

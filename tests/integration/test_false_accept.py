@@ -9,11 +9,13 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import docker
 import pytest
 from example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
-from gate_runs import script_accept, script_run
+from gate_runs import GATE, oracle_args, script_accept, script_run
+from run_containers import run_counting_containers
 
-from gate.core.errors import RET_BLOCKED, RET_OK
+from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_OK
 
 API = "invoicing/api.py"
 # Agent-style edits to the good product code; each makes a check raise (not assert) on the output.
@@ -87,16 +89,23 @@ def test_a_hand_edited_card_is_refused(tmp_path: Path, sandbox_image: str) -> No
     assert done.returncode == 1 and "card disagrees with itself" in done.stdout
 
 
-def test_a_tree_too_large_for_the_sandbox_is_the_patchs_fault(tmp_path: Path, sandbox_image: str) -> None:
-    """A patch that grows the tree past the work dir's space (3 x 30 MB into a 64 MB tmpfs) fails its
-    properties as the patch's doing: blocked (exit 1), no harness_error and no credit drawn."""
+def test_a_tree_too_large_for_the_sandbox_is_refused_before_anything_runs(
+    tmp_path: Path, sandbox_image: str, docker_client: docker.DockerClient
+) -> None:
+    """A patch that grows the tree past the work dir's space (3 x 30 MB into a 64 MB tmpfs) is refused
+    in one line before any container starts: exit 65, no card, no credit drawn (the ledger is never
+    written). It used to reach the sandbox and fail every property there as the patch's fault (exit 1,
+    a card); the tree's size is known before anything runs, so failing in every container was only
+    slower and noisier. Still no false accept: no card is written, and accept refuses without one."""
     repo = example_repo(tmp_path / "repo")
     for index in range(3):
         (repo.app / f"blob-{index}.bin").write_bytes(b"\0" * (30 << 20))
     git(repo.root, "add", "-A")
     git(repo.root, "commit", "-qm", "vendor some data")
-    code, card = run(repo, tmp_path / "card.json", tmp_path / "ledger.json", new=True)
-    kinds = {r["kind"] for r in card["properties"]}
-    assert "harness_error" not in kinds and "fail_safety" in kinds, card["properties"]
-    assert any("the patch broke the trial" in r["detail"] for r in card["properties"])
-    assert (code, card["ledger_actions"]) == (RET_BLOCKED, [])
+    card, ledger = tmp_path / "card.json", tmp_path / "ledger.json"
+    cmd = [str(GATE), "--log-level", "warning", "run", *oracle_args(repo), "--card", str(card)]
+    done, created = run_counting_containers(docker_client, [*cmd, "--ledger", str(ledger), "--new-ledger"])
+    assert (done.returncode, created, card.exists(), ledger.exists()) == (RET_CONFIG, 0, False, False)
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"gate: error: {repo.app}: tree is 90.0 MB") and line.endswith("[suite.limits] tmpfs_mb")
+    assert accept(repo, card).returncode == RET_BLOCKED

@@ -92,3 +92,28 @@ def test_rewriting_a_file_with_its_mtime_restored_is_still_seen(tmp_path: Path) 
     path.write_text("bbbb")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert diff(before, snapshot([str(tmp_path)])) == [{"path": str(path), "change": "modified"}]
+
+
+def test_links_are_laid_out_as_links_and_replacing_one_is_a_write(tmp_path: Path) -> None:
+    """A tree's symlinks (to a file, to a folder) are laid out as links, listed once (a linked folder is
+    not walked), and a probe that replaces a link with a file, or retargets it, is seen writing."""
+    src, work = tmp_path / "src", tmp_path / "work"
+    (src / "docs" / "v2").mkdir(parents=True)
+    (src / "docs" / "v2" / "index.md").write_text("# v2\n")
+    (src / "real.py").write_text("X = 1\n")
+    os.symlink("real.py", src / "link.py")
+    os.symlink("v2", src / "docs" / "latest")
+    work.mkdir()
+    said = Template(str(src)).lay_out(str(work))
+    assert os.readlink(work / "link.py") == "real.py" and os.readlink(work / "docs" / "latest") == "v2"
+    assert said == snapshot([str(work)])
+    assert str(work / "docs" / "latest" / "index.md") not in said
+    (work / "link.py").unlink()
+    (work / "link.py").write_text("X = 1\n")  # the target's very bytes, but no longer a link
+    (work / "docs" / "latest").unlink()
+    os.symlink("v1", work / "docs" / "latest")
+    changes = diff(said, snapshot([str(work)]))
+    assert changes == [
+        {"path": str(work / "docs" / "latest"), "change": "modified"},
+        {"path": str(work / "link.py"), "change": "modified"},
+    ]

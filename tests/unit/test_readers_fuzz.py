@@ -36,6 +36,7 @@ from gate.io.inputs import read_input
 from gate.io.reseal import run_reseal
 from gate.io.reviewed import read_calibration as load_calibration
 from gate.io.reviewed import read_freeze_file
+from gate.io.snapshot import tree_digest
 from gate.io.state import load_books
 from gate.io.suite import load_suite
 
@@ -397,6 +398,8 @@ def test_tree_with_hostile_names_seals_or_fails_in_one_line(names: list[bytes], 
         if undecodable:
             with pytest.raises(FixtureTreeError, match=r"file name .*\\x[0-9a-f]{2}.* is not UTF-8"):
                 seal_tree(tree)
+        # The patched tree's digest (gate run, gate accept) takes the same names the same way.
+        assert (holds(lambda: tree_digest(tree)) is None) == undecodable
 
 
 def _not_utf8(name: bytes) -> bool:
@@ -462,6 +465,7 @@ PATH_READERS: dict[str, Callable[[Path, Path], object]] = {
     "seal": lambda root, path: read_seal_file(path),
     "card": lambda root, path: read_card(path),
     "seal_tree": lambda root, path: seal_tree(path),
+    "tree_digest": lambda root, path: tree_digest(path),
     "reseal": lambda root, path: run_reseal(path, root / "out-seal", write=False, out=io.StringIO()),
     "reseal_seal": lambda root, path: run_reseal(root / "a-dir", path, write=True, out=io.StringIO()),
 }
