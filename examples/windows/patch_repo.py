@@ -1,5 +1,5 @@
-"""The windows example as a team's repository: `repo/` committed as the base, then a patch from
-`patches/NAME/` (the files an agent changed) committed over it. Beside the tracked files the work
+"""The windows example as a team's repository: `repo/` committed as the base, then an agent's patch
+(`patches/NAME.diff`, applied with `git apply`) committed over it. Beside the tracked files the work
 tree holds what real checkouts hold and the gate must leave out: a `.venv` (with its lib64
 symlink) and a large ignored `node_modules`.
 
@@ -31,7 +31,7 @@ def example_repo(dest: Path, patch: str = "good") -> str:
     git(dest, "add", "-A")
     git(dest, "commit", "-qm", "base: windowcal with its probegate suite")
     base = git(dest, "rev-parse", "HEAD")
-    shutil.copytree(EXAMPLE / "patches" / patch, dest, dirs_exist_ok=True)
+    git(dest, "apply", str(EXAMPLE / "patches" / f"{patch}.diff"))
     git(dest, "add", "-A")
     git(dest, "commit", "-qm", f"agent patch: {patch}", "--allow-empty")
     clutter(dest)

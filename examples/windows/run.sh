@@ -42,13 +42,13 @@ run_one() {  # $1 = patch name; sets last_rc, last_acc, last_kinds
 
 case "$which" in
   --all)
-    for dir in "$here"/patches/*/; do
-      name="$(basename "$dir")"
+    for diff in "$here"/patches/*.diff; do
+      name="$(basename "$diff" .diff)"
       run_one "$name" >/dev/null 2>&1
       printf '%-16s run exit %s  accept exit %s  kinds: %s\n' "$name" "$last_rc" "$last_acc" "$last_kinds"
     done
     ;;
-  *) [ -d "$here/patches/$which" ] || { echo "no patch named $which (have: $(ls "$here/patches" | tr '\n' ' '))" >&2; exit 64; }
+  *) [ -f "$here/patches/$which.diff" ] || { echo "no patch named $which (have: $(cd "$here/patches" && ls *.diff | sed 's/\.diff$//' | tr '\n' ' '))" >&2; exit 64; }
      run_one "$which"
      echo "$which: gate run exit $last_rc, accept exit $last_acc ($last_kinds)" >&2 ;;
 esac
