@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bring a fresh Debian machine (as root) to the state probegate needs: a Docker engine that
-# runs no bridge network, a loopback-only redis-server, and the offline sandbox image.
+# runs no bridge network, a loopback-only redis-server, the offline sandbox image, and Debian's
+# docker-registry binary (its system service left stopped and disabled).
 # Idempotent: every step checks before it acts, so running it twice costs a few seconds.
 #
 #   deploy/provision.sh            # engine + redis + image
@@ -21,6 +22,8 @@ log() { printf 'provision: %s\n' "$*" >&2; }
 need_pkgs=()
 command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
+# For its binary only: the tests start private registries on loopback (run images by registry).
+[ -x /usr/bin/docker-registry ] || need_pkgs+=(docker-registry)
 if [ "$want_redis" = 1 ]; then
   command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 fi
@@ -31,6 +34,16 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  if [[ " ${need_pkgs[*]} " == *" docker-registry "* ]]; then
+    # The package enables a system registry on :5000 of every interface: keep it stopped and off.
+    if command -v systemctl >/dev/null 2>&1; then
+      systemctl disable docker-registry >/dev/null 2>&1 || true
+      if [ -d /run/systemd/system ]; then systemctl stop docker-registry >/dev/null 2>&1 || true; fi
+    else
+      update-rc.d docker-registry disable >/dev/null 2>&1 || true
+    fi
+    /etc/init.d/docker-registry stop >/dev/null 2>&1 || true
+  fi
 fi
 
 # dockerd: no default bridge and no iptables rules; probe containers use network_mode="none".

@@ -1,5 +1,6 @@
-"""Real processes for the distributed tests: a private redis-server on a free loopback port and
-`gate-worker serve` processes, each in its own session so a test can SIGKILL a whole worker."""
+"""Real processes for the distributed tests: a private redis-server and a private registry, each on
+a free loopback port, and `gate-worker serve` processes, each in its own session so a test can
+SIGKILL a whole worker."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -68,6 +71,66 @@ class RedisServer:
                     return
             time.sleep(0.05)
         raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+REGISTRY_CONFIG = """version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: {root}
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:{port}
+"""
+
+
+class RegistryServer:
+    """Debian's docker-registry on 127.0.0.1 only (the engine speaks plain http to loopback
+    registries), storing in a temporary directory; no auth: only this machine can reach it."""
+
+    BINARY = "/usr/bin/docker-registry"
+
+    def __init__(self, workdir: Path) -> None:
+        if not os.access(self.BINARY, os.X_OK):
+            if os.environ.get("CI") == "true":
+                pytest.fail("CI=true but docker-registry is not installed")
+            pytest.skip("docker-registry is not installed (apt-get install docker-registry)")
+        self.port = free_port()
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """What `--registry` takes: host:port."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        (self.workdir / "storage").mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "config.yml"
+        config.write_text(REGISTRY_CONFIG.format(root=self.workdir / "storage", port=self.port))
+        log = (self.workdir / "registry.log").open("wb")
+        self.proc = subprocess.Popen([self.BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
+        give_up = time.monotonic() + 15
+        while time.monotonic() < give_up:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"docker-registry exited: {(self.workdir / 'registry.log').read_text()[-1000:]}")
+            try:
+                with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=1) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("docker-registry did not start")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:

@@ -312,14 +312,15 @@ def test_clock_preflight_failure_makes_every_trial_of_the_batch_a_fault(sandbox,
     assert all(o.exit_code is None for o in observed)
 
 
-def test_a_worker_whose_image_differs_refuses_every_trial(sandbox, make_trial, sandbox_image):
-    """A spec naming another image ID is a harness fault naming both IDs; a matching one runs."""
+def test_a_spec_naming_an_image_this_engine_lacks_is_refused(sandbox, make_trial, sandbox_image):
+    """A spec naming an image the engine lacks is a harness fault naming it, never run elsewhere; one present runs."""
     spec, inputs = make_trial("print('hi')\n")
     other = spec.model_copy(update={"image_id": "sha256:" + "0" * 64})
     same = spec.model_copy(update={"image_id": sandbox_image, "trial_index": 1})
     refused, ran = sandbox.run_batch([other, same], inputs)
-    assert refused.fault == f"worker image {sandbox_image} differs from the run's sha256:{'0' * 64}"
-    assert ran.fault is None and ran.stdout.data == b"hi\n"
+    assert refused.fault == f"image sha256:{'0' * 64} is not on this engine"
+    assert refused.fault_origin == "harness" and refused.exit_code is None and refused.image_id == ""
+    assert ran.fault is None and ran.stdout.data == b"hi\n" and ran.image_id == sandbox_image
 
 
 def test_rusage_is_reported_per_trial(observe, make_trial):

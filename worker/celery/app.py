@@ -21,8 +21,15 @@ TASK_RESEAL = "probegate.reseal"
 CONTROL_CLOSE_RUN = "probegate_close_run"
 
 
+# Every worker consumes this queue: a batch names its run's image by ID, and a worker that lacks
+# that image fetches it by content (worker.images), so any worker can serve any run.
+SHARED_QUEUE = "probegate.trials"
+
+
 def queue_for(image: str) -> str:
-    """Trials are routed per sandbox image: a worker consumes only the queue of its own image."""
+    """The queue named after an image: a worker started for `image` consumes it besides its main
+    queue (the shared one unless `--queue` pins it elsewhere), so a coordinator routing by image,
+    as older ones did, still reaches that fleet."""
     return "probegate." + re.sub(r"[^A-Za-z0-9_.-]+", "-", image)
 
 
@@ -54,7 +61,7 @@ def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: f
         broker_connection_max_retries=None,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
-        task_default_queue=queue_for("default"),
+        task_default_queue=SHARED_QUEUE,
         enable_utc=True,
     )
     return app

@@ -6,7 +6,9 @@
 
 `serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
-this host left behind, then consumes the queue of its sandbox image. Exit 2 when a check fails.
+this host left behind, then consumes the shared queue (or the one `--queue` pins) and its image's
+queue. A batch names its run's image by ID; one this engine lacks is fetched by content, from
+`--registry` when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "sandbox_images" / "python"
 
 
 BROKER_HELP = "redis:// or rediss:// URL (default $PROBEGATE_BROKER, which keeps the password out of ps)"
+REGISTRY_HELP = "registry host[:port] to pull run images from by digest (default $PROBEGATE_REGISTRY)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="consume trial batches from the broker")
     serve.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
     serve.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes")
-    serve.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
+    serve.add_argument(
+        "--image", help="image to preflight, and to run batches that name none (default: the bundled sandbox image)"
+    )
     serve.add_argument(
         "--sandbox",
         choices=["docker", "null"],
@@ -46,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cache", type=Path, help="local blob cache (default ~/.cache/probegate)")
     serve.add_argument("--blobs", help="blob store URL (default: the broker's Redis)")
     serve.add_argument("--name", help="worker name (default probegate-<host>-<pid>)")
+    serve.add_argument("--registry", default=os.environ.get("PROBEGATE_REGISTRY") or None, help=REGISTRY_HELP)
+    serve.add_argument("--queue", help="consume this queue instead of the shared one: a fleet for pinned runs")
     beat = sub.add_parser("beat", help="schedule the nightly re-seal check on the broker")
     beat.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
     beat.add_argument("--image", help="the sandbox image whose workers run the check")
@@ -104,6 +111,10 @@ def _serve(args: argparse.Namespace) -> int:
         run_idle_s()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.registry:
+        from worker.celery.images import registry_repository
+
+        registry_repository(args.registry)  # refuses a malformed one before anything starts
     from worker.host.engine import DEFAULT_IMAGE
 
     image = args.image or DEFAULT_IMAGE
@@ -125,9 +136,10 @@ def _serve(args: argparse.Namespace) -> int:
             "PROBEGATE_IMAGE": image,
             **({"PROBEGATE_CACHE": str(args.cache)} if args.cache else {}),
             **({"PROBEGATE_BLOBS": args.blobs} if args.blobs else {}),
+            **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
         }
     )
-    from worker.celery.app import make_app, queue_for
+    from worker.celery.app import SHARED_QUEUE, make_app, queue_for
 
     app = make_app(args.broker)
     name = args.name or f"probegate-{os.getpid()}@%h"
@@ -135,7 +147,7 @@ def _serve(args: argparse.Namespace) -> int:
         [
             "worker",
             "-Q",
-            queue_for(image),
+            f"{args.queue or SHARED_QUEUE},{queue_for(image)}",
             "-c",
             str(args.concurrency),
             "-n",
@@ -150,13 +162,14 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _beat(args: argparse.Namespace) -> int:
-    from worker.celery.app import make_app, queue_for
+    from worker.celery.app import SHARED_QUEUE, make_app, queue_for
     from worker.celery.beat import beat_schedule
-    from worker.host.engine import DEFAULT_IMAGE
 
     app = make_app(args.broker)
-    # The check runs on a worker, and workers consume only their image's queue.
-    app.conf.beat_schedule = beat_schedule(args.fixture, args.seal, queue=queue_for(args.image or DEFAULT_IMAGE))
+    # The check runs on any worker, or on one started for --image when given.
+    app.conf.beat_schedule = beat_schedule(
+        args.fixture, args.seal, queue=queue_for(args.image) if args.image else SHARED_QUEUE
+    )
     state = Path.home() / ".cache" / "probegate"
     state.mkdir(parents=True, exist_ok=True)
     app.start(["beat", "--loglevel", "INFO", "--schedule", str(state / "beat-schedule")])

@@ -1,11 +1,14 @@
 """The Celery executor: the coordinator's side of running trials on many machines.
 
 Same interface as the local pool (`run(specs, inputs)` yields observations), so nothing above
-the executor knows which one ran. Inputs are uploaded by content first; batches go to the queue of
-the sandbox image; results are folded as they arrive. A batch that never reports (worker gone,
-broker restarted without persistence) turns into harness faults after the result timeout: the run
-ends as harness_error, never as a false pass. Workers keep a run's containers warm between its
-batches; `close` broadcasts that the run is over so every worker removes them at once.
+the executor knows which one ran. Inputs are uploaded by content first. The run's image is
+published once, in the background from `open` on (see worker.celery.imagepublish), so any worker
+can fetch what it lacks; batches go at once to the shared queue (or a pinned one), and a worker
+that holds the image runs them without waiting for that. Results are folded as they arrive. A
+batch that never reports (worker gone, broker restarted without persistence) turns into harness
+faults after the result timeout: the run ends as harness_error, never as a false pass. Workers
+keep a run's containers warm between its batches; `close` broadcasts that the run is over so
+every worker removes them at once.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from typing import Any
 from celery.exceptions import TimeoutError as ResultTimeout
 
 from gate.core.card import HarnessEvent
-from gate.core.errors import BrokerError
+from gate.core.errors import BrokerError, GateError
 from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
-from worker.celery.app import CONTROL_CLOSE_RUN, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app, queue_for
+from worker.celery.app import CONTROL_CLOSE_RUN, SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.broker import broker_call
+from worker.celery.imagepublish import RunImages
 from worker.celery.wire import decode_observations, encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
@@ -34,16 +38,22 @@ MAX_BATCH = 1000
 CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (kombu retries for longer)
 # A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
 CLOSE_EXPIRES_S = 300.0
+PUBLISH_WAIT_S = 300.0  # the most a worker lacking the run's image waits for its publication in flight
 
 
 class CeleryExecutor:
-    """Dispatches trial batches to `gate-worker serve` processes over Redis."""
+    """Dispatches trial batches to `gate-worker serve` processes over Redis. `queue` pins batches to
+    a fleet started with `--queue` (default: the shared queue every worker consumes); `registry`
+    (host[:port]) carries the run's image instead of the blob store."""
 
     def __init__(
         self,
         broker: str,
         *,
         image: str = DEFAULT_IMAGE,
+        queue: str | None = None,
+        registry: str | None = None,
+        compress_images: bool = True,
         blobs: BlobStore | None = None,
         worker_wait_s: float = 30.0,
         result_timeout_s: float | None = None,
@@ -54,7 +64,7 @@ class CeleryExecutor:
         self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
         self.blobs = blobs or RedisBlobStore(broker)
         self.image = image
-        self.queue = queue_for(image)
+        self.queue = queue or SHARED_QUEUE
         self.worker_wait_s = worker_wait_s
         self.result_timeout_s = result_timeout_s
         self.visibility_timeout_s = visibility_timeout_s
@@ -63,19 +73,30 @@ class CeleryExecutor:
         self.events: list[HarnessEvent] = []
         self._processes = 0
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
+        # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
+        wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
+        self.images = RunImages(
+            image, self.blobs, self.events, registry=registry, compress=compress_images, wait_s=wait_s
+        )
 
     def image_id(self) -> str:
-        return ""  # only the workers' engines know; the card takes it from the observations
+        """The image's ID on this machine's engine (see RunImages.image_id): every batch names it."""
+        return self.images.image_id()
 
     def open(self, run_id: str, limits: Limits) -> None:
-        """Nothing to do: each worker process opens the run on its first batch of it. Starting
-        containers ahead would need a word with the pool processes, and a control command only
-        reaches a worker's main process; nor is it known which processes will get the batches."""
-        return None
+        """Start publishing the run's image while the coordinator seals and plans. Containers are not
+        started ahead: each worker process opens the run on its first batch of it, a control command
+        only reaches a worker's main process, nor is it known which processes will get the batches."""
+        with contextlib.suppress(GateError):  # the run's own image_id() call reports it
+            if image_id := self.image_id():
+                self.images.start(run_id, image_id)
 
     def close(self, run_id: str) -> None:
-        """Tell every worker to remove the run's containers now rather than after its idle timeout.
-        Never raises and waits at most CLOSE_WAIT_S: a broker outage must not change the verdict."""
+        """Let the run's image publication finish (it serves the next runs too; at most
+        a worker's wait), then tell every worker to remove the run's containers now rather than after
+        its idle timeout. Never raises and waits at most CLOSE_WAIT_S for that broadcast: a broker
+        outage must not change the verdict."""
+        self.images.finish(run_id)
         if run_id not in self._dispatched:
             return
         self._dispatched.discard(run_id)
@@ -98,6 +119,8 @@ class CeleryExecutor:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
+        for run_id, image_id in dict.fromkeys((s.run_id, s.image_id) for s in specs if s.image_id):
+            self.images.start(run_id, image_id)
         try:
             upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
             with broker_call("sending batches"):
@@ -107,6 +130,7 @@ class CeleryExecutor:
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
         yield from self._gather(sent, self._timeout(specs, processes))
+        self.images.note_failures()
 
     def batch_size_for(self, specs: Sequence[TrialSpec], processes: int) -> int:
         """Big enough that broker overhead stays small, small enough to spread over every process
@@ -148,6 +172,7 @@ class CeleryExecutor:
             result = self.app.send_task(
                 TASK_RUN_BATCH,
                 args=[encode_batch(batch)],
+                kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
                 queue=self.queue,
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
@@ -208,6 +233,15 @@ class CeleryExecutor:
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.UNKNOWN) for s in batch)
             return
         result = meta["result"]
+        if fetched := result.get("fetched"):
+            self.events.append(
+                HarnessEvent(
+                    kind="image_fetched",
+                    property_id=batch[0].property_id,
+                    detail=f"{result['worker']} fetched {batch[0].image_id[:19]} via {fetched.get('via')} "
+                    f"in {fetched.get('seconds')}s",
+                )
+            )
         if result.get("redelivered"):
             self.events.append(
                 HarnessEvent(

@@ -1,28 +1,35 @@
 """The worker's tasks. `probegate.run_batch` runs trial specs through this machine's sandbox and
 returns observations; it runs no suite or check code and judges nothing. Inputs are fetched by
-digest from the blob store and verified before any trial sees them. Each batch's run stays open in
-this process's sandbox (warm containers) until it has been idle a while (see worker.runs).
+digest from the blob store and verified before any trial sees them; so is the run's image when
+this engine lacks it (see worker.images). Each batch's run stays open in this process's sandbox
+(warm containers) until it has been idle a while (see worker.runs).
 """
 
 from __future__ import annotations
 
 import io
+import math
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
+import docker
 from celery import shared_task
 
+from gate.core.errors import GateError
 from gate.core.testing import MockSandbox
-from gate.core.trial import Observation, Sandbox, TrialSpec
+from gate.core.trial import FaultOrigin, Observation, Sandbox, TrialSpec
 from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.blobs import BlobInputs, RedisBlobStore
+from worker.celery.images import Fetched, ensure_image
 from worker.celery.runs import open_runs  # also registers the close-run control command in the worker
 from worker.celery.wire import decode_batch, encode_observations
 
+MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
 _sandbox: Sandbox | None = None
 _inputs: BlobInputs | None = None
+_engine: docker.DockerClient | None = None
 
 
 def worker_id() -> str:
@@ -54,22 +61,62 @@ def inputs() -> BlobInputs:
     global _inputs
     if _inputs is None:
         url = os.environ.get("PROBEGATE_BLOBS") or os.environ.get("PROBEGATE_BROKER", "redis://127.0.0.1:6379/0")
-        cache = Path(os.environ.get("PROBEGATE_CACHE", Path.home() / ".cache" / "probegate"))
-        _inputs = BlobInputs(RedisBlobStore(url), cache)
+        _inputs = BlobInputs(RedisBlobStore(url), cache_dir())
     return _inputs
 
 
+def cache_dir() -> Path:
+    return Path(os.environ.get("PROBEGATE_CACHE", Path.home() / ".cache" / "probegate"))
+
+
+def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
+    """Make the run's image present on this engine (None: it was, or trials run in no container);
+    `wait_s`: how long its publication may still take (see worker.images.ensure_image)."""
+    global _engine
+    if not spec.image_id or os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
+        return None
+    if _engine is None:
+        from worker.host.engine import docker_client
+
+        _engine = docker_client()
+    registry = os.environ.get("PROBEGATE_REGISTRY") or None
+    spool = cache_dir() / "images"
+    return ensure_image(
+        _engine, inputs().store, spec.image_id, registry=registry, spool=spool, run_id=spec.run_id, wait_s=wait_s
+    )
+
+
+def bounded_wait(value: object) -> float:
+    """A message's image wait as seconds in [0, MAX_IMAGE_WAIT_S] (anything else, e.g. NaN, is 0)."""
+    wait = float(value) if isinstance(value, int | float) else 0.0
+    return min(wait, MAX_IMAGE_WAIT_S) if math.isfinite(wait) and wait > 0 else 0.0
+
+
 @shared_task(name=TASK_RUN_BATCH, bind=True)
-def run_batch(self: Any, batch: dict[str, Any]) -> dict[str, Any]:
-    """Run a batch of trial specs; returns the observations and whether this was a redelivery."""
+def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
+    """Run a batch of trial specs; returns the observations, whether this was a redelivery and, when
+    this worker had to fetch the run's image first, how. `image_wait_s` > 0: the coordinator was
+    still publishing the image when it sent the batch."""
     specs = decode_batch(batch)
-    with open_runs(sandbox).serving({spec.run_id for spec in specs}):
-        observed = sandbox().run_batch(specs, inputs())
+    fetched = None
+    try:
+        # One image per batch: the wire refuses batches whose specs differ in more than index and canary.
+        fetched = fetch_image(specs[0], bounded_wait(image_wait_s))
+    except GateError as exc:
+        # Unfetchable or failing verification: refused here, never run in whatever image is at hand.
+        detail = f"run image unavailable: {exc}"
+        observed = [
+            Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS, worker_id=worker_id()) for s in specs
+        ]
+    else:
+        with open_runs(sandbox).serving({spec.run_id for spec in specs}):
+            observed = sandbox().run_batch(specs, inputs())
     delivery = self.request.delivery_info or {}
     return {
         "observations": encode_observations(observed),
         "worker": worker_id(),
         "redelivered": bool(delivery.get("redelivered")),
+        "fetched": None if fetched is None else {"via": fetched.via, "seconds": round(fetched.seconds, 3)},
     }
 
 

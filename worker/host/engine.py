@@ -6,7 +6,8 @@ reason: the rest of the worker catches the gate's errors only, never a docker ty
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 import docker
@@ -19,6 +20,9 @@ from gate.core.errors import SandboxError, last_line, reraise_as
 DEFAULT_IMAGE = "probegate/sandbox-python:trixie-1"
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 _CONFLICT = 409  # the engine is already removing the container (its owner is closing the run)
+# A full image ID. The engine also resolves tags and short ID prefixes, so an ID taken from a message
+# is checked against this before it is looked up.
+IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def engine_call(what: str) -> contextlib.AbstractContextManager[None]:
@@ -118,6 +122,82 @@ def run_once(client: docker.DockerClient, image_id: str, argv: list[str], *, tim
             return out
         finally:
             container.remove(force=True)
+
+
+def has_image(client: docker.DockerClient, image_id: str) -> bool:
+    """Whether the engine holds exactly `image_id`; SandboxError when it is no full sha256:… ID."""
+    if not IMAGE_ID.fullmatch(image_id):
+        raise SandboxError(f"not an image ID: {image_id[:80]!r}")
+    try:
+        return client.images.get(image_id).id == image_id
+    except docker.errors.ImageNotFound:
+        return False
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"docker daemon error while looking for image {image_id[:19]}: {last_line(exc)}") from exc
+
+
+def save_image(client: docker.DockerClient, image_id: str, piece_bytes: int) -> Iterator[bytes]:
+    """The image as `docker save` writes it (no tag in it when saved by ID), streamed in pieces."""
+    with engine_call(f"saving image {image_id[:19]}"):
+        yield from client.api.get_image(image_id, chunk_size=piece_bytes)
+
+
+def load_image(client: docker.DockerClient, data: Iterable[bytes]) -> list[str]:
+    """Stream a `docker save` tar into the engine; what it reports loaded (IDs, or names for tagged images)."""
+    loaded = []
+    with engine_call("loading an image"):
+        for line in client.api.load_image(data):
+            _raise_streamed(line, "loading an image")
+            match = re.match(r"Loaded image(?: ID)?: (\S+)", str(line.get("stream", "")))
+            if match:
+                loaded.append(match.group(1))
+    return loaded
+
+
+def tag_image(client: docker.DockerClient, image_id: str, repository: str, tag: str) -> None:
+    with engine_call(f"tagging image {image_id[:19]} as {repository}:{tag}"):
+        if not client.api.tag(image_id, repository, tag, force=True):
+            raise SandboxError(f"the engine refused to tag {image_id[:19]} as {repository}:{tag}")
+
+
+def push_image(client: docker.DockerClient, repository: str, tag: str) -> str:
+    """Push `repository:tag`; the manifest digest (sha256:…) the registry now serves it under."""
+    digest = ""
+    what = f"pushing {repository}:{tag}"
+    with engine_call(what):
+        for line in client.api.push(repository, tag=tag, stream=True, decode=True):
+            _raise_streamed(line, what)
+            digest = (line.get("aux") or {}).get("Digest", digest)
+    if not IMAGE_ID.fullmatch(digest):
+        raise SandboxError(f"pushing {repository}:{tag}: the engine reported no manifest digest")
+    return digest
+
+
+def registry_serves(client: docker.DockerClient, reference: str) -> bool:
+    """Whether the registry still serves `reference` (repository@digest), asked through the engine."""
+    try:
+        client.api.inspect_distribution(reference)
+    except docker.errors.APIError:
+        return False  # unknown there, or the registry is unreachable: either way, push again
+    except _ENGINE_ERRORS as exc:
+        raise SandboxError(f"asking the registry for {reference}: {last_line(exc)}") from exc
+    return True
+
+
+def pull_image(client: docker.DockerClient, repository: str, digest: str) -> str:
+    """Pull `repository@digest` (the engine checks the manifest against the digest); the image's ID."""
+    what = f"pulling {repository}@{digest[:19]}"
+    with engine_call(what):
+        for line in client.api.pull(repository, tag=digest, stream=True, decode=True):
+            _raise_streamed(line, what)
+        return client.images.get(f"{repository}@{digest}").id
+
+
+def _raise_streamed(line: dict[str, Any], what: str) -> None:
+    # Push, pull and load report a failure inside their 200 response's stream, not as a status code.
+    if "error" in line or "errorDetail" in line:
+        message = str(line.get("error") or (line.get("errorDetail") or {}).get("message") or "failed")
+        raise SandboxError(f"{what}: {message.strip().splitlines()[-1] if message.strip() else 'failed'}")
 
 
 class Container:

@@ -19,7 +19,7 @@ from gate.core.errors import SandboxError
 from gate.core.trial import Limits, TrialSpec
 from worker.host.batchfile import supervisor_env
 from worker.host.container import ReportStream, batch_labels, create_container, stage_mount
-from worker.host.engine import containers
+from worker.host.engine import containers, has_image
 from worker.host.sweep import LABEL_PID, LABEL_RUN
 from worker.host.warm import UNBOUND_CLOCK, ContainerShape, SpareShape, Warm, WarmPool
 
@@ -54,13 +54,17 @@ class Fleet:
     def is_open(self, run_id: str) -> bool:
         return self._pool.is_open(run_id)
 
-    def image_for(self, run_ids: set[str]) -> str:
-        """The image ID, resolved once per open run: its warm containers are fixed to that image
-        anyway, and asking the engine costs ~4 ms per batch."""
+    def image_for(self, run_ids: set[str], wanted: str = "") -> str:
+        """The image ID a batch runs in: `wanted` (the run's, which must be on this engine) or, when
+        the run names none, this sandbox's own tag's. Looked up once per open run: its warm
+        containers are fixed to that image anyway, and asking the engine costs ~4 ms per batch."""
         [run_id] = run_ids if len(run_ids) == 1 else [""]
-        if (known := self._pool.image_of(run_id)) is not None:
+        known = self._pool.image_of(run_id)
+        if known is not None and known == (wanted or known):
             return known
-        image_id = self._resolve_image()
+        if wanted and not has_image(self._client(), wanted):
+            raise SandboxError(f"image {wanted} is not on this engine")
+        image_id = wanted or self._resolve_image()
         self._pool.remember_image(run_id, image_id)
         return image_id
 

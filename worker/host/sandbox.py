@@ -78,24 +78,32 @@ class DockerSandbox:
         return resolve_image_id(self.client, self.image)
 
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
-        """One observation per spec, in order; trials sharing a tree share a container."""
-        try:
-            image_id = self._fleet.image_for({spec.run_id for spec in specs})
-        except SandboxError as exc:
-            return [Observation.harness_fault(s, str(exc), origin=HARNESS, worker_id=self.worker_id) for s in specs]
+        """One observation per spec, in order, run in the spec's image (this sandbox's own when the
+        spec names none); an image this engine lacks is a harness fault, never a run in another.
+        Trials sharing a tree and image share a container."""
+        run_ids = {spec.run_id for spec in specs}
+        images: dict[str, str | SandboxError] = {}
+        for wanted in dict.fromkeys(spec.image_id for spec in specs):
+            try:
+                images[wanted] = self._fleet.image_for(run_ids, wanted)
+            except SandboxError as exc:
+                images[wanted] = exc
         observed: dict[int, Observation] = {}
-        runnable = []
+        by_image: dict[str, list[tuple[int, TrialSpec]]] = {}
         for position, spec in enumerate(specs):
-            if spec.image_id and spec.image_id != image_id:
-                detail = f"worker image {image_id} differs from the run's {spec.image_id}"
-                observed[position] = self._fault(spec, detail, image_id, HARNESS)
+            image = images[spec.image_id]
+            if isinstance(image, SandboxError):
+                observed[position] = Observation.harness_fault(
+                    spec, str(image), origin=HARNESS, worker_id=self.worker_id
+                )
             else:
-                runnable.append((position, spec))
+                by_image.setdefault(image, []).append((position, spec))
         try:
-            for group in container_groups([s for _, s in runnable], self.per_trial):
-                positions = [p for p, _ in runnable[: len(group)]]
-                runnable = runnable[len(group) :]
-                observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
+            for image_id, runnable in by_image.items():
+                for group in container_groups([s for _, s in runnable], self.per_trial):
+                    positions = [p for p, _ in runnable[: len(group)]]
+                    runnable = runnable[len(group) :]
+                    observed.update(zip(positions, self._run_group(group, inputs, image_id), strict=True))
         except (KeyboardInterrupt, SystemExit):
             for run_id in {spec.run_id for spec in specs}:
                 self.abort(run_id)
