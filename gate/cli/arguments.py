@@ -73,6 +73,15 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         "--broker", metavar="URL", help="run trials on gate-worker processes over Redis (redis:// or rediss://)"
     )
     run.add_argument(
+        "--registry",
+        metavar="HOST[:PORT]",
+        help="with --broker: push the run's image there for workers to pull (default $PROBEGATE_REGISTRY; "
+        "without one, images travel through the blob store)",
+    )
+    run.add_argument(
+        "--queue", metavar="NAME", help="with --broker: the queue of a fleet (`gate-worker serve --queue`)"
+    )
+    run.add_argument(
         "--worker-wait",
         type=seconds,
         default=30.0,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from gate.run.executor import Executor, LocalExecutor
 from gate.run.runner import RunRequest
 
@@ -11,10 +9,9 @@ from gate.run.runner import RunRequest
 def default_executor(request: RunRequest) -> Executor:
     """Celery over Redis with --broker, else the local pool over this machine's Docker.
 
-    With Celery the run's image travels by content: through the registry PROBEGATE_REGISTRY names
-    (host[:port]) when set, else through the blob store; PROBEGATE_QUEUE pins batches to a fleet
-    started with `gate-worker serve --queue`. (Environment only until `gate run` has flags for them.)
-    Imported late so that neither docker nor celery loads unless a run needs it."""
+    With Celery the run's image travels by content: through `--registry` (host[:port]) when given,
+    else through the blob store; `--queue` pins batches to a fleet started with `gate-worker serve
+    --queue`. Imported late so that neither docker nor celery loads unless a run needs it."""
     if request.broker:
         from worker.celery.dispatch import CeleryExecutor
 
@@ -23,8 +20,8 @@ def default_executor(request: RunRequest) -> Executor:
             request.broker,
             worker_wait_s=request.worker_wait_s,
             result_timeout_s=request.result_timeout_s,
-            registry=os.environ.get("PROBEGATE_REGISTRY") or None,
-            queue=os.environ.get("PROBEGATE_QUEUE") or None,
+            registry=request.registry,
+            queue=request.queue,
             **options,
         )
     from worker.host.sandbox import DockerSandbox

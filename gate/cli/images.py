@@ -42,15 +42,14 @@ def build_for_run(source: ImageSource, *, base: str | None = None, emit: Callabl
     """The image ID for `source`, found or built, and proven by the preflight (a refusal is ImageError)."""
     from worker.host.engine import DEFAULT_IMAGE, docker_client
     from worker.host.images import project_image
-    from worker.host.preflight import preflight
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.preflight import prove_image
 
     client = docker_client()
     say = emit or (lambda line: print(f"gate: {line}", file=sys.stderr))
     image_id = project_image(client, source, base=base or DEFAULT_IMAGE, emit=say)
     if image_id not in _PROVEN:
         try:
-            preflight(DockerSandbox(client, image=image_id), refuse=ImageError)
+            prove_image(client, image_id)
         except ImageError as exc:
             raise ImageError(exc.message, file=source.label) from None
         _PROVEN.add(image_id)

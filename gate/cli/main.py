@@ -185,6 +185,8 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         jobs=args.jobs,
         image=args.image,
         broker=args.broker,
+        registry=args.registry or os.environ.get("PROBEGATE_REGISTRY") or None,
+        queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
         calibration=args.calibration if args.command == "run" else None,

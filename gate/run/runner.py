@@ -58,6 +58,8 @@ class RunRequest:
     jobs: int | None = None
     image: str | None = None
     broker: str | None = None
+    registry: str | None = None  # with a broker: where the run's image is pushed for workers to pull
+    queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
     calibration: Path | None = None

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from celery_helpers import RedisServer, Workers
+from second_engine import SecondEngine
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "windows"
 sys.path.insert(0, str(EXAMPLE))
@@ -69,3 +72,36 @@ def test_each_patch_earns_its_kind_through_the_local_pool(patch: str, tmp_path: 
     assert_earned(patch, ran, accepted, card)
     if patch == "edits_lock":
         assert card["new_oracle_edits"] == ["requirements.lock"]
+
+
+@pytest.fixture
+def far_workers(redis_server: RedisServer, tmp_path: Path, docker_client) -> Iterator[tuple[Workers, object]]:
+    """A gate-worker on a second, private engine that holds only the base image: it must receive
+    the project image by content (chunks in Redis) before running anything."""
+    engine = SecondEngine()
+    try:
+        far = engine.start(docker_client)
+        pool = Workers(redis_server.url, tmp_path, env=engine.env)
+        pool.start("far", concurrency=2)
+        pool.wait_ready()
+        try:
+            yield pool, far
+        finally:
+            pool.stop_all()
+    finally:
+        engine.stop()
+
+
+def test_each_patch_earns_its_kind_through_celery_workers_that_fetched_the_image(
+    far_workers: tuple[Workers, object], redis_server: RedisServer, tmp_path: Path, sandbox_image: str
+) -> None:
+    """Through a Celery worker on another engine, each patch earns the same kind; that engine had only the
+    base image, and the project image it ran in arrived by content (fetched once, then found)."""
+    _, far = far_workers
+    fetched = []
+    for patch in sorted(EXPECTED):
+        ran, accepted, card = run_patch(tmp_path, patch, "--broker", redis_server.url)
+        assert_earned(patch, ran, accepted, card)
+        fetched += [event for event in card["harness_events"] if event["kind"] == "image_fetched"]
+        assert far.images.get(card["image_id"]).id == card["image_id"]
+    assert len(fetched) >= 1 and "chunks" in fetched[0]["detail"], fetched

@@ -30,6 +30,7 @@ MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no lon
 _sandbox: Sandbox | None = None
 _inputs: BlobInputs | None = None
 _engine: docker.DockerClient | None = None
+_proven: set[str] = set()  # image IDs this process's preflight passed
 
 
 def worker_id() -> str:
@@ -81,9 +82,17 @@ def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
         _engine = docker_client()
     registry = os.environ.get("PROBEGATE_REGISTRY") or None
     spool = cache_dir() / "images"
-    return ensure_image(
+    fetched = ensure_image(
         _engine, inputs().store, spec.image_id, registry=registry, spool=spool, run_id=spec.run_id, wait_s=wait_s
     )
+    if spec.image_id not in _proven:
+        # Whoever sent the spec, no trial runs in an image this process has not preflighted itself
+        # (its environment, user, entrypoint, volumes, and the frozen clock and closed network inside).
+        from worker.host.preflight import prove_image
+
+        prove_image(_engine, spec.image_id)
+        _proven.add(spec.image_id)
+    return fetched
 
 
 def bounded_wait(value: object) -> float:

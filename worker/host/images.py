@@ -4,8 +4,8 @@ hashed lock file through a host-side wheelhouse (worker/host/wheelhouse.py).
 
 An image is found again by the digest of its inputs (base image ID, definition bytes, build
 context), so `gate run` builds only when one of them changed. Every image, found or built, must
-descend from the base (its layers start with the base's) and pass the preflight's static checks
-before a trial runs in it.
+descend from the base (its layers start with the base's); the preflight (`prove_image`) decides
+whether a trial may run in it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from gate.core.errors import ImageError, SandboxError
 from gate.core.suite import ImageSource
 from gate.io.fixtures import seal_tree, tree_files
 from worker.host.engine import BuildFailed, build_image, image_attrs, prune_dangling, resolve_image_id, run_once
-from worker.host.preflight import image_config_problems
 from worker.host.wheelhouse import TARGET_PROBE, PythonTarget, download
 
 RECIPE = "probegate-image-1"  # bump when the generated build changes, so cached images are rebuilt
@@ -70,9 +69,6 @@ def project_image(
         if found is None:
             raise SandboxError(f"built image {image_id[:19]} vanished")
     check_descends(found, base_attrs, label=source.label)
-    problems = image_config_problems(found)
-    if problems:
-        raise ImageError("the preflight refuses this image: " + "; ".join(problems), file=source.label)
     return str(found["Id"])
 
 

@@ -16,10 +16,13 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gate.core.errors import GateError, SandboxError
+import docker
+
+from gate.core.errors import GateError, ImageError, SandboxError
 from gate.core.trial import ClockSpec, Sandbox, TrialSpec
 from gate.io.fixtures import seal_tree
 from gate.io.snapshot import LocalInputs
+from worker.host.engine import image_attrs
 
 INSTANT = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -126,3 +129,17 @@ def preflight(
     if problems:
         raise refuse("preflight failed: " + "; ".join(problems))
     return {"image_id": image_id, **found, "duration_s": round(obs.duration_s, 3)}
+
+
+def prove_image(client: docker.DockerClient, image_id: str) -> dict[str, object]:
+    """Check a project image before any trial runs in it: its configuration (image_config_problems),
+    then the preflight probe inside it. What either finds wrong is an ImageError; nothing ran."""
+    from worker.host.sandbox import DockerSandbox  # the sandbox module is heavy; only provers need it
+
+    attrs = image_attrs(client, image_id)
+    if attrs is None:
+        raise SandboxError(f"image {image_id[:19]} is not on this engine")
+    problems = image_config_problems(attrs)
+    if problems:
+        raise ImageError("the preflight refuses this image: " + "; ".join(problems))
+    return preflight(DockerSandbox(client, image=image_id), refuse=ImageError)
