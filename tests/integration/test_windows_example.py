@@ -5,6 +5,7 @@ that received the project image by content; the good patch is accepted; editing 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -16,8 +17,12 @@ from celery_helpers import RedisServer, Workers
 from second_engine import SecondEngine
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "windows"
-sys.path.insert(0, str(EXAMPLE))
-from patch_repo import example_repo  # noqa: E402
+# By path and under its own name: the invoice example has a `patch_repo` module too.
+_spec = importlib.util.spec_from_file_location("windows_patch_repo", EXAMPLE / "patch_repo.py")
+assert _spec is not None and _spec.loader is not None
+_patch_repo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_patch_repo)
+example_repo = _patch_repo.example_repo
 
 GATE = Path(sys.executable).with_name("gate")
 CARD = Path(".probegate") / "verdict-card.json"

@@ -19,9 +19,9 @@ import subprocess
 import sys
 import time
 
-if __name__ == "__main__":
-    # Run as `python3 -I -S`: nothing of the image's environment or site reaches the supervisor, and
-    # -I also leaves the script's folder off sys.path, so add our own read-only mount back, first.
+if not __package__:
+    # Run as a script with `python3 -I -S`: nothing of the image's environment or site reaches the
+    # supervisor, and -I also leaves the script's folder off sys.path, so add our own read-only mount.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:  # inside the sandbox: siblings in the same read-only mount
