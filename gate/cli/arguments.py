@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
+from gate.cli.diff import add_diff_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
@@ -20,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
-    # Subcommands with arguments of their own are added by their module (power, init).
+    # Subcommands with arguments of their own are added by their module (power, init, diff).
     add_init_parser(sub)
 
     seal = sub.add_parser("seal", help="print the seal of a fixture tree")
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
+    add_diff_parser(sub)
 
     sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
     which = sweep.add_mutually_exclusive_group()

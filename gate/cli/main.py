@@ -1,4 +1,4 @@
-"""The `gate` command line: init, seal, reseal, run, baseline, accept, power, sweep, schema. Every user
+"""The `gate` command line: init, seal, reseal, run, baseline, accept, diff, power, sweep, schema. Every user
 and a documented exit code (see gate.errors); only a bug in the gate prints a traceback.
 """
 
@@ -76,6 +76,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             base=args.base,
             allow_unchecked_oracle=args.allow_unchecked_oracle,
         )
+    if args.command == "diff":
+        from gate.cli.diff import run_diff
+
+        return run_diff(args.card_a, args.card_b, as_json=args.json)
     if args.command == "sweep":
         from worker.host.engine import docker_client
         from worker.host.sweep import sweep, sweep_dead_workers

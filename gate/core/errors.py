@@ -50,31 +50,32 @@ class GateError(Exception):
 
     def __str__(self) -> str:
         """`file: field: message` on one line; user data can neither break the line nor drive a terminal."""
-
-        def clean(text: str) -> str:
-            # Paths, keys and values come from files the patch may control: escape every character
-            # that is not printable (line breaks, NUL, ESC, bidi marks, undecodable file-name bytes).
-            out: list[str] = []
-            for char in text:
-                code = ord(char)
-                if char.isprintable():
-                    out.append(char)
-                elif char in "\n\r\t":
-                    out.append(repr(char)[1:-1])
-                elif 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode (surrogateescape)
-                    out.append(f"\\x{code - 0xDC00:02x}")
-                elif code <= 0xFF:
-                    out.append(f"\\x{code:02x}")
-                else:
-                    out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-            return "".join(out)
-
         where = ""
         if self.file:
-            where = f"{clean(str(self.file))}: "
+            where = f"{one_line(str(self.file))}: "
         if self.field:
-            where += f"{clean(str(self.field))}: "
-        return f"{where}{clean(str(self.message))}"
+            where += f"{one_line(str(self.field))}: "
+        return f"{where}{one_line(str(self.message))}"
+
+
+def one_line(text: str) -> str:
+    """`text` with every character that is not printable escaped: it cannot break a line or drive a terminal."""
+    # Paths, keys, values and card details come from files the patch may control: escape line
+    # breaks, NUL, ESC, bidi marks and undecodable file-name bytes.
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if char.isprintable():
+            out.append(char)
+        elif char in "\n\r\t":
+            out.append(repr(char)[1:-1])
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    return "".join(out)
 
 
 class UsageError(GateError):
