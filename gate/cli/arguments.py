@@ -13,6 +13,7 @@ from gate.cli.diff import add_diff_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
+from gate.cli.report import add_report_flags, add_report_parser
 from gate.io.cliargs import ArgParser
 
 
@@ -44,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
     base.add_argument("--factor", type=finite, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
 
+    add_report_parser(sub)
+
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
     add_diff_parser(sub)
@@ -68,6 +71,7 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
     run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
     run.add_argument("--card", type=Path, help=card_help)
     run.add_argument("--base", metavar="GIT_REV", help="read the oracle from this revision, find oracle edits")
+    add_report_flags(run)
     add_ledger_arguments(run)
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
     run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")

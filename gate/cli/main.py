@@ -1,5 +1,6 @@
-"""The `gate` command line: init, seal, reseal, run, baseline, accept, diff, power, sweep, schema. Every user
-and a documented exit code (see gate.errors); only a bug in the gate prints a traceback.
+"""The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, image, power, sweep,
+schema. Every user mistake is one line on stderr and a documented exit code (see gate.errors); only a
+bug in the gate prints a traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gate.cli.books import books_factory, ledger_file, ledger_url
 from gate.cli.executors import default_executor
 from gate.cli.images import build_for_run, run_image
 from gate.cli.power import run_from_args as run_power
+from gate.cli.report import report_targets
 from gate.core.errors import RET_INTERNAL, RET_OK, RET_PIPE, GateError, InputMissingError, UsageError
 from gate.io.artifacts import check_writable
 from gate.run.runner import RunRequest
@@ -80,6 +82,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.cli.diff import run_diff
 
         return run_diff(args.card_a, args.card_b, as_json=args.json)
+    if args.command == "report":
+        from gate.cli.report import run_report
+
+        return run_report(args)
     if args.command == "sweep":
         from worker.host.engine import docker_client
         from worker.host.sweep import sweep, sweep_dead_workers
@@ -167,6 +173,8 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
     # The card and the ledger are written after every trial has run: refuse an unusable path now.
     outputs = {"--card": card} if card else {}
+    reports = report_targets(args)
+    outputs.update(reports.outputs())
     ledger = ledger_file(args)
     if args.command == "run" and ledger_url(args) is None:  # a baseline keeps its books in memory
         # Beside the suite's card, the default ledger is checked by the run once the suite is read.
@@ -194,6 +202,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
         calibration=args.calibration if args.command == "run" else None,
+        reports=reports,
     )
 
 
@@ -216,7 +225,7 @@ def _baseline(args: argparse.Namespace) -> int:
         raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
     check_writable(args.calibration, "--calibration")  # first: with_name() raises on "/" or "."
     card = args.card or args.calibration.with_name("baseline-card.json")
-    _distinct({"--calibration": args.calibration, "--card": card}, _inputs(args))
+    _distinct({"--calibration": args.calibration, "--card": card, **report_targets(args).outputs()}, _inputs(args))
     return run_baseline(
         _request(args, card=card),
         args.calibration,

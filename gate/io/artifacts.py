@@ -39,6 +39,16 @@ def write_output(path: Path, data: bytes, what: str) -> None:
         raise UsageError(f"cannot write the {what}: {reason(exc)}", file=str(path)) from None
 
 
+def append_output(path: Path, data: bytes, what: str) -> None:
+    """Append `data` to a file the user named (created when missing), as CI step summaries are meant
+    to be written; a failure is one UsageError naming the file."""
+    try:
+        with path.open("ab") as handle:
+            handle.write(data)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot append the {what}: {reason(exc)}", file=str(path)) from None
+
+
 def check_writable(path: Path, field: str) -> None:
     """Refuse, before anything runs, an output path the gate could not replace at the end:
     a directory, a special file, or a folder that cannot be created or written."""

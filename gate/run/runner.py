@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from gate.io.artifacts import check_writable, write_card
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
+from gate.io.reports import ReportTargets, write_reports
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
 from gate.io.treeselect import tree_selection
@@ -64,6 +65,7 @@ class RunRequest:
     result_timeout_s: float | None = None
     calibration: Path | None = None
     calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
+    reports: ReportTargets = field(default_factory=ReportTargets)  # JUnit XML / Markdown, written right after the card
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ def _run(
     card_path = _card(request)
     selection = tree_selection(suite, request.workdir, suite_file=request.suite)
     check_outside_tree(card_path, request.workdir, selection, field="--card")
+    for flag, path in request.reports.outputs().items():
+        check_outside_tree(path, request.workdir, selection, field=flag)
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)
@@ -220,6 +224,7 @@ def _run(
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
     write_card(card_path, card)
+    write_reports(card, request.reports)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
         card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=suite.bands()

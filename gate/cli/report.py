@@ -1,0 +1,50 @@
+"""`gate report CARD`: the CI reports (JUnit XML, Markdown summary) of a card written earlier, the
+same bytes `gate run --junitxml/--summary-md` writes right after the card."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from gate.core.errors import RET_OK, UsageError
+from gate.io.artifacts import read_card
+from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets, check_reports, write_reports
+
+
+def add_report_flags(parser: argparse.ArgumentParser) -> None:
+    """--junitxml and --summary-md, shared by `run`, `baseline` and `report`."""
+    parser.add_argument("--junitxml", type=Path, metavar="FILE", help="also write the card as JUnit XML")
+    parser.add_argument(
+        "--summary-md",
+        type=Path,
+        metavar="FILE",
+        help=f"also write a Markdown summary (and append it to ${STEP_SUMMARY_ENV} when that is set)",
+    )
+
+
+def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add `report` to the `gate` command's subparsers."""
+    parser = subparsers.add_parser("report", help="write JUnit XML / a Markdown summary from a verdict card")
+    parser.add_argument("card", type=Path, metavar="CARD", help="the verdict card to report")
+    add_report_flags(parser)
+    return parser
+
+
+def report_targets(args: argparse.Namespace) -> ReportTargets:
+    """The report files the command line and the environment name."""
+    return ReportTargets.of(args.junitxml, args.summary_md, os.environ)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Read the card, write the reports it names; exit 0 (the card's own exit code is `gate run`'s)."""
+    targets = report_targets(args)
+    if not targets.outputs():
+        raise UsageError(f"nothing to write: pass --junitxml or --summary-md (or set ${STEP_SUMMARY_ENV})")
+    card_key = os.path.abspath(args.card)
+    for field, path in targets.outputs().items():
+        if os.path.abspath(path) == card_key:
+            raise UsageError("names the same file as CARD", file=str(path), field=field)
+    check_reports(targets)
+    write_reports(read_card(args.card), targets)
+    return RET_OK

@@ -1,0 +1,53 @@
+"""Where the CI reports of a card go (JUnit XML, a Markdown summary, GitHub's step summary) and
+writing them: the rendering is `gate.core.report_junit` / `gate.core.report_markdown`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gate.core.card import VerdictCard
+from gate.core.report_junit import render_junit
+from gate.core.report_markdown import render_markdown
+from gate.io.artifacts import append_output, check_writable, write_output
+
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions appends this file to the job's page
+
+
+@dataclass(frozen=True)
+class ReportTargets:
+    """The report files of one command; None: not written."""
+
+    junitxml: Path | None = None
+    summary_md: Path | None = None
+    step_summary: Path | None = None  # appended to, never replaced: earlier steps wrote there too
+
+    @classmethod
+    def of(cls, junitxml: Path | None, summary_md: Path | None, env: Mapping[str, str]) -> ReportTargets:
+        """The targets named on the command line, plus $GITHUB_STEP_SUMMARY when it is set and not empty."""
+        step = env.get(STEP_SUMMARY_ENV) or None
+        return cls(junitxml=junitxml, summary_md=summary_md, step_summary=Path(step) if step else None)
+
+    def outputs(self) -> dict[str, Path]:
+        """The files by the flag (or variable) that named them, for the checks made before anything runs."""
+        named = {"--junitxml": self.junitxml, "--summary-md": self.summary_md, STEP_SUMMARY_ENV: self.step_summary}
+        return {field: path for field, path in named.items() if path is not None}
+
+
+def check_reports(targets: ReportTargets) -> None:
+    """Refuse, before any trial, a report path the gate could not write at the end."""
+    for field, path in targets.outputs().items():
+        check_writable(path, field)
+
+
+def write_reports(card: VerdictCard, targets: ReportTargets) -> None:
+    """Write each report the targets name; the JUnit and Markdown files atomically, the step summary appended."""
+    if targets.junitxml is not None:
+        write_output(targets.junitxml, render_junit(card), "JUnit XML report")
+    if targets.summary_md is not None or targets.step_summary is not None:
+        markdown = render_markdown(card).encode("utf-8")
+        if targets.summary_md is not None:
+            write_output(targets.summary_md, markdown, "Markdown summary")
+        if targets.step_summary is not None:
+            append_output(targets.step_summary, b"\n" + markdown, f"step summary (${STEP_SUMMARY_ENV})")
