@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gate.core.bands import BandRule, Interval, wilson
 
@@ -32,6 +33,16 @@ class Band(StrEnum):
     STATISTICAL = "statistical"
 
 
+def _utf8(text: str) -> str:
+    # A check may quote the patch's output, and JSON lets a probe print a lone surrogate ("\ud800"),
+    # which no UTF-8 card can hold: escape it, so the patch cannot stop the card being written.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# A detail: free text, often quoting the patch's output; always encodable.
+Detail = Annotated[str, AfterValidator(_utf8)]
+
+
 class OutcomeKind(StrEnum):
     HIT = "hit"  # the check held on this trial
     MISS = "miss"  # the check did not hold on this trial
@@ -46,7 +57,7 @@ class Outcome(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     trial_index: int
     kind: OutcomeKind
-    detail: str = ""
+    detail: Detail = ""
     creditable: bool = False
     check_raised: bool = False  # the check raised on this trial's output (a miss, and a suite bug on the base)
 
@@ -93,7 +104,7 @@ class Verdict(BaseModel):
     fixture_digest: str
     trials: int
     hits: int
-    detail: str = ""
+    detail: Detail = ""
     interval: Interval | None = None
     # A harness_error may draw a credit only when every fault behind it came from outside the patch.
     creditable: bool = False

@@ -381,3 +381,12 @@ def test_a_harness_error_is_creditable_only_when_every_fault_is(creditable, expe
     faults = [Outcome(trial_index=i, kind=OC.FAULT, detail="gone", creditable=c) for i, c in enumerate(creditable)]
     v = fold(property_id="p", band=Band.CONTRACT, fixture_digest=DIGEST, outcomes=faults)
     assert (v.kind, v.creditable) == (Kind.HARNESS_ERROR, expected)
+
+
+def test_a_lone_surrogate_in_a_detail_is_escaped_so_the_card_can_be_written() -> None:
+    """A check quoting probe JSON that held "\\ud800" leaves a detail that encodes as UTF-8 (escaped)."""
+    from gate.core.verdict import Outcome, OutcomeKind
+
+    outcome = Outcome(trial_index=0, kind=OutcomeKind.MISS, detail="got '\ud800' back")
+    assert outcome.detail == "got '\\ud800' back"
+    outcome.model_dump_json().encode("utf-8")
