@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(run, card_help="where to write the verdict card (default: the suite's `card`)")
     run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
     add_new_ledger_argument(run)
+    add_select_arguments(run)
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
     add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")
@@ -100,6 +101,13 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         metavar="S",
         help="with --broker: give up on unreported batches after S seconds (default: derived)",
     )
+
+
+def add_select_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--property", action="append", default=[], metavar="ID", help="run only this property (repeatable)"
+    )
+    run.add_argument("-k", dest="keyword", metavar="EXPR", help="run only ids holding EXPR (or matching it as a glob)")
 
 
 def add_accept_arguments(acc: argparse.ArgumentParser) -> None:

@@ -203,6 +203,8 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         result_timeout_s=args.result_timeout,
         calibration=args.calibration if args.command == "run" else None,
         reports=reports,
+        properties=tuple(getattr(args, "property", ())),
+        keyword=getattr(args, "keyword", None),
     )
 
 

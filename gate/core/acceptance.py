@@ -39,6 +39,7 @@ def prove(
         reasons.append(f"the card was made for tree {card.tree_digest[:16]}, not this one ({tree_digest[:16]})")
     if suite_sha256 is not None and card.suite_sha256 != suite_sha256:
         reasons.append(f"the card was made for suite {card.suite_sha256[:16]}, not this one ({suite_sha256[:16]})")
+    reasons += _selection_reasons(card, bands)
     if bands is not None:
         reasons += _row_reasons(card, bands)
     if freezes is not None and dict(card.freeze_set) != dict(freezes):
@@ -49,6 +50,16 @@ def prove(
     reasons += _sandbox_reasons(card)
     reasons += recomputed_reasons(card)
     return Acceptance(accepted=not reasons, reasons=tuple(reasons) or claimed.reasons)
+
+
+def _selection_reasons(card: VerdictCard, bands: Mapping[str, Band] | None) -> list[str]:
+    """A card from a selection of the suite's properties (recorded, or shown by missing rows) cannot merge."""
+    carded = [row.id for row in card.properties]
+    partial = bands is not None and bool(carded) and set(carded) < set(bands)
+    if card.selection is None and not partial:
+        return []
+    covered = ", ".join(card.selection if card.selection is not None else carded)
+    return [f"the card covers a selection of the suite's properties ({covered}); run the whole suite to merge"]
 
 
 def _row_reasons(card: VerdictCard, bands: Mapping[str, Band]) -> list[str]:

@@ -86,6 +86,8 @@ class VerdictCard(BaseModel):
     freeze_set: dict[str, str] = {}
     freezes_inactive: dict[str, str] = {}
     properties: tuple[PropertyRow, ...]
+    # The properties the run was asked to cover (`gate run -k/--property`); None: the whole suite.
+    selection: tuple[str, ...] | None = None
     ledger_actions: tuple[LedgerEntry, ...] = ()
     harness_events: tuple[HarnessEvent, ...] = ()
     policy: PolicyInputs = PolicyInputs(ledger_budget=2, ledger_ttl_s=6 * 3600)

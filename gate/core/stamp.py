@@ -41,6 +41,7 @@ class RunFacts:
     events: tuple[HarnessEvent, ...] = ()
     durations: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     deadline_sources: Mapping[str, DeadlineSource] = field(default_factory=dict)
+    selection: tuple[str, ...] | None = None  # None: every property of the suite ran
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -91,6 +92,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         freeze_set=facts.freezes.frozen,
         freezes_inactive=facts.freezes.inactive,
         properties=tuple(rows),
+        selection=facts.selection,
         ledger_actions=decision.ledger_actions,
         harness_events=facts.events,
         policy=decision.inputs,

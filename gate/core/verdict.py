@@ -16,6 +16,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gate.core.bands import BandRule, Interval, wilson
+from gate.core.errors import one_line
 
 
 class Kind(StrEnum):
@@ -176,7 +177,7 @@ def fold(
     elif kind is Kind.INCONCLUSIVE_TIMEOUT:
         detail = _first(by_kind[OutcomeKind.TIMEOUT])
     elif band is Band.STATISTICAL and rule is not None:
-        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason
+        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason + _first_misses(outcomes)
     else:
         detail = ""
     return Verdict(
@@ -192,6 +193,29 @@ def fold(
         check_raised=any(o.check_raised for o in outcomes),
         counts=counts,
     )
+
+
+FIRST_MISSES = 3  # distinct messages a statistical row keeps
+MISS_CHARS = 200  # each cut to this many characters
+
+
+def _first_misses(outcomes: Sequence[Outcome]) -> str:
+    """The first few distinct miss/fault messages, in trial order, escaped onto one line: a count
+    alone ("0/200 hits below band of 190") would lose what the check said."""
+    seen: dict[str, int] = {}
+    for o in sorted(outcomes, key=lambda o: o.trial_index):
+        if o.kind in (OutcomeKind.MISS, OutcomeKind.FAULT) and o.detail and o.detail not in seen:
+            seen[o.detail] = o.trial_index
+            if len(seen) == FIRST_MISSES:
+                break
+    if not seen:
+        return ""
+    shown = [f"trial {index}: {one_line(_cut(text))}" for text, index in seen.items()]
+    return "; first misses: " + "; ".join(shown)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MISS_CHARS else text[: MISS_CHARS - 1] + "…"
 
 
 def _first(outcomes: Sequence[Outcome]) -> str:

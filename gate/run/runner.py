@@ -26,6 +26,7 @@ from gate.core.freezes import FreezeFile, FreezeState, resolve
 from gate.core.ledger import Ledger
 from gate.core.plan import Planner, check_fixtures
 from gate.core.policy import Decision, decide
+from gate.core.selection import select_ids
 from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import ImageSource, PropertySpec, Suite
 from gate.core.trial import Observation
@@ -66,6 +67,8 @@ class RunRequest:
     calibration: Path | None = None
     calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
     reports: ReportTargets = field(default_factory=ReportTargets)  # JUnit XML / Markdown, written right after the card
+    properties: tuple[str, ...] = ()  # --property: run only these ids (with `keyword`: either picks)
+    keyword: str | None = None  # -k: run only ids holding this substring or matching this glob
 
 
 @dataclass(frozen=True)
@@ -146,8 +149,11 @@ def _run(
     books_factory: BooksFactory,
     image_factory: ImageFactory | None,
 ) -> RunResult:
-    suite, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
+    whole, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
+    # Only the selected properties are planned, run and carded; freezes and `prove` still see the whole suite.
+    chosen = select_ids([p.id for p in whole.properties], exact=request.properties, keyword=request.keyword)
+    suite = whole if chosen is None else whole.model_copy(update={"properties": _only(whole, chosen)})
     started = now()
     # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
     books = books_factory(request, suite)
@@ -185,10 +191,11 @@ def _run(
             retries=request.retries,
             base=oracle.base_commit,
             oracle_edits=oracle_edits,
-            freezes=_freezes(suite, freeze_file, current.digest, started),
+            freezes=_freezes(whole, freeze_file, current.digest, started),
             deadline_sources={
                 p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
             },
+            selection=chosen,
         )
         fixtures = {
             current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
@@ -227,12 +234,16 @@ def _run(
     write_reports(card, request.reports)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
-        card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=suite.bands()
+        card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=whole.bands()
     )
     for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts))
+
+
+def _only(suite: Suite, chosen: tuple[str, ...]) -> tuple[PropertySpec, ...]:
+    return tuple(p for p in suite.properties if p.id in chosen)
 
 
 def _with_image(request: RunRequest, source: ImageSource | None, image_factory: ImageFactory | None) -> RunRequest:

@@ -165,3 +165,43 @@ def test_a_freeze_written_into_the_card_is_refused(tmp_path: Path) -> None:
     forged = edited(forged, freeze_set={CONTRACT: "fz-made-up"}, status=JobStatus.ACCEPTED, exit_code=0, reasons=())
     assert prove(forged, **args).accepted  # consistent with itself: only the freeze file can tell
     refused(forged, {**args, "freezes": {}}, "is not what the freeze file gives")
+
+
+def test_a_card_from_a_selection_is_refused_even_when_every_selected_row_passes(tmp_path: Path) -> None:
+    """A card recording a selection is refused by name, though every row it holds passed."""
+    card, args = card_of(tmp_path)
+    partial = edited(card, properties=card.properties[2:], selection=(STAT,))
+    assert all(row.kind is Kind.PASS for row in partial.properties)
+    refused(partial, args, f"the card covers a selection of the suite's properties ({STAT}); run the whole suite")
+
+
+def test_a_selection_recorded_over_every_row_is_still_refused(tmp_path: Path) -> None:
+    """A card with every row but a selection field is refused: the field alone marks a partial run."""
+    card, args = card_of(tmp_path)
+    refused(edited(card, selection=(SAFETY, CONTRACT, STAT)), args, "covers a selection")
+
+
+def test_a_partial_card_whose_selection_was_removed_by_hand_is_refused(tmp_path: Path) -> None:
+    """Deleting the selection field does not make a card with missing rows whole: the missing rows
+    themselves show the selection, and each is named."""
+    card, args = card_of(tmp_path)
+    raw = edited(card, properties=card.properties[1:], selection=(CONTRACT, STAT)).model_dump(mode="json")
+    del raw["selection"]
+    forged = VerdictCard.model_validate(raw)
+    assert forged.selection is None
+    refused(
+        forged,
+        args,
+        f"the card covers a selection of the suite's properties ({CONTRACT}, {STAT}); run the whole suite to merge",
+        f"the card has no row for property {SAFETY} of the suite",
+    )
+
+
+def test_a_card_written_before_selections_existed_still_reads(tmp_path: Path) -> None:
+    """A card without the selection field (written by an older gate) reads back as the whole suite."""
+    card, args = card_of(tmp_path)
+    raw = card.model_dump(mode="json")
+    del raw["selection"]
+    old = VerdictCard.model_validate(raw)
+    assert old.selection is None
+    assert prove(old, **args).accepted

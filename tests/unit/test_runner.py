@@ -103,6 +103,15 @@ def test_six_hits_of_ten_is_an_inconclusive_sample(suite: Suite) -> None:
     assert json.loads(suite.ledger.read_text())["sampler_window"] == [True]
 
 
+def test_a_statistical_row_that_missed_keeps_the_check_s_first_assertion_message(suite: Suite) -> None:
+    """A statistical property whose trials all missed says what the check asserted, after the count."""
+    wrong = but(STAT, lambda spec, _: Observation.of(spec, exit_code=0, stdout=stdout({"tool": "orders.cancel"})))
+    result, _ = run(suite, wrong)
+    row = result.card.properties[2]
+    assert row.kind is Kind.INCONCLUSIVE_SAMPLE
+    assert row.detail == "0/10 hits below band of 8; first misses: trial 0: chose orders.cancel"
+
+
 def test_harness_fault_draws_a_ledger_credit(suite: Suite) -> None:
     """A harness fault on the contract property is a harness_error that opens a credit in a fresh
     ledger (budget 2), stops the row voting, and is saved in ledger.json beside the card."""

@@ -261,17 +261,46 @@ def test_statistical_verdict_carries_the_wilson_interval(kinds, rule, promote):
 
 
 def test_statistical_eight_of_ten_passes_the_default_band():
-    """8 hits in 10 trials passes the default 8-of-10 band, with the reason as detail."""
+    """8 hits in 10 trials passes the default 8-of-10 band, with the reason and the misses as detail."""
     v = run(Band.STATISTICAL, [OC.HIT] * 8 + [OC.MISS] * 2)
     assert v.kind is Kind.PASS
-    assert v.detail == "8/10 hits, band needs 8"
+    assert v.detail == "8/10 hits, band needs 8; first misses: trial 8: d8; trial 9: d9"
 
 
 def test_statistical_seven_of_ten_is_inconclusive_sample():
     """7 hits in 10 trials is inconclusive_sample under the default band."""
     v = run(Band.STATISTICAL, [OC.HIT] * 7 + [OC.MISS] * 3)
     assert v.kind is Kind.INCONCLUSIVE_SAMPLE
-    assert v.detail == "7/10 hits below band of 8"
+    assert v.detail == "7/10 hits below band of 8; first misses: trial 7: d7; trial 8: d8; trial 9: d9"
+
+
+def statistical(outcomes):
+    return fold(property_id="p", band=Band.STATISTICAL, fixture_digest=DIGEST, outcomes=outcomes, rule=FixedRule())
+
+
+def test_statistical_detail_keeps_the_first_three_distinct_misses_in_trial_order():
+    """Repeated messages count once, only three are kept, each cut to 200 characters."""
+    long = "x" * 500
+    details = {0: "same", 1: "same", 2: long, 3: "third", 4: "fourth"}
+    shuffled = list(reversed(outcomes_of([OC.MISS] * 5, details)))
+    v = statistical(shuffled)
+    assert v.detail == f"0/5 hits below band of 8; first misses: trial 0: same; trial 2: {'x' * 199}…; trial 3: third"
+
+
+def test_statistical_miss_messages_cannot_break_the_detail_line():
+    """A miss message quoting the patch's newlines, ESC or a lone surrogate stays on one escaped line."""
+    details = {0: "total\n10.01 != 10.02\x1b[2J", 1: "bad \ud800"}
+    v = statistical(outcomes_of([OC.MISS, OC.MISS], details))
+    assert "\n" not in v.detail and "\x1b" not in v.detail
+    assert "trial 0: total\\n10.01 != 10.02\\x1b[2J" in v.detail
+    assert "trial 1: bad \\ud800" in v.detail
+    v.detail.encode("utf-8")
+
+
+def test_statistical_without_miss_messages_keeps_the_bare_count():
+    """Misses that carry no message add nothing after the count summary."""
+    v = statistical(outcomes_of([OC.MISS] * 3, dict.fromkeys(range(3), "")))
+    assert v.detail == "0/3 hits below band of 8"
 
 
 def test_statistical_fault_outranks_misses():
