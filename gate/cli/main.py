@@ -209,12 +209,17 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gate.cli.progress import progress_for
     from gate.cli.summary import print_summary
     from gate.run.runner import run_gate
 
     request = _request(args, card=args.card)
     result = run_gate(
-        request, executor_factory=default_executor, books_factory=books_factory(args), image_factory=build_for_run
+        request,
+        executor_factory=default_executor,
+        books_factory=books_factory(args),
+        image_factory=build_for_run,
+        progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
     )
     print_summary(result.card, file=sys.stderr)
     return result.card.exit_code

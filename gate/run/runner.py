@@ -41,6 +41,7 @@ from gate.io.state import BooksStore
 from gate.io.treeselect import tree_selection
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
+from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.waves import run_waves
 
 log = structlog.get_logger("gate.run")
@@ -93,10 +94,12 @@ def run_gate(
     emit: Callable[[str], None] = print,
     books_factory: BooksFactory | None = None,
     image_factory: ImageFactory | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> RunResult:
     """Run the suite once against the patched tree and write the card; config errors raise first.
     `executor_factory` picks where trials run (the command line chooses; tests pass a mock);
-    `books_factory` where the ledger and window live (default: the ledger file, `file_books`)."""
+    `books_factory` where the ledger and window live (default: the ledger file, `file_books`);
+    `progress` hears trials planned and judged (the command line draws it on a terminal)."""
     with read_oracle(_oracle_request(request)) as oracle:
         return _run(
             _with_card(request, oracle),
@@ -107,6 +110,7 @@ def run_gate(
             emit=emit,
             books_factory=books_factory or file_books,
             image_factory=image_factory,
+            progress=progress,
         )
 
 
@@ -148,6 +152,7 @@ def _run(
     emit: Callable[[str], None],
     books_factory: BooksFactory,
     image_factory: ImageFactory | None,
+    progress: Progress,
 ) -> RunResult:
     whole, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
@@ -211,7 +216,7 @@ def _run(
             if drift is not None:
                 verdicts = _all_harness(suite, current.manifest, str(drift))
             else:
-                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures)
+                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures, progress)
     finally:
         executor.close(run_id)
 
@@ -263,6 +268,7 @@ def _execute(
     inputs: LocalInputs,
     checks: Mapping[str, Check],
     fixtures: Mapping[str, bytes],
+    progress: Progress,
 ) -> tuple[Sequence[Verdict], RunFacts]:
     """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property."""
     suite, manifest = facts.suite, facts.seal.manifest
@@ -290,7 +296,15 @@ def _execute(
 
     events: list[HarnessEvent] = []
     try:
-        tallies = run_waves(executor, suite.properties, planner=planner, inputs=inputs, judge=judge_one, events=events)
+        tallies = run_waves(
+            executor,
+            suite.properties,
+            planner=planner,
+            inputs=inputs,
+            judge=judge_one,
+            events=events,
+            progress=progress,
+        )
     except HarnessError as exc:
         # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
         # every property is a harness_error, and the card is still written.

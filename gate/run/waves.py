@@ -14,6 +14,7 @@ from gate.core.suite import PropertySpec
 from gate.core.trial import TrialSpec
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
+from gate.run.progress import NO_PROGRESS, Progress
 
 
 def run_waves(
@@ -24,12 +25,32 @@ def run_waves(
     inputs: LocalInputs,
     judge: Judge,
     events: list[HarnessEvent],
+    progress: Progress = NO_PROGRESS,
 ) -> list[Tally]:
-    """Run the suite's trials wave by wave; returns one tally per property, in suite order."""
+    """Run the suite's trials wave by wave; returns one tally per property, in suite order.
+    `progress` hears each property's planned total as waves are planned, each judged trial, and the end."""
+    try:
+        return _waves(
+            executor, properties, planner=planner, inputs=inputs, judge=judge, events=events, progress=progress
+        )
+    finally:
+        progress.finished()
+
+
+def _waves(
+    executor: Executor,
+    properties: Sequence[PropertySpec],
+    *,
+    planner: Planner,
+    inputs: LocalInputs,
+    judge: Judge,
+    events: list[HarnessEvent],
+    progress: Progress,
+) -> list[Tally]:
     tallies = [Tally(prop) for prop in properties]
     by_id = {t.prop.id: t for t in tallies}
     seen: set[tuple[str, str, int]] = set()
-    wave = _next_wave(tallies, planner)
+    wave = _next_wave(tallies, planner, progress)
     while wave:
         for obs in executor.run(wave, inputs):
             if obs.key in seen:
@@ -52,16 +73,19 @@ def run_waves(
                     )
                 )
                 continue
-            tally.add(obs, judge(tally.prop, obs))
-        wave = _next_wave(tallies, planner)
+            outcome = judge(tally.prop, obs)
+            tally.add(obs, outcome)
+            progress.done(tally.prop.id, outcome.kind)
+        wave = _next_wave(tallies, planner, progress)
     return tallies
 
 
-def _next_wave(tallies: Sequence[Tally], planner: Planner) -> list[TrialSpec]:
+def _next_wave(tallies: Sequence[Tally], planner: Planner, progress: Progress) -> list[TrialSpec]:
     wave: list[TrialSpec] = []
     for tally in tallies:
         count = tally.more()
         if count > 0:
             wave.extend(planner.trials(tally.prop, tally.dispatched, count))
             tally.dispatched += count
+            progress.planned(tally.prop.id, tally.dispatched)
     return wave

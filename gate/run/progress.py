@@ -1,0 +1,37 @@
+"""How far a run has got, reported as it goes: a small callback seam the wave loop drives.
+
+The run only counts; what is drawn (a terminal bar, nothing at all) is the command line's choice.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gate.core.verdict import OutcomeKind
+
+
+class Progress(Protocol):
+    """Told of every trial planned and judged; `planned` gives a property's total so far, which a
+    sequential rule raises wave by wave."""
+
+    def planned(self, property_id: str, trials: int) -> None: ...
+
+    def done(self, property_id: str, outcome: OutcomeKind) -> None: ...
+
+    def finished(self) -> None: ...
+
+
+class NoProgress:
+    """The default: reports nothing."""
+
+    def planned(self, property_id: str, trials: int) -> None:
+        return None
+
+    def done(self, property_id: str, outcome: OutcomeKind) -> None:
+        return None
+
+    def finished(self) -> None:
+        return None
+
+
+NO_PROGRESS: Progress = NoProgress()
