@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from gate.core.card import PropertyRow, VerdictCard
+from gate.core.errors import escaped
 from gate.core.verdict import Kind
 
 # Kinds that are the patch's failure or a gap in the evidence: both are <failure>, never skipped
@@ -28,12 +29,8 @@ def xml_text(text: str) -> str:
             out.append(char)
         elif code >= 0x10000:
             out.append(char)  # astral characters are legal XML
-        elif 0xDC80 <= code <= 0xDCFF:  # a byte os.fsdecode could not decode (surrogateescape)
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif code <= 0xFF:
-            out.append(f"\\x{code:02x}")
         else:
-            out.append(f"\\u{code:04x}")
+            out.append(escaped(char))
     return "".join(out)
 
 

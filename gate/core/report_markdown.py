@@ -9,6 +9,7 @@ HTML or an escape sequence, nor pass for the gate's own verdict line.
 from __future__ import annotations
 
 from gate.core.card import PropertyRow, VerdictCard
+from gate.core.errors import escaped
 from gate.core.policy import JobStatus
 
 _CELL_CHARS = 300  # the card keeps the whole detail; the page needs a readable row
@@ -37,19 +38,10 @@ def md_inline(text: str, limit: int | None = None) -> str:
         text = text[: limit - 1] + "…"
     out: list[str] = []
     for char in text:
-        code = ord(char)
         if char in _ACTIVE:
-            out.append(_NAMED.get(char, f"&#{code};"))
-        elif char.isprintable():
-            out.append(char)
-        elif char in "\n\r\t":
-            out.append(repr(char)[1:-1])
-        elif code <= 0xFF:
-            out.append(f"\\x{code:02x}")
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
+            out.append(_NAMED.get(char, f"&#{ord(char)};"))
         else:
-            out.append(f"\\U{code:08x}")
+            out.append(char if char.isprintable() else escaped(char))
     return "".join(out)
 
 
