@@ -1,5 +1,5 @@
-"""`gate report CARD`: the CI reports (JUnit XML, Markdown summary) of a card written earlier, the
-same bytes `gate run --junitxml/--summary-md` writes right after the card."""
+"""`gate report CARD`: the CI reports (JUnit XML, Markdown summary, HTML page) of a card written
+earlier, the same bytes `gate run --junitxml/--summary-md/--report-html` writes right after the card."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets, check_reports, writ
 
 
 def add_report_flags(parser: argparse.ArgumentParser) -> None:
-    """--junitxml and --summary-md, shared by `run`, `baseline` and `report`."""
+    """--junitxml, --summary-md and --report-html, shared by `run`, `baseline` and `report`."""
     parser.add_argument("--junitxml", type=Path, metavar="FILE", help="also write the card as JUnit XML")
     parser.add_argument(
         "--summary-md",
@@ -21,11 +21,19 @@ def add_report_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help=f"also write a Markdown summary (and append it to ${STEP_SUMMARY_ENV} when that is set)",
     )
+    parser.add_argument(
+        "--report-html",
+        type=Path,
+        metavar="FILE",
+        help="also write a single-file HTML report with SVG plots (no script, strict CSP)",
+    )
 
 
 def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `report` to the `gate` command's subparsers."""
-    parser = subparsers.add_parser("report", help="write JUnit XML / a Markdown summary from a verdict card")
+    parser = subparsers.add_parser(
+        "report", help="write JUnit XML / a Markdown summary / an HTML report from a verdict card"
+    )
     parser.add_argument("card", type=Path, metavar="CARD", help="the verdict card to report")
     add_report_flags(parser)
     return parser
@@ -33,14 +41,16 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
 def report_targets(args: argparse.Namespace) -> ReportTargets:
     """The report files the command line and the environment name."""
-    return ReportTargets.of(args.junitxml, args.summary_md, os.environ)
+    return ReportTargets.of(args.junitxml, args.summary_md, os.environ, report_html=args.report_html)
 
 
 def run_report(args: argparse.Namespace) -> int:
     """Read the card, write the reports it names; exit 0 (the card's own exit code is `gate run`'s)."""
     targets = report_targets(args)
     if not targets.outputs():
-        raise UsageError(f"nothing to write: pass --junitxml or --summary-md (or set ${STEP_SUMMARY_ENV})")
+        raise UsageError(
+            f"nothing to write: pass --junitxml, --summary-md or --report-html (or set ${STEP_SUMMARY_ENV})"
+        )
     card_key = os.path.abspath(args.card)
     for field, path in targets.outputs().items():
         if os.path.abspath(path) == card_key:

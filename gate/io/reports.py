@@ -1,5 +1,6 @@
-"""Where the CI reports of a card go (JUnit XML, a Markdown summary, GitHub's step summary) and
-writing them: the rendering is `gate.core.report_junit` / `gate.core.report_markdown`."""
+"""Where the CI reports of a card go (JUnit XML, a Markdown summary, GitHub's step summary, an HTML
+page) and writing them: the rendering is `gate.core.report_junit` / `gate.core.report_markdown` /
+`gate.core.report_html`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.card import VerdictCard
+from gate.core.report_html import render_html
 from gate.core.report_junit import render_junit
 from gate.core.report_markdown import render_markdown
 from gate.io.artifacts import append_output, check_writable, write_output
@@ -22,16 +24,33 @@ class ReportTargets:
     junitxml: Path | None = None
     summary_md: Path | None = None
     step_summary: Path | None = None  # appended to, never replaced: earlier steps wrote there too
+    report_html: Path | None = None
 
     @classmethod
-    def of(cls, junitxml: Path | None, summary_md: Path | None, env: Mapping[str, str]) -> ReportTargets:
+    def of(
+        cls,
+        junitxml: Path | None,
+        summary_md: Path | None,
+        env: Mapping[str, str],
+        report_html: Path | None = None,
+    ) -> ReportTargets:
         """The targets named on the command line, plus $GITHUB_STEP_SUMMARY when it is set and not empty."""
         step = env.get(STEP_SUMMARY_ENV) or None
-        return cls(junitxml=junitxml, summary_md=summary_md, step_summary=Path(step) if step else None)
+        return cls(
+            junitxml=junitxml,
+            summary_md=summary_md,
+            step_summary=Path(step) if step else None,
+            report_html=report_html,
+        )
 
     def outputs(self) -> dict[str, Path]:
         """The files by the flag (or variable) that named them, for the checks made before anything runs."""
-        named = {"--junitxml": self.junitxml, "--summary-md": self.summary_md, STEP_SUMMARY_ENV: self.step_summary}
+        named = {
+            "--junitxml": self.junitxml,
+            "--summary-md": self.summary_md,
+            "--report-html": self.report_html,
+            STEP_SUMMARY_ENV: self.step_summary,
+        }
         return {field: path for field, path in named.items() if path is not None}
 
 
@@ -42,9 +61,11 @@ def check_reports(targets: ReportTargets) -> None:
 
 
 def write_reports(card: VerdictCard, targets: ReportTargets) -> None:
-    """Write each report the targets name; the JUnit and Markdown files atomically, the step summary appended."""
+    """Write each report the targets name; the JUnit, Markdown and HTML files atomically, the step summary appended."""
     if targets.junitxml is not None:
         write_output(targets.junitxml, render_junit(card), "JUnit XML report")
+    if targets.report_html is not None:
+        write_output(targets.report_html, render_html(card).encode("utf-8"), "HTML report")
     if targets.summary_md is not None or targets.step_summary is not None:
         markdown = render_markdown(card).encode("utf-8")
         if targets.summary_md is not None:
