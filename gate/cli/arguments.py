@@ -13,6 +13,7 @@ from gate.cli.diff import add_diff_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
+from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
 from gate.io.cliargs import ArgParser
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
     add_diff_parser(sub)
+    add_refold_parser(sub)
 
     sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
     which = sweep.add_mutually_exclusive_group()

@@ -1,4 +1,4 @@
-"""The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, image, power, sweep,
+"""The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, image, power, sweep,
 schema. Every user mistake is one line on stderr and a documented exit code (see gate.errors); only a
 bug in the gate prints a traceback.
 """
@@ -82,6 +82,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.cli.diff import run_diff
 
         return run_diff(args.card_a, args.card_b, as_json=args.json)
+    if args.command == "refold":
+        from gate.cli.refold import run_refold
+
+        return run_refold(args.card)
     if args.command == "report":
         from gate.cli.report import run_report
 

@@ -95,6 +95,9 @@ class VerdictCard(BaseModel):
     status: JobStatus
     exit_code: int
     reasons: tuple[str, ...] = ()
+    # sha256 over the digests of every trial record in the evidence store beside the card
+    # (`gate.core.evidence.evidence_digest`); None: a card from before evidence was kept.
+    evidence: str | None = None
 
 
 class Acceptance(BaseModel):

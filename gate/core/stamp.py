@@ -42,6 +42,7 @@ class RunFacts:
     durations: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     deadline_sources: Mapping[str, DeadlineSource] = field(default_factory=dict)
     selection: tuple[str, ...] | None = None  # None: every property of the suite ran
+    evidence: str | None = None  # the digest over the run's trial records (gate.core.evidence)
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -100,6 +101,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         status=decision.status,
         exit_code=decision.exit_code,
         reasons=decision.reasons,
+        evidence=facts.evidence,
     )
 
 

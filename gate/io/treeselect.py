@@ -56,11 +56,13 @@ WHOLE_TREE = TreeSelection()  # no suite: every file (and in git, what git selec
 def tree_selection(suite: Suite, workdir: Path, *, suite_file: Path) -> TreeSelection:
     """The selection a suite asks for. The card (`[suite] card`, relative to gate.toml's folder in the
     work tree, `suite_file`'s: with --base the suite itself is read from a checkout of the base) is
-    an output when it lies inside `workdir`."""
+    an output when it lies inside `workdir`, and so is the evidence folder beside it."""
     outputs = list(suite.config.outputs)
     if suite.config.card:
         card = (suite_file.parent / suite.config.card).resolve()
         if card.is_relative_to(workdir.resolve()):  # else outside the tree: nothing to leave out
+            # The evidence store beside the card (gate.io.evidence) is written with it: an output too.
+            outputs.append(glob.escape(card.parent.relative_to(workdir.resolve()).joinpath("evidence").as_posix()))
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix()))
     return TreeSelection(include=suite.config.include, exclude=suite.config.exclude, outputs=tuple(outputs))
 

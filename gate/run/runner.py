@@ -21,6 +21,7 @@ from gate.core.calibration import deadline_source
 from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
 from gate.core.checks import Check, Trial, judge
 from gate.core.errors import HarnessError, SealDriftError, UsageError
+from gate.core.evidence import TrialRecord
 from gate.core.fold import fold_tallies
 from gate.core.freezes import FreezeFile, FreezeState, resolve
 from gate.core.ledger import Ledger
@@ -32,6 +33,7 @@ from gate.core.suite import ImageSource, PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
 from gate.io.artifacts import check_writable, write_card
+from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
@@ -166,6 +168,10 @@ def _run(
     card_path = _card(request)
     selection = tree_selection(suite, request.workdir, suite_file=request.suite)
     check_outside_tree(card_path, request.workdir, selection, field="--card")
+    # The evidence store beside the card is an output too: inside the tree it must be left out like the card.
+    store = evidence_dir(card_path)
+    check_outside_tree(store, request.workdir, selection, field="--card")
+    check_store(store, "--card")
     for flag, path in request.reports.outputs().items():
         check_outside_tree(path, request.workdir, selection, field=flag)
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
@@ -213,12 +219,15 @@ def _run(
             request.workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits
         ) as inputs:
             facts = replace(facts, tree_digest=inputs.tree_digest)
+            records: list[TrialRecord] = []
             if drift is not None:
                 verdicts = _all_harness(suite, current.manifest, str(drift))
             else:
-                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures, progress)
+                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures, progress, records)
     finally:
         executor.close(run_id)
+    # Every judged trial kept by content before the card that binds their digest is written.
+    facts = replace(facts, evidence=write_evidence(store, records))
 
     def settle(ledger: Ledger, window: SamplerWindow) -> tuple[Decision, Ledger, SamplerWindow]:
         decision = decide(
@@ -269,8 +278,10 @@ def _execute(
     checks: Mapping[str, Check],
     fixtures: Mapping[str, bytes],
     progress: Progress,
+    records: list[TrialRecord],
 ) -> tuple[Sequence[Verdict], RunFacts]:
-    """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property."""
+    """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property.
+    Every judged trial is appended to `records`."""
     suite, manifest = facts.suite, facts.seal.manifest
     facts = replace(facts, image=executor.image)
     try:
@@ -311,6 +322,11 @@ def _execute(
         events.append(HarnessEvent(kind="executor_failed", detail=str(exc)[:300]))
         return _all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
     events.extend(executor.events)
+    records.extend(
+        TrialRecord(property_id=t.prop.id, trial_index=o.trial_index, observation=o, outcome=outcome)
+        for t in tallies
+        for o, outcome in zip(t.observations, t.outcomes, strict=True)
+    )
     images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
     if len(images) > 1:
         events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
