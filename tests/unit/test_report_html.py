@@ -18,7 +18,7 @@ from gate.core.ledger import LedgerAction, LedgerEntry
 from gate.core.report_html import CSP, render_html
 from gate.core.verdict import Band, Kind
 from gate.io.artifacts import read_card
-from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets
+from gate.io.reports import ReportTargets
 from gate.run.runner import run_gate
 
 from .mini_suite import NOW, RUN_ID, build_suite, good, run
@@ -73,19 +73,6 @@ class Page(HTMLParser):
 
     def by_class(self, cls: str) -> list[dict[str, str | None]]:
         return [attrs for _, attrs in self.elements if cls in (attrs.get("class") or "").split()]
-
-
-@pytest.fixture(autouse=True)
-def no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests run in CI too: an inherited $GITHUB_STEP_SUMMARY must not receive (or refuse) their reports."""
-    monkeypatch.delenv(STEP_SUMMARY_ENV, raising=False)
-
-
-@pytest.fixture(scope="module")
-def card(tmp_path_factory: pytest.TempPathFactory) -> VerdictCard:
-    """A real card from one clean run of the mini suite (safety, contract, statistical), to vary."""
-    result, _ = run(build_suite(tmp_path_factory.mktemp("suite")), good)
-    return result.card
 
 
 def stat_row(card: VerdictCard, **update: object) -> PropertyRow:

@@ -27,19 +27,6 @@ from .mini_suite import CONTRACT, NOW, RUN_ID, build_suite, but, good, run, stdo
 HOSTILE = "| pass |\n# job: accepted <script>alert(1)</script> \x1b[32m green \x00 ]]> \x07\x0b\ud800 `code` [x](y)"
 
 
-@pytest.fixture(autouse=True)
-def no_step_summary(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests run in CI too: an inherited $GITHUB_STEP_SUMMARY must not receive (or refuse) their reports."""
-    monkeypatch.delenv(STEP_SUMMARY_ENV, raising=False)
-
-
-@pytest.fixture(scope="module")
-def card(tmp_path_factory: pytest.TempPathFactory) -> VerdictCard:
-    """A real card from one clean run of the mini suite, to vary row by row."""
-    result, _ = run(build_suite(tmp_path_factory.mktemp("suite")), good)
-    return result.card
-
-
 def with_rows(card: VerdictCard, *rows: PropertyRow) -> VerdictCard:
     return card.model_copy(update={"properties": rows})
 
