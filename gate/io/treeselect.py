@@ -9,7 +9,9 @@ take the same selection, so they agree on what the tree is.
 
 The patch controls its own `.gitignore`, and so which untracked files are selected. That hides
 nothing: an ignored file is neither copied into the sandbox (the probe cannot import it) nor part
-of the digest, and ignoring never drops a tracked file, which is what a merge carries.
+of the digest, and ignoring never drops a tracked file, which is what a merge carries. For the same
+reason a tracked file under the gate's outputs is refused rather than left out: a patch that commits
+code there (`git add -f`) would otherwise be merged without the probe ever seeing it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class TreeSelection:
     def left_out(self, rel: str) -> bool:
         """Whether `rel`, or a folder it lies in, matches an `exclude` or `outputs` glob."""
         return _under(rel, (*self.exclude, *self.outputs))
+
+    def is_output(self, rel: str) -> bool:
+        """Whether `rel`, or a folder it lies in, is one of the gate's outputs."""
+        return _under(rel, self.outputs)
 
     def included(self, rel: str) -> bool:
         """Whether `rel`, or a folder it lies in, matches an `include` glob (outside git)."""
@@ -90,6 +96,14 @@ def _git_paths(workdir: Path, selection: TreeSelection) -> set[str]:
     for line in tracked:
         meta, _, rel = line.partition("\t")
         rel = _checked(rel, workdir)
+        if selection.is_output(rel):
+            # Left out of the sandbox and the digest, a tracked output would still be merged: code
+            # the probe never saw. The gate writes these paths; a commit must not carry them.
+            raise FixtureTreeError(
+                f"{rel} is tracked by git but lies in the gate's outputs ([suite] outputs, card or evidence), "
+                "so it would be merged untested; untrack it (git rm --cached) or move the outputs",
+                file=str(workdir),
+            )
         if selection.left_out(rel):
             continue
         if meta.split(" ")[0] == GITLINK:

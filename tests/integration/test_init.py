@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from gate_runs import GATE
 
-from gate.core.errors import RET_BLOCKED, RET_OK
+from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_OK
 
 GIT_ENV = {
     **os.environ,
@@ -127,3 +127,20 @@ def test_a_patch_that_reseals_its_own_fixtures_is_judged_by_the_base_seal(repo: 
     )
     assert {row["kind"] for row in made["properties"]} == {"pass"}  # judged on the base's fixtures
     assert gate(repo, "accept", "--base", "HEAD~1").returncode == RET_BLOCKED
+
+
+def test_a_patch_that_commits_code_into_the_gates_outputs_is_refused(repo: Path) -> None:
+    """A patch that force-adds a module under `.probegate/evidence/` (left out of the sandbox and the digest,
+    yet merged) and a guarded import of it is refused by run and by accept in one line (exit 65)."""
+    commit_all(repo, "add the probegate suite")
+    (repo / "textkit.py").write_text("try:\n    import evidence_hook\nexcept ImportError:\n    pass\n" + SLUGIFY)
+    hook = repo / ".probegate" / "evidence" / "evidence_hook.py"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text("import os\nos.system('true')\n")
+    git(repo, "add", "-f", str(hook.relative_to(repo)))
+    commit_all(repo, "hide a hook where the gate writes")
+    for command in ("run", "accept"):
+        done = gate(repo, "--log-level", "warning", command, "--base", "HEAD~1")
+        assert done.returncode == RET_CONFIG, done.stdout + done.stderr
+        assert ".probegate/evidence/evidence_hook.py is tracked by git but lies in the gate's outputs" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr

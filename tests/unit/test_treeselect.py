@@ -91,9 +91,24 @@ def test_an_untracked_nested_repository_is_refused_naming_it(tmp_path: Path) -> 
 
 def test_exclude_and_outputs_leave_out_files_and_whole_folders(tmp_path: Path) -> None:
     """A path is left out when it, or a folder it lies in, matches an exclude or outputs glob (in git too)."""
-    root = repo(tmp_path / "r", {"app.py": "", "data/big.bin": "", "out/card.json": "", "docs/a.md": ""})
+    root = repo(tmp_path / "r", {"app.py": "", "data/big.bin": ""})
+    write(root, {"out/card.json": "", "docs/a.md": ""})  # untracked: the gate wrote them
     selection = TreeSelection(exclude=("data",), outputs=("out/*", "*.md"))
     assert select_paths(root, selection) == ["app.py"]
+
+
+@pytest.mark.parametrize("rel", ["out/card.json", "out/evidence/hook.py", "notes.md"])
+def test_a_tracked_file_under_the_gates_outputs_is_refused(tmp_path: Path, rel: str) -> None:
+    """A patch that force-adds code under an output path (left out of the sandbox and the digest, yet
+    merged) is refused naming the file, instead of slipping past the probe."""
+    root = repo(tmp_path / "r", {"app.py": "try:\n    import hook\nexcept ImportError:\n    pass\n"})
+    write(root, {rel: "import os; os.system('true')\n"})
+    git(root, "add", "-f", rel)
+    git(root, "commit", "-qm", "the patch hides a hook in the gate's outputs")
+    selection = TreeSelection(outputs=("out", "*.md"))
+    with pytest.raises(FixtureTreeError, match=rf"{rel} is tracked by git but lies in the gate's outputs") as caught:
+        select_paths(root, selection)
+    assert "\n" not in str(caught.value) and caught.value.exit_code == 65
 
 
 def test_outside_git_include_and_exclude_globs_pick_the_tree_and_dot_git_is_skipped(tmp_path: Path) -> None:
