@@ -239,6 +239,10 @@ def _run(
             max_fault_share=suite.config.ledger.max_fault_share,
             oracle_edits=facts.oracle_edits,
         )
+        if chosen is not None:
+            # A partial run (-k/--property) cannot be accepted, so it must not spend the credits or
+            # fill the sampler window a whole run will be judged by: decided against the books, not written.
+            return decision, ledger, window
         return decision, decision.ledger.pruned(started), decision.window
 
     # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from gate.core.testing import MockExecutor
 from gate.core.trial import FaultOrigin, FileChange, Observation, TrialSpec
 from gate.core.verdict import Kind
 from gate.io.artifacts import read_card
-from gate.run.runner import RunResult, run_gate
+from gate.run.runner import RunRequest, RunResult, run_gate
 
 from .mini_suite import CONTRACT, INVOICE, NOW, RUN_ID, SAFETY, STAT, Suite, build_suite, but, good, run, stdout
 
@@ -135,6 +136,28 @@ def test_harness_fault_draws_a_ledger_credit(suite: Suite) -> None:
     assert set(books["credits"]) == {CONTRACT}
     assert books["credits"][CONTRACT]["remaining"] == 1
     assert datetime.fromisoformat(books["credits"][CONTRACT]["expires_at"]) == NOW + timedelta(hours=6)
+
+
+def test_a_partial_run_decides_against_the_books_but_leaves_them_as_they_were(suite: Suite) -> None:
+    """A `--property` run whose harness fault would open a credit shows the action on its card, but the
+    ledger file is unchanged: a run accept refuses cannot spend credits or move the sampler window."""
+    run(suite, good)  # the books exist from a whole run
+    before = suite.ledger.read_bytes()
+    faulty = but(
+        CONTRACT, lambda spec, _: Observation.harness_fault(spec, "container vanished", origin=FaultOrigin.HARNESS)
+    )
+
+    def again(request: RunRequest) -> RunResult:
+        executor = MockExecutor(faulty)
+        return run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=lambda _: None)
+
+    partial = again(replace(suite.request, new_ledger=False, properties=(CONTRACT,)))
+    assert partial.card.selection == (CONTRACT,)
+    assert [(e.property_id, e.action) for e in partial.card.ledger_actions] == [(CONTRACT, LedgerAction.OPENED)]
+    assert suite.ledger.read_bytes() == before
+    whole = again(replace(suite.request, new_ledger=False))  # the same fault in a whole run is written
+    assert set(json.loads(suite.ledger.read_text())["credits"]) == {CONTRACT}
+    assert whole.card.selection is None
 
 
 def test_fixture_drift_fails_every_property_without_running_a_trial(suite: Suite) -> None:
