@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from gate.cli.arguments import build_parser
 from gate.cli.init import TEMPLATES, run_init
 from gate.cli.main import main
 from gate.core.checks import Trial, judge
@@ -114,6 +116,21 @@ def test_the_workflow_runs_the_gate_against_the_base_with_full_history(scaffold:
     assert "pull_request:" in text and "fetch-depth: 0" in text
     assert text.index('run --base "$BASE"') < text.index('accept --base "$BASE"')
     assert "BASE: origin/${{ github.base_ref }}" in text
+
+
+def test_the_workflow_writes_the_reports_and_uploads_card_evidence_and_reports(scaffold: Path) -> None:
+    """The workflow's `gate run` line parses with the gate's own parser, names JUnit XML and the HTML report
+    under .probegate/ (an output), and the upload step keeps the card, the evidence store and both reports."""
+    text = (scaffold / ".github" / "workflows" / "probegate.yml").read_text()
+    step = text[text.index("- name: gate run") : text.index("- name: gate accept")]
+    command = " ".join(line.strip() for line in step.split("run: >-", 1)[1].splitlines() if line.strip())
+    argv = shlex.split(command.replace('"$GATE"', "gate", 1).replace("$", ""))[1:]
+    args = build_parser().parse_args(argv)
+    assert (args.junitxml, args.report_html) == (Path(".probegate/junit.xml"), Path(".probegate/report.html"))
+    upload = text[text.index("uses: actions/upload-artifact") :]
+    kept_paths = ("verdict-card.json", "evidence/", "junit.xml", "report.html")
+    for kept in (f".probegate/{name}" for name in kept_paths):
+        assert f"\n            {kept}\n" in upload, kept
 
 
 @pytest.mark.parametrize("taken", WRITTEN)
