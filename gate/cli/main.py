@@ -230,6 +230,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
+    from gate.cli.progress import progress_for
     from gate.run.baseline import run_baseline
 
     if args.factor < 1:
@@ -243,6 +244,7 @@ def _baseline(args: argparse.Namespace) -> int:
         factor=args.factor,
         executor_factory=default_executor,
         image_factory=build_for_run,
+        progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
     )
 
 

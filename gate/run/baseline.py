@@ -23,6 +23,7 @@ from gate.core.verdict import Kind
 from gate.io.artifacts import write_atomic
 from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
+from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runner import ExecutorFactory, ImageFactory, RunRequest, run_gate
 
 
@@ -35,8 +36,10 @@ def run_baseline(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     executor_factory: ExecutorFactory,
     image_factory: ImageFactory | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> int:
-    """Run the suite on the base tree, write the calibration, print findings; returns the exit code."""
+    """Run the suite on the base tree, write the calibration, print findings; returns the exit code.
+    `progress` hears trials planned and judged, as in `gate run`."""
     suite = load_suite(request.suite)
     # A baseline must not spend the real ledger's credits or move the real sampler window: its
     # books are fresh and live only in memory, whatever --ledger says.
@@ -45,6 +48,7 @@ def run_baseline(
         emit=lambda _: None,
         executor_factory=executor_factory,
         image_factory=image_factory,
+        progress=progress,
         now=now,
         books_factory=lambda _, suite: MemoryBooks(suite.config.ledger, suite.config.sampler),
     )

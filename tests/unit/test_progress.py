@@ -7,6 +7,7 @@ import io
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from gate.core.errors import SandboxError
 from gate.core.testing import MockExecutor
 from gate.core.trial import Observation, TrialSpec
 from gate.core.verdict import Kind, OutcomeKind
+from gate.run.baseline import run_baseline
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runner import RunResult, run_gate
 
@@ -156,3 +158,20 @@ def test_run_off_a_terminal_prints_no_progress_and_no_escapes(
     assert "all trials" not in err
     assert "job: accepted (exit 0)" in err
     assert STAT in err and "10/10" in err
+
+
+def test_baseline_reports_progress_like_a_run(suite: Suite, tmp_path: Path) -> None:
+    """`gate baseline` hands its progress to the run: one planned total per property and one `done` per trial."""
+    recorder = Recorder()
+    executor = MockExecutor(good)
+    code = run_baseline(
+        replace(suite.request, new_ledger=False),
+        tmp_path / "calibration.json",
+        out=io.StringIO(),
+        now=lambda: NOW,
+        executor_factory=lambda _: executor,
+        progress=recorder,
+    )
+    assert code == 0
+    assert recorder.last_planned() == {SAFETY: 1, CONTRACT: 1, STAT: 10}
+    assert len(recorder.done_calls) == 12 and recorder.finished_calls == 1

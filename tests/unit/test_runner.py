@@ -149,7 +149,9 @@ def test_a_partial_run_decides_against_the_books_but_leaves_them_as_they_were(su
 
     def again(request: RunRequest) -> RunResult:
         executor = MockExecutor(faulty)
-        return run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=lambda _: None)
+        return run_gate(
+            request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=lambda _: None
+        )
 
     partial = again(replace(suite.request, new_ledger=False, properties=(CONTRACT,)))
     assert partial.card.selection == (CONTRACT,)
