@@ -14,7 +14,8 @@ from gate.io.artifacts import read_card
 _EPILOG = (
     "Compared: fixture seal, tree digest, image ID, suite sha256, freeze set, status, exit code, oracle "
     "edits, base rev; per property (by id): kind, band, trials, hits, hit rate, interval, median and max "
-    "duration, detail; properties only one card has. Exit 0: no differences; 1: the cards differ; "
+    "duration, detail; properties only one card has. Exit 0: no differences but durations (shown; they "
+    "change on every run); 1: the cards differ; "
     "65: a card is malformed; 66: a card is missing or unreadable."
 )
 
@@ -31,7 +32,7 @@ def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 
 def run_diff(card_a: Path, card_b: Path, *, as_json: bool = False) -> int:
-    """Print what differs from CARD_A to CARD_B; return 0 when nothing does, else 1."""
+    """Print what differs from CARD_A to CARD_B; return 0 when nothing but durations does, else 1."""
     result = diff_cards(read_card(card_a), read_card(card_b))
     print(result.to_json() if as_json else result.to_text(), end="")
     return RET_OK if result.same else RET_BLOCKED

@@ -46,11 +46,13 @@ class CardDiff(BaseModel):
 
     @property
     def same(self) -> bool:
-        return not (self.card or self.properties or self.added or self.removed)
+        """Whether the cards agree on every compared field but durations, which differ on every run."""
+        decisive = any(c.field not in TIMING_FIELDS for prop in self.properties for c in prop.changes)
+        return not (self.card or decisive or self.added or self.removed)
 
     def to_text(self) -> str:
         """One line per difference, every card-supplied string escaped; "no differences" when none."""
-        if self.same:
+        if not (self.card or self.properties or self.added or self.removed):
             return "no differences\n"
         lines = [_change_line(change, "") for change in self.card]
         for prop in self.properties:
@@ -59,6 +61,8 @@ class CardDiff(BaseModel):
             lines.extend(_change_line(change, "  ") for change in prop.changes)
         lines.extend(f"added property: {one_line(pid)}" for pid in self.added)
         lines.extend(f"removed property: {one_line(pid)}" for pid in self.removed)
+        if self.same:
+            lines.append("only durations differ")
         return "\n".join(lines) + "\n"
 
     def to_json(self) -> str:
@@ -93,6 +97,8 @@ def _max(row: PropertyRow) -> JsonValue:
     return max(row.durations_s) if row.durations_s else None
 
 
+# Timing fields are shown but do not make two cards differ: the same tree gives new durations each run.
+TIMING_FIELDS = frozenset({"duration_median_s", "duration_max_s"})
 _ROW_FIELDS: dict[str, Callable[[PropertyRow], JsonValue]] = {
     "kind": lambda r: str(r.kind),
     "band": lambda r: str(r.band),

@@ -95,6 +95,18 @@ def test_durations_compare_by_median_and_max():
     }
 
 
+def test_durations_alone_show_but_do_not_make_the_cards_differ():
+    """Two runs of the same tree always time differently: durations are listed, yet the diff is `same`
+    (gate diff exits 0) and says only durations differ; any other field change still differs."""
+    a = with_rows(row("shape", durations_s=(0.1, 0.2, 0.3)))
+    result = diff_cards(a, with_rows(row("shape", durations_s=(0.4, 0.5, 0.9))))
+    assert result.same and result.properties
+    assert result.to_text().splitlines()[-1] == "only durations differ"
+    assert "duration_max_s: 0.3 -> 0.9" in result.to_text()
+    other = diff_cards(a, with_rows(row("shape", durations_s=(0.4, 0.5, 0.9), hits=0)))
+    assert not other.same and "only durations differ" not in other.to_text()
+
+
 @pytest.mark.parametrize(
     ("update", "field"),
     [
