@@ -24,7 +24,7 @@ from worker.host.container import (
 )
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id
 from worker.host.fleet import Fleet
-from worker.host.sweep import sweep
+from worker.host.sweep import sweep, sweep_dead_workers
 from worker.host.warm import ContainerShape, Warm
 
 SUPERVISOR = BOX / "supervisor.py"
@@ -57,6 +57,8 @@ class DockerSandbox:
         self.supervisor = Path(supervisor).resolve()
         self.per_trial = per_trial
         self._aborted: set[str] = set()
+        self._swept = False
+        self.swept = 0  # containers of dead processes removed at the first open
         self._fleet = Fleet(
             lambda: self.client,
             image,
@@ -111,7 +113,14 @@ class DockerSandbox:
         return [observed[p] for p in range(len(specs))]
 
     def open(self, run_id: str) -> None:
-        """Keep the run's containers warm between batches until `close(run_id)` or `abort(run_id)`."""
+        """Keep the run's containers warm between batches until `close(run_id)` or `abort(run_id)`.
+        The first open in a sandbox also removes what dead processes on this host left behind."""
+        if not self._swept:
+            self._swept = True
+            # A coordinator killed outright, or cut off by an engine restart, could not remove its
+            # containers; workers sweep at start, and so does a run (only processes that are gone).
+            with contextlib.suppress(SandboxError):  # no engine: the run's own trials will say so
+                self.swept = sweep_dead_workers(self.client)
         self._fleet.open(run_id)
 
     def prestart(self, run_id: str, limits: Limits, count: int) -> None:
