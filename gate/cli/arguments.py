@@ -10,6 +10,7 @@ from pathlib import Path
 from gate import __version__
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
 from gate.cli.diff import add_diff_parser
+from gate.cli.evidence import add_evidence_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_accept_arguments(acc)
     add_diff_parser(sub)
     add_refold_parser(sub)
+    add_evidence_parser(sub)
 
     sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
     which = sweep.add_mutually_exclusive_group()

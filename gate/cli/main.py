@@ -1,6 +1,6 @@
-"""The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, image, power, sweep,
-schema. Every user mistake is one line on stderr and a documented exit code (see gate.errors); only a
-bug in the gate prints a traceback.
+"""The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
+image, power, sweep, schema. Every user mistake is one line on stderr and a documented exit code (see
+gate.errors); only a bug in the gate prints a traceback.
 """
 
 from __future__ import annotations
@@ -86,6 +86,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.cli.refold import run_refold
 
         return run_refold(args.card)
+    if args.command == "evidence":
+        from gate.cli.evidence import run_evidence
+
+        return run_evidence(args)
     if args.command == "report":
         from gate.cli.report import run_report
 

@@ -80,13 +80,18 @@ def read_evidence(folder: Path, run_id: str) -> dict[str, TrialRecord]:
 def verified_records(card: VerdictCard, card_path: Path) -> list[TrialRecord]:
     """The card's records, once every file checks out and their set's digest equals the card's
     `evidence`; else a ConfigError naming the file (or the trial with no record)."""
+    return list(verified_evidence(card, card_path).values())
+
+
+def verified_evidence(card: VerdictCard, card_path: Path) -> dict[str, TrialRecord]:
+    """`verified_records` by digest, the name each has in the store (`evidence/<digest>.json`)."""
     folder = evidence_dir(card_path)
     if card.evidence is None:
         raise ConfigError("the card binds no evidence (made before evidence was kept)", file=str(card_path))
     found = read_evidence(folder, card.run_id)
     if evidence_digest(p.removesuffix(".json") for p in found) != card.evidence:
         raise ConfigError(_mismatch(card, found), file=str(folder))
-    return list(found.values())
+    return {name.removesuffix(".json"): record for name, record in found.items()}
 
 
 def _mismatch(card: VerdictCard, found: dict[str, TrialRecord]) -> str:
