@@ -135,13 +135,16 @@ def test_a_failing_statistical_patch_shows_progress_on_a_terminal(runs: dict[str
 
 def test_the_evidence_names_the_failing_assertion(runs: dict[str, Outcome]) -> None:
     """Every trial of the statistical property is kept by content and names the check's message, and the
-    card's detail quotes the first misses."""
+    card's detail and `gate evidence` quote them."""
     wrong = runs["wrong_tool"]
     records = [json.loads(p.read_text()) for p in (wrong.folder / "evidence").glob("*.json")]
     stat = [r for r in records if r["property_id"] == STAT]
     assert len(stat) == 10 and {r["outcome"]["kind"] for r in stat} == {"miss"}
     assert all(re.search(r"chose (resend_invoice|update_address)", r["outcome"]["detail"]) for r in stat)
     assert "first misses: trial 0: chose " in wrong.row(STAT)["detail"]
+    view = _gate("evidence", str(wrong.card_path), "--property", STAT)
+    assert view.returncode == RET_OK, view.stderr
+    assert re.search(r"chose (resend_invoice|update_address)", view.stdout) and "miss" in view.stdout, view.stdout
 
 
 def test_junit_xml_reads_with_the_right_counts(runs: dict[str, Outcome]) -> None:
@@ -179,6 +182,7 @@ def test_a_hostile_patch_leaves_every_report_intact_and_inert(runs: dict[str, Ou
     assert "<script>" in hostile.row(STAT)["detail"]  # the patch's text did arrive
     texts = {name: (hostile.folder / name).read_text() for name in ("summary.md", "report.html", "junit.xml")}
     texts["stderr"] = hostile.stderr
+    texts["gate evidence"] = _gate("evidence", str(hostile.card_path)).stdout
     for name, text in texts.items():
         for raw in ("\x1b", "\x00", "\r", "\u202e"):
             assert raw not in text, (name, repr(raw))
