@@ -43,6 +43,9 @@ class RunFacts:
     deadline_sources: Mapping[str, DeadlineSource] = field(default_factory=dict)
     selection: tuple[str, ...] | None = None  # None: every property of the suite ran
     evidence: str | None = None  # the digest over the run's trial records (gate.core.evidence)
+    # The suite as the user named it: with --base its text comes from a temporary checkout, whose
+    # path would tell a reviewer nothing (the card's base_rev says where the text came from).
+    suite_file: str = ""
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -79,7 +82,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         gate_version=__version__,
         run_id=facts.run_id,
         created_at=facts.started,
-        suite=str(facts.suite.path),
+        suite=facts.suite_file or str(facts.suite.path),
         suite_sha256=facts.suite.sha256,
         workdir=str(facts.workdir.resolve()),
         tree_digest=facts.tree_digest,

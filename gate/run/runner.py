@@ -207,6 +207,7 @@ def _run(
                 p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
             },
             selection=chosen,
+            suite_file=str(request.suite),
         )
         fixtures = {
             current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()

@@ -286,3 +286,10 @@ def test_books_inside_the_patched_tree_are_refused_unless_they_are_outputs(suite
     with pytest.raises(UsageError, match=r"lies inside the patched tree \(books/ledger.json\)"):
         run_gate(inside, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len)
     assert executor.calls == []
+
+
+def test_the_card_names_the_suite_as_the_user_named_it(suite: Suite) -> None:
+    """The card's `suite` is the path given on the command line, not where the text was read from (with
+    --base, a temporary checkout a reviewer could never open)."""
+    result, _ = run(suite, good)
+    assert result.card.suite == str(suite.request.suite)
