@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Bring a fresh Debian machine (as root) to the state probegate needs: a Docker engine that
-# runs no bridge network, a loopback-only redis-server, the offline sandbox image, and Debian's
-# docker-registry binary (its system service left stopped and disabled).
+# runs no bridge network, a loopback-only redis-server, the offline sandbox image, Debian's
+# docker-registry binary (its system service left stopped and disabled), and Debian's Chromium
+# with its chromedriver (the HTML report's browser test).
 # Idempotent: every step checks before it acts, so running it twice costs a few seconds.
 #
 #   deploy/provision.sh            # engine + redis + image
@@ -24,6 +25,9 @@ command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 # For its binary only: the tests start private registries on loopback (run images by registry).
 [ -x /usr/bin/docker-registry ] || need_pkgs+=(docker-registry)
+# The browser test names these paths itself, so Selenium never downloads a browser or a driver.
+[ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
+[ -x /usr/bin/chromedriver ] || need_pkgs+=(chromium-driver)
 if [ "$want_redis" = 1 ]; then
   command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 fi

@@ -1,5 +1,6 @@
 """`gate report CARD`: the CI reports (JUnit XML, Markdown summary, HTML page) of a card written
-earlier, the same bytes `gate run --junitxml/--summary-md/--report-html` writes right after the card."""
+earlier, the same bytes `gate run --junitxml/--summary-md/--report-html` writes right after the card
+(the HTML page's SPRT paths drawn from the card's verified trial records, when its store is beside it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from gate.core.errors import RET_OK, UsageError
 from gate.io.artifacts import read_card
+from gate.io.evidence import stored_records
 from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets, check_reports, write_reports
 
 
@@ -56,5 +58,8 @@ def run_report(args: argparse.Namespace) -> int:
         if os.path.abspath(path) == card_key:
             raise UsageError("names the same file as CARD", file=str(path), field=field)
     check_reports(targets)
-    write_reports(read_card(args.card), targets)
+    card = read_card(args.card)
+    # Only the page draws from the records: JUnit and Markdown alone neither read nor check the store.
+    records = stored_records(card, args.card) if targets.report_html is not None else []
+    write_reports(card, targets, records)
     return RET_OK

@@ -133,13 +133,34 @@ class SprtRule(BaseModel):
         """B: at or below it the band holds."""
         return math.log(self.beta / (1 - self.alpha))
 
+    @property
+    def hit_step(self) -> float:
+        """What one hit adds to the llr: log(p1 / p0), below 0."""
+        return math.log(self.p1 / self.p0)
+
+    @property
+    def miss_step(self) -> float:
+        """What one trial that is not a hit adds to the llr: log((1 - p1) / (1 - p0)), above 0."""
+        return math.log((1 - self.p1) / (1 - self.p0))
+
     def llr(self, hits: int, trials: int) -> float:
         """The log-likelihood ratio of H1 (rate <= p1) against H0 (rate >= p0)."""
-        return hits * math.log(self.p1 / self.p0) + (trials - hits) * math.log((1 - self.p1) / (1 - self.p0))
+        return hits * self.hit_step + (trials - hits) * self.miss_step
+
+    def llr_path(self, hits: Iterable[bool]) -> tuple[float, ...]:
+        """The llr after each trial of `hits` (True: a hit), in order; the last is `llr` of them all."""
+        # Each point is `llr` of the counts so far, not a running sum of steps: no rounding drift, so
+        # the last point is exactly the value `state` judges.
+        path: list[float] = []
+        hit_count = 0
+        for trials, hit in enumerate(hits, start=1):
+            hit_count += bool(hit)
+            path.append(self.llr(hit_count, trials))
+        return tuple(path)
 
     def trials_to_pass(self) -> int:
         """The fewest trials, all hits, after which the test can pass (ignoring waves)."""
-        n = max(1, math.ceil(self.lower / math.log(self.p1 / self.p0)))
+        n = max(1, math.ceil(self.lower / self.hit_step))
         while self.llr(n, n) > self.lower:
             n += 1
         while n > 1 and self.llr(n - 1, n - 1) <= self.lower:

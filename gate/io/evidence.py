@@ -94,6 +94,19 @@ def verified_evidence(card: VerdictCard, card_path: Path) -> dict[str, TrialReco
     return {name.removesuffix(".json"): record for name, record in found.items()}
 
 
+def stored_records(card: VerdictCard, card_path: Path) -> list[TrialRecord]:
+    """`verified_records` when the card binds evidence and its store is beside it; else no record (a card
+    made before evidence was kept, or copied without its store). A store that does not check out is refused."""
+    folder = evidence_dir(card_path)
+    try:
+        present = folder.is_dir()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the evidence store: {reason(exc)}", file=str(folder)) from None
+    if card.evidence is None or not present:
+        return []
+    return verified_records(card, card_path)
+
+
 def _mismatch(card: VerdictCard, found: dict[str, TrialRecord]) -> str:
     """Why the records do not make the card's evidence digest: the first trial with no record, or
     the first record the card's rows do not account for, when either can be named."""

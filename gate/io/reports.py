@@ -1,14 +1,15 @@
 """Where the CI reports of a card go (JUnit XML, a Markdown summary, GitHub's step summary, an HTML
 page) and writing them: the rendering is `gate.core.report_junit` / `gate.core.report_markdown` /
-`gate.core.report_html`."""
+`gate.core.report_html` (which also draws from the card's trial records)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.card import VerdictCard
+from gate.core.evidence import TrialRecord
 from gate.core.report_html import render_html
 from gate.core.report_junit import render_junit
 from gate.core.report_markdown import render_markdown
@@ -60,12 +61,13 @@ def check_reports(targets: ReportTargets) -> None:
         check_writable(path, field)
 
 
-def write_reports(card: VerdictCard, targets: ReportTargets) -> None:
-    """Write each report the targets name; the JUnit, Markdown and HTML files atomically, the step summary appended."""
+def write_reports(card: VerdictCard, targets: ReportTargets, records: Sequence[TrialRecord] = ()) -> None:
+    """Write each report the targets name; the JUnit, Markdown and HTML files atomically, the step summary
+    appended. `records`, the card's trial records, feed the HTML report's SPRT paths."""
     if targets.junitxml is not None:
         write_output(targets.junitxml, render_junit(card), "JUnit XML report")
     if targets.report_html is not None:
-        write_output(targets.report_html, render_html(card).encode("utf-8"), "HTML report")
+        write_output(targets.report_html, render_html(card, records).encode("utf-8"), "HTML report")
     if targets.summary_md is not None or targets.step_summary is not None:
         markdown = render_markdown(card).encode("utf-8")
         if targets.summary_md is not None:

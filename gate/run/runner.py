@@ -250,7 +250,7 @@ def _run(
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
     write_card(card_path, card)
-    write_reports(card, request.reports)
+    write_reports(card, request.reports, records)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
         card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=whole.bands()

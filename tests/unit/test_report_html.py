@@ -3,9 +3,7 @@ and `gate report CARD --report-html`; no Docker."""
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from gate.io.artifacts import read_card
 from gate.io.reports import ReportTargets
 from gate.run.runner import run_gate
 
+from .html_page import Page
 from .mini_suite import NOW, RUN_ID, build_suite, good, run
 
 # Each of the strings a patch could print to break out of the page, run a script or hide in it.
@@ -39,40 +38,8 @@ HOSTILE = " ".join(HOSTILE_PARTS)
 # Every element the renderer emits: anything else in a page was smuggled in by a string of the card.
 EMITTED = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "ul", "li", "table", "thead",
-    "tbody", "tr", "th", "td", "svg", "g", "text", "line", "circle",
+    "tbody", "tr", "th", "td", "svg", "g", "text", "line", "circle", "polyline",
 }  # fmt: skip
-
-
-class Page(HTMLParser):
-    """What a browser's tokenizer sees: every start tag with its attributes, and the text."""
-
-    def __init__(self, html: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.elements: list[tuple[str, dict[str, str | None]]] = []
-        self.text: list[str] = []
-        self.feed(html)
-        self.close()
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, dict(attrs)))
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.elements.append((tag, dict(attrs)))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
-
-    @property
-    def tags(self) -> Counter[str]:
-        return Counter(tag for tag, _ in self.elements)
-
-    def by_id(self, element_id: str) -> dict[str, str | None]:
-        found = [attrs for _, attrs in self.elements if attrs.get("id") == element_id]
-        assert len(found) == 1, element_id
-        return found[0]
-
-    def by_class(self, cls: str) -> list[dict[str, str | None]]:
-        return [attrs for _, attrs in self.elements if cls in (attrs.get("class") or "").split()]
 
 
 def stat_row(card: VerdictCard, **update: object) -> PropertyRow:
