@@ -37,6 +37,8 @@ svg text { font-size: 11px; font-family: sans-serif; }
 .boundary.reject { stroke: #c0392b; stroke-width: 1.5; stroke-dasharray: 4 3; }
 .llr { fill: none; stroke: #1f5fbf; stroke-width: 1.5; }
 .llr-end { fill: #1f5fbf; }
+details.trials { margin: 0.5em 0; }
+details.trials .line { font-family: monospace; white-space: pre-wrap; word-break: break-all; }
 """
 
 _VOID = frozenset({"meta"})  # HTML elements without an end tag, of those the report emits

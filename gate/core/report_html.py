@@ -23,6 +23,7 @@ from gate.core.card import PropertyRow, VerdictCard
 from gate.core.evidence import TrialRecord
 from gate.core.report_dom import CSP, el, html_text, line, num, style, svg, write_page
 from gate.core.report_sprt import draw_sprt_paths
+from gate.core.report_trials import draw_trials
 from gate.core.verdict import Band
 
 _CELL_CHARS = 2000  # the card keeps the whole detail; the page needs a readable row
@@ -226,6 +227,7 @@ def render_html(card: VerdictCard, records: Sequence[TrialRecord] = ()) -> str:
         draw_sprt_paths(body, sprt, records)
     if numbered:
         _duration_plot(body, numbered)
+    draw_trials(body, card, records)
     _lists(body, card)
     image = card.image_id.removeprefix("sha256:")[:12] or "-"
     el(body, "p", f"Image {image}, seal {card.fixture.seal[:16]}.", id="digests")

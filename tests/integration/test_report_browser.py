@@ -282,6 +282,23 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(browser: Any) -> None:
     assert meta.get_attribute("content") == CSP
 
 
+def test_trials_to_look_at_open_where_trials_missed(browser: Any) -> None:
+    """The reviewers' blocks: a property whose trials missed is open and shows the check's message (the
+    hostile one as text); one whose trials all passed is closed, its sample hidden until opened."""
+    blocks = {b.get_attribute("data-property"): b for b in by_css(browser, "details.trials")}
+    fixed = blocks["fixed_rate"]
+    assert fixed.get_attribute("open") is not None and fixed.get_attribute("data-problems") == "3"
+    shown = [line.text for line in by_css(fixed, "div.line") if line.is_displayed()]
+    assert any("detail: chose delete" in line for line in shown), shown
+    hostile = next(b for pid, b in blocks.items() if pid.startswith("hostile_echo"))
+    assert all(part in hostile.text for part in SHOWN)
+    # The card's row was renamed away from its records (as a hand edit could): the page names them.
+    assert "hostile_echo" in one(browser, "p.unbound").text
+    passing = blocks["no_unmapped_write"]
+    assert passing.get_attribute("open") is None and passing.get_attribute("data-problems") == "0"
+    assert not any(line.is_displayed() for line in by_css(passing, "div.line"))
+
+
 def test_full_page_screenshot(browser: Any, tmp_path: Path) -> None:
     """A full-page PNG of the report, kept in $PROBEGATE_ARTIFACTS (CI) or the test's tmp_path."""
     metrics = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})

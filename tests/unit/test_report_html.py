@@ -12,10 +12,13 @@ from gate.cli.main import main
 from gate.core.bands import wilson
 from gate.core.card import PropertyRow, VerdictCard
 from gate.core.errors import RET_OK, RET_USAGE, UsageError
+from gate.core.evidence import TrialRecord, record_digest
 from gate.core.ledger import LedgerAction, LedgerEntry
 from gate.core.report_html import CSP, render_html
-from gate.core.verdict import Band, Kind
+from gate.core.trial import Captured, Observation
+from gate.core.verdict import Band, Kind, Outcome, OutcomeKind
 from gate.io.artifacts import read_card
+from gate.io.evidence import verified_records
 from gate.io.reports import ReportTargets
 from gate.run.runner import run_gate
 
@@ -38,7 +41,8 @@ HOSTILE = " ".join(HOSTILE_PARTS)
 # Every element the renderer emits: anything else in a page was smuggled in by a string of the card.
 EMITTED = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "ul", "li", "table", "thead",
-    "tbody", "tr", "th", "td", "svg", "g", "text", "line", "circle", "polyline",
+    "tbody", "tr", "th", "td", "svg", "g", "text", "line", "circle", "polyline", "section", "details",
+    "summary", "div",
 }  # fmt: skip
 
 
@@ -87,6 +91,23 @@ def hostile_card(card: VerdictCard, text: str) -> VerdictCard:
             "ledger_actions": (entry,),
         }
     )
+
+
+def hostile_records(card: VerdictCard, text: str) -> list[TrialRecord]:
+    """For every row of `card`, one missed trial whose check message and stdout are `text` and one hit."""
+    data = text.encode("utf-8", "surrogatepass")
+    return [
+        TrialRecord(
+            property_id=row.id,
+            trial_index=index,
+            observation=Observation(
+                run_id="r", property_id=row.id, trial_index=index, stdout=Captured(data=data, length=len(data))
+            ),
+            outcome=Outcome(trial_index=index, kind=kind, detail=text if kind is OutcomeKind.MISS else ""),
+        )
+        for row in card.properties
+        for index, kind in enumerate((OutcomeKind.MISS, OutcomeKind.HIT))
+    ]
 
 
 # --- the page ----------------------------------------------------------------------------------------
@@ -222,10 +243,13 @@ def test_freezes_and_ledger_actions_are_listed(card: VerdictCard) -> None:
 def test_hostile_strings_add_no_element_attribute_or_script(card: VerdictCard, text: str) -> None:
     """Hostile ids, details, reasons, freezes and ledger details yield exactly the elements of a benign card:
     no script, no on* attribute, no tag the renderer does not emit, the CSP intact; the text is shown escaped."""
-    html = render_html(hostile_card(card, text))
+    hostile = hostile_card(card, text)
+    html = render_html(hostile, hostile_records(hostile, text))
     html.encode("utf-8")  # a lone surrogate would make the page unwritable
     page = Page(html)
-    benign = Page(render_html(hostile_card(card, "x")))
+    benign_card = hostile_card(card, "x")
+    benign = Page(render_html(benign_card, hostile_records(benign_card, "x")))
+    assert page.by_class("trials")  # the records' blocks are drawn, hostile text and all
     assert page.tags == benign.tags
     assert set(page.tags) <= EMITTED
     assert "script" not in page.tags and "img" not in page.tags
@@ -239,6 +263,22 @@ def test_hostile_strings_add_no_element_attribute_or_script(card: VerdictCard, t
     assert "<script" not in lowered and "<img" not in lowered and "<a " not in lowered
     assert lowered.count("</svg>") == 2
     assert "\x00" not in html and "\x1b" not in html
+
+
+def test_trials_to_look_at_show_each_miss_and_a_passing_sample_naming_records(card: VerdictCard) -> None:
+    """With records, each property gets an open block when a trial missed (its message and record digest
+    shown) and a closed one when none did; without records the page says none were given."""
+    records = hostile_records(card, "total 0 != 12.10")
+    page = Page(render_html(card, records))
+    blocks = page.by_class("trials")
+    assert [b["data-property"] for b in blocks] == [row.id for row in card.properties]
+    assert all((b["data-problems"], b["data-passes"], "open" in b) == ("1", "1", True) for b in blocks)
+    text = "\n".join(page.text)
+    assert "detail: total 0 != 12.10" in text and record_digest(records[0]) in text
+    hits_only = [r for r in records if r.outcome.kind is OutcomeKind.HIT]
+    closed = Page(render_html(card, hits_only)).by_class("trials")
+    assert all(b["data-problems"] == "0" and "open" not in b for b in closed)
+    assert len(Page(render_html(card)).by_class("no-records")) == 1
 
 
 def test_hostile_text_is_shown_as_text_with_visible_escapes(card: VerdictCard) -> None:
@@ -258,12 +298,13 @@ def test_hostile_text_is_shown_as_text_with_visible_escapes(card: VerdictCard) -
 
 
 def test_run_writes_the_html_report_of_the_card_it_wrote(tmp_path: Path) -> None:
-    """run_gate with --report-html writes render_html of the very card it wrote."""
+    """run_gate with --report-html writes render_html of the very card it wrote and its stored records."""
     suite = build_suite(tmp_path)
     page = tmp_path / "reports" / "report.html"
     suite.request = replace(suite.request, reports=ReportTargets(report_html=page))
     run(suite, good)
-    assert page.read_text(encoding="utf-8") == render_html(read_card(suite.card))
+    card = read_card(suite.card)
+    assert page.read_text(encoding="utf-8") == render_html(card, verified_records(card, suite.card))
 
 
 def test_html_report_inside_the_patched_tree_is_refused_before_any_trial(tmp_path: Path) -> None:
