@@ -1,4 +1,4 @@
-"""What a reviewer and a CI system see, end to end on real Docker: the invoice example with a good patch,
+"""What a reviewer and a CI system see, end to end on real Docker and headless Chromium: the invoice example with a good patch,
 a statistical patch that always picks the wrong tool, and a hostile patch whose output carries markup,
 ANSI sequences and NUL bytes, each run through the `gate` console script with every report asked for.
 Progress shows on a terminal; the evidence names the failing assertion; JUnit XML reads with the right
@@ -15,6 +15,7 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from example_repo import example_repo
@@ -215,3 +216,26 @@ def test_gate_diff_of_the_good_and_a_bad_card_names_what_changed(runs: dict[str,
     as_json = json.loads(_gate("diff", "--json", str(good), str(wrong)).stdout)
     row = next(p for p in as_json["properties"] if p["id"] == STAT)
     assert {"field": "kind", "a": "pass", "b": "inconclusive_sample"} in row["changes"]
+
+
+def test_a_browser_sees_the_failing_rate_its_trials_and_nothing_run(runs: dict[str, Outcome], chromium: Any) -> None:
+    """Headless Chromium shows the wrong_tool report's status, its rate dot at 0 on the axis below the
+    band, the open block of missed trials naming the assertion; the hostile report runs no script."""
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    chromium.get((runs["wrong_tool"].folder / "report.html").as_uri())
+    status = chromium.find_element(By.CSS_SELECTOR, "h1#status")
+    assert status.get_attribute("data-status") == "inconclusive" and status.is_displayed()
+    row = chromium.find_element(By.CSS_SELECTOR, f"g.rate-row[data-property='{STAT}']")
+    assert (row.get_attribute("data-rate"), row.get_attribute("data-threshold")) == ("0", "0.8")
+    axis, dot = (row.find_element(By.CSS_SELECTOR, css).rect for css in ("line.axis", "circle.rate"))
+    assert abs(dot["x"] + dot["width"] / 2 - axis["x"]) <= 2  # rate 0: the axis' left end
+    block = chromium.find_element(By.CSS_SELECTOR, f"details.trials[data-property='{STAT}']")
+    assert block.get_attribute("open") is not None and block.get_attribute("data-problems") == "10"
+    assert re.search(r"detail: chose (resend_invoice|update_address)", block.text), block.text[:500]
+    chromium.get((runs["hostile"].folder / "report.html").as_uri())
+    with pytest.raises(NoAlertPresentException):
+        _ = chromium.switch_to.alert
+    assert chromium.find_elements(By.CSS_SELECTOR, "script, img, iframe, object") == []
+    assert "<script>alert(1)</script>" in chromium.find_element(By.CSS_SELECTOR, "#trials").text
