@@ -6,9 +6,8 @@ passed into the pure core as values. `python -m gate.run` is the same command as
 
 from __future__ import annotations
 
-import secrets
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,20 +17,17 @@ import structlog
 from gate.core.acceptance import prove
 from gate.core.bands import SamplerWindow
 from gate.core.calibration import deadline_source
-from gate.core.card import DeadlineSource, HarnessEvent, VerdictCard
-from gate.core.checks import Check, Trial, judge
-from gate.core.errors import HarnessError, SealDriftError, UsageError
+from gate.core.card import VerdictCard
+from gate.core.errors import SealDriftError, UsageError
 from gate.core.evidence import TrialRecord
-from gate.core.fold import fold_tallies
 from gate.core.freezes import FreezeFile, FreezeState, resolve
 from gate.core.ledger import Ledger
-from gate.core.plan import Planner, check_fixtures
+from gate.core.plan import check_fixtures
 from gate.core.policy import Decision, decide
 from gate.core.selection import select_ids
 from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import ImageSource, PropertySpec, Suite
-from gate.core.trial import Observation
-from gate.core.verdict import Outcome, Verdict, harness_verdict
+from gate.core.verdict import Verdict
 from gate.io.artifacts import check_writable, write_card
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
@@ -41,10 +37,10 @@ from gate.io.reports import ReportTargets, write_reports
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
 from gate.io.treeselect import tree_selection
+from gate.run.execute import all_harness, execute
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.progress import NO_PROGRESS, Progress
-from gate.run.waves import run_waves
 
 log = structlog.get_logger("gate.run")
 
@@ -222,9 +218,9 @@ def _run(
             facts = replace(facts, tree_digest=inputs.tree_digest)
             records: list[TrialRecord] = []
             if drift is not None:
-                verdicts = _all_harness(suite, current.manifest, str(drift))
+                verdicts = all_harness(suite, current.manifest, str(drift))
             else:
-                verdicts, facts = _execute(executor, facts, inputs, checks, fixtures, progress, records)
+                verdicts, facts = execute(executor, facts, inputs, checks, fixtures, progress, records)
     finally:
         executor.close(run_id)
     # Every judged trial kept by content before the card that binds their digest is written.
@@ -274,78 +270,6 @@ def _with_image(request: RunRequest, source: ImageSource | None, image_factory: 
     if image_factory is None:
         raise UsageError("the suite names a project image, but this command cannot build images")
     return replace(request, image=image_factory(source))
-
-
-def _execute(
-    executor: Executor,
-    facts: RunFacts,
-    inputs: LocalInputs,
-    checks: Mapping[str, Check],
-    fixtures: Mapping[str, bytes],
-    progress: Progress,
-    records: list[TrialRecord],
-) -> tuple[Sequence[Verdict], RunFacts]:
-    """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property.
-    Every judged trial is appended to `records`."""
-    suite, manifest = facts.suite, facts.seal.manifest
-    facts = replace(facts, image=executor.image)
-    try:
-        facts = replace(facts, image_id=executor.image_id())
-    except HarnessError as exc:
-        return _all_harness(suite, manifest, str(exc)), facts
-    planner = Planner(
-        run_id=facts.run_id,
-        probe_argv=suite.config.probe,
-        tree_digest=inputs.tree_digest,
-        manifest=manifest,
-        clock=facts.clock,
-        limits=suite.config.limits,
-        suite_file=str(suite.path),
-        image_id=facts.image_id,
-        pythonpath=suite.config.pythonpath,
-        new_canary=lambda: secrets.token_hex(16),
-    )
-
-    def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
-        trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
-        return judge(checks[prop.id], trial, prop.band)
-
-    events: list[HarnessEvent] = []
-    try:
-        tallies = run_waves(
-            executor,
-            suite.properties,
-            planner=planner,
-            inputs=inputs,
-            judge=judge_one,
-            events=events,
-            progress=progress,
-        )
-    except HarnessError as exc:
-        # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
-        # every property is a harness_error, and the card is still written.
-        events.append(HarnessEvent(kind="executor_failed", detail=str(exc)[:300]))
-        return _all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
-    events.extend(executor.events)
-    records.extend(
-        TrialRecord(property_id=t.prop.id, trial_index=o.trial_index, observation=o, outcome=outcome)
-        for t in tallies
-        for o, outcome in zip(t.observations, t.outcomes, strict=True)
-    )
-    images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
-    if len(images) > 1:
-        events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
-    calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
-    folded = fold_tallies(tallies, manifest, calibrated=calibrated)
-    image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
-    return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
-
-
-def _all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:
-    # Fixture drift or no sandbox at all: both before any trial ran, so neither is the patch's doing.
-    return [
-        harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail, creditable=True) for p in suite.properties
-    ]
 
 
 def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) -> FreezeState:

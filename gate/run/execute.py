@@ -1,0 +1,98 @@
+"""Executing one run's trials: plan, dispatch through the executor in waves, judge each observation
+against the base's checks, keep every judged trial as a record, and fold the tallies into verdicts.
+A sandbox that cannot start, or an executor that fails outright, makes every property a harness_error.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from gate.core.card import DeadlineSource, HarnessEvent
+from gate.core.checks import Check, Trial, judge
+from gate.core.errors import HarnessError
+from gate.core.evidence import TrialRecord
+from gate.core.fold import fold_tallies
+from gate.core.plan import Planner
+from gate.core.stamp import RunFacts
+from gate.core.suite import PropertySpec, Suite
+from gate.core.trial import Observation
+from gate.core.verdict import Outcome, Verdict, harness_verdict
+from gate.io.snapshot import LocalInputs
+from gate.run.executor import Executor
+from gate.run.progress import Progress
+from gate.run.waves import run_waves
+
+
+def execute(
+    executor: Executor,
+    facts: RunFacts,
+    inputs: LocalInputs,
+    checks: Mapping[str, Check],
+    fixtures: Mapping[str, bytes],
+    progress: Progress,
+    records: list[TrialRecord],
+) -> tuple[Sequence[Verdict], RunFacts]:
+    """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property.
+    Every judged trial is appended to `records`."""
+    suite, manifest = facts.suite, facts.seal.manifest
+    facts = replace(facts, image=executor.image)
+    try:
+        facts = replace(facts, image_id=executor.image_id())
+    except HarnessError as exc:
+        return all_harness(suite, manifest, str(exc)), facts
+    planner = Planner(
+        run_id=facts.run_id,
+        probe_argv=suite.config.probe,
+        tree_digest=inputs.tree_digest,
+        manifest=manifest,
+        clock=facts.clock,
+        limits=suite.config.limits,
+        suite_file=str(suite.path),
+        image_id=facts.image_id,
+        pythonpath=suite.config.pythonpath,
+        new_canary=lambda: secrets.token_hex(16),
+    )
+
+    def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
+        trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
+        return judge(checks[prop.id], trial, prop.band)
+
+    events: list[HarnessEvent] = []
+    try:
+        tallies = run_waves(
+            executor,
+            suite.properties,
+            planner=planner,
+            inputs=inputs,
+            judge=judge_one,
+            events=events,
+            progress=progress,
+        )
+    except HarnessError as exc:
+        # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
+        # every property is a harness_error, and the card is still written.
+        events.append(HarnessEvent(kind="executor_failed", detail=str(exc)[:300]))
+        return all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
+    events.extend(executor.events)
+    records.extend(
+        TrialRecord(property_id=t.prop.id, trial_index=o.trial_index, observation=o, outcome=outcome)
+        for t in tallies
+        for o, outcome in zip(t.observations, t.outcomes, strict=True)
+    )
+    images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
+    if len(images) > 1:
+        events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
+    calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
+    folded = fold_tallies(tallies, manifest, calibrated=calibrated)
+    image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
+    return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
+
+
+def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:
+    """Every property a harness_error with a credit: for fixture drift or no sandbox at all, both before
+    any trial ran, so neither is the patch's doing."""
+    return [
+        harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail, creditable=True) for p in suite.properties
+    ]
