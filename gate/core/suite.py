@@ -198,7 +198,7 @@ class SuiteConfig(BaseModel):
         for entry in value:
             parts = Path(entry).parts
             if not entry or Path(entry).is_absolute() or ".." in parts or ":" in entry:
-                raise ValueError(f"{entry!r} must be a folder inside the patched tree, like \"src\"")
+                raise ValueError(f'{entry!r} must be a folder inside the patched tree, like "src"')
         return value
 
     @field_validator("fixtures", "checks", "freeze_file", "calibration", "oracle", "seal", "card", "include", "exclude")

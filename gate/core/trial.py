@@ -43,8 +43,10 @@ class ClockSpec(BaseModel):
         # Only IANA keys: the probe's TZ gets this string, and libc would read a POSIX rule string,
         # "localtime" (the host's zone) or a "posix/"/"right/" copy as something else than the key says.
         parts = value.split("/")
-        shaped = value[:1].isascii() and value[:1].isalpha() and all(
-            part and all(c.isascii() and (c.isalnum() or c in "_+-") for c in part) for part in parts
+        shaped = (
+            value[:1].isascii()
+            and value[:1].isalpha()
+            and all(part and all(c.isascii() and (c.isalnum() or c in "_+-") for c in part) for part in parts)
         )
         if not shaped or value in _NOT_ZONES or parts[0] in ("posix", "right"):
             raise ValueError(f"{value!r} is not an IANA time zone name such as 'UTC' or 'Europe/Berlin'")

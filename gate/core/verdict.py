@@ -113,9 +113,7 @@ class Verdict(BaseModel):
     counts: OutcomeCounts = OutcomeCounts()
 
 
-def harness_verdict(
-    property_id: str, band: Band, fixture_digest: str, detail: str, *, creditable: bool
-) -> Verdict:
+def harness_verdict(property_id: str, band: Band, fixture_digest: str, detail: str, *, creditable: bool) -> Verdict:
     """A harness_error for a property none of whose trials ran (drift, no sandbox, trials lost)."""
     return Verdict(
         kind=Kind.HARNESS_ERROR,

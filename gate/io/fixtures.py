@@ -28,9 +28,7 @@ def matches_any(rel: str, globs: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(rel, glob) for glob in globs)
 
 
-def tree_files(
-    root: Path, *, skip_dirs: frozenset[str] = frozenset(), exclude: Sequence[str] = ()
-) -> list[str]:
+def tree_files(root: Path, *, skip_dirs: frozenset[str] = frozenset(), exclude: Sequence[str] = ()) -> list[str]:
     """Relative POSIX paths of every regular file under `root` but those matching an `exclude` glob;
     symlinks, specials, unreadable folders and names that are not UTF-8 are refused, naming the
     tree and the file."""

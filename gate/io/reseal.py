@@ -59,7 +59,7 @@ def run_reseal(fixture_dir: Path, seal_file: Path, *, write: bool, out: TextIO =
 
 
 def _kind(path: Path) -> str:
-    """"missing", "file", "dir" or "other" for `path`; a path the OS refuses is one GateError."""
+    """ "missing", "file", "dir" or "other" for `path`; a path the OS refuses is one GateError."""
     try:
         mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):

@@ -313,7 +313,7 @@ def replace_in_suite(ex: Path, old: str, new: str) -> None:
 
 @pytest.mark.parametrize(
     ("probe", "needle"),
-    [('""', "is empty"), ('"   "', "is empty"), ("[]", "is empty"), ("\"python3 'probe.py\"", "No closing quotation")],
+    [('""', "is empty"), ('"   "', "is empty"), ("[]", "is empty"), ('"python3 \'probe.py"', "No closing quotation")],
 )
 def test_probe_that_cannot_run_is_refused(example: Path, probe: str, needle: str) -> None:
     """An empty probe, one that splits to nothing, or one with an unbalanced quote exits 65 naming suite.probe."""

@@ -1,8 +1,9 @@
-"""What a reviewer and a CI system see, end to end on real Docker and headless Chromium: the invoice example with a good patch,
-a statistical patch that always picks the wrong tool, and a hostile patch whose output carries markup,
-ANSI sequences and NUL bytes, each run through the `gate` console script with every report asked for.
-Progress shows on a terminal; the evidence names the failing assertion; JUnit XML reads with the right
-counts; the Markdown, HTML and terminal stay inert; re-folding agrees; `gate diff` names the change."""
+"""What a reviewer and a CI system see, end to end on real Docker and headless Chromium: the invoice
+example with a good patch, a statistical patch that always picks the wrong tool, and a hostile patch
+whose output carries markup, ANSI sequences and NUL bytes, each run through the `gate` console script
+with every report asked for. Progress shows on a terminal; the evidence names the failing assertion;
+JUnit XML reads with the right counts; the Markdown, HTML and terminal stay inert; re-folding agrees;
+`gate diff` names the change."""
 
 from __future__ import annotations
 

@@ -155,6 +155,7 @@ def test_a_card_whose_reasons_were_emptied_is_refused(tmp_path: Path) -> None:
 def test_a_freeze_written_into_the_card_is_refused(tmp_path: Path) -> None:
     """A failing row taken out of the vote by a freeze the card made up (not in the freeze file) is refused,
     though the card's own recomputation agrees with it."""
+
     def wrong(spec, fixture: bytes) -> Observation:
         if spec.property_id == CONTRACT:
             return Observation.of(spec, exit_code=0, stdout=stdout({}), image_id=IMAGE)

@@ -134,7 +134,7 @@ def _toml_fragment(draw: st.DrawFn) -> str:
     if kind == "text":
         return json.dumps(draw(TEXT))  # JSON string escapes are TOML basic-string escapes (or a parse error)
     if kind == "probe":
-        return draw(st.sampled_from(['""', '"   "', "\"python3 'probe.py\"", "[]", '[""]', '["a\\u0000b"]']))
+        return draw(st.sampled_from(['""', '"   "', '"python3 \'probe.py"', "[]", '[""]', '["a\\u0000b"]']))
     return draw(st.sampled_from(['"2"', "true", '"\\u0000"', "1979-05-27T07:32:00", "1979-05-27", "[1, 2]", "{}"]))
 
 

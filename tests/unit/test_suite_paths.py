@@ -115,9 +115,7 @@ def test_accept_reads_the_suites_card_and_seal(tmp_path: Path, capsys: pytest.Ca
     real = MockExecutor(answer, image_id=image)
     run_gate(suite.request, executor_factory=lambda _: real, emit=lambda _: None)
     capsys.readouterr()
-    code = run_accept(
-        None, None, workdir=tmp_path / "work", suite=tmp_path / "gate.toml", allow_unchecked_oracle=True
-    )
+    code = run_accept(None, None, workdir=tmp_path / "work", suite=tmp_path / "gate.toml", allow_unchecked_oracle=True)
     assert code == RET_OK, capsys.readouterr()
     assert json.loads(capsys.readouterr().out)["accepted"] is True
 
