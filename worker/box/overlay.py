@@ -198,17 +198,22 @@ def changes(layer: Layer, before: dict[str, str]) -> list[dict]:
     by their paths under work (what Template.lay_out returns for it). Reads only the upper dir, the
     merged view of the paths it names, and the lower entries it hides."""
     work = layer.work.rstrip("/")
-    lowers = sorted(before)
+    lowers: list[str] | None = None  # sorted lazily: only a hidden lower dir needs it (O(tree) to sort)
     candidates: set[str] = set()
-    for rel, kind, hides_lower in _upper_entries(layer.upper_fd):
+    for rel, is_dir, special in _upper_entries(layer.upper_fd):
         path = f"{work}/{rel}"
         candidates.add(path)
-        if hides_lower:
-            # A whiteout, an opaque or redirected dir, or a file over a lower dir: the lower entries
+        was_dir = before.get(path, "").startswith("dir:")
+        if was_dir and (special or not is_dir):
+            # An opaque or redirected dir, or a whiteout or file over a lower dir: the lower entries
             # below it may be gone, or be shown elsewhere.
+            if lowers is None:
+                lowers = sorted(before)
             candidates.update(_below(lowers, path))
-        if kind == "dir" and (hides_lower or not before.get(path, "").startswith("dir:")):
-            # Below a dir that is not a plain merge of upper and lower, the merged view alone says what is there.
+        if is_dir and special:
+            # What a redirected dir (a renamed lower dir, with redirect_dir=on: never under userxattr)
+            # shows comes from elsewhere in the lower: only the merged view says what is below it.
+            # For an opaque dir this looks again at entries the upper dir already named: cheap.
             candidates.update(_walk(path))
     after: dict[str, str] = {}
     for path in candidates:
@@ -222,19 +227,19 @@ def changes(layer: Layer, before: dict[str, str]) -> list[dict]:
 
 
 def _upper_entries(upper_fd: int):
-    """(relative path, "dir" | "other", hides lower entries?) for every entry of the upper dir."""
+    """(relative path, is a dir?, an opaque or redirected dir?) for every entry of the upper dir."""
     # Errors raise (fwalk would skip what it cannot open): a dir of changes we could not read must
     # fail the read-back, never pass as unchanged.
     for top, dirs, files, top_fd in os.fwalk(".", dir_fd=upper_fd, onerror=_raise):
         for name in dirs + files:
             rel = os.path.normpath(os.path.join(top, name))
             st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+            # A whiteout (char device 0/0) needs no test of its own: the merged view shows the path
+            # gone, and a whiteout or any other non-dir over a lower dir hides what was below it.
             if stat.S_ISDIR(st.st_mode):
-                yield rel, "dir", _opaque_or_redirected(top_fd, name)
+                yield rel, True, _opaque_or_redirected(top_fd, name)
             else:
-                # A whiteout (char device 0/0) hides the lower entry; any other non-dir may replace a
-                # lower dir: either way the lower entries below, if any, are candidates.
-                yield rel, "other", True
+                yield rel, False, False
 
 
 def _raise(error: OSError) -> None:
