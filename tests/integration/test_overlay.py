@@ -6,6 +6,7 @@ the same path. Needs root and overlayfs: skipped without them, a failure under C
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -345,3 +346,92 @@ def test_the_namespace_filter_refuses_new_namespaces_to_us_and_our_children():
         "child unshare": f"-1 {eperm}",
         "fork": 7,
     }
+
+
+# The supervisor's once-per-container choice, as the box makes it: unprivileged (uid 65534, as in
+# the sandbox), so the user namespace maps that uid and nothing else.
+SETUP = r"""
+import ctypes, json, os, sys
+from worker.box import overlay
+from worker.box.fsdiff import Template
+base, blocked = sys.argv[1], sys.argv[2] == "1"
+libc = ctypes.CDLL(None, use_errno=True)
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: a uid change cleared it; the sandbox's supervisor starts as 65534
+libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Docker's no-new-privileges sets it
+if blocked:
+    overlay.deny_new_namespaces()  # stands in for a seccomp profile or a kernel that refuses unshare
+work = f"{base}/work"
+template = Template(f"{base}/tree")
+reason = overlay.setup(template, lower=f"{base}/lower", scratch=f"{base}/scratch", work=work, lower_mb=8, upper_mb=8)
+out = {"reason": reason}
+if reason is None:
+    layer = overlay.prepare(f"{base}/lower", f"{base}/scratch", work, size_mb=8)
+    open(f"{work}/pkg/a.py", "a").write("more")
+    found = overlay.changes(layer, template.signatures(work))
+    out["changes"] = [(c["path"][len(work) + 1 :], c["change"]) for c in found]
+    out["work owner"] = os.stat(work).st_uid
+    overlay.discard(layer)
+    out["unshare after setup"] = "ok" if libc.unshare(overlay.CLONE_NEWUSER) == 0 else os.strerror(ctypes.get_errno())
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture
+def shared_base(overlay_host):
+    """A base dir nobody (65534) can reach, holding a small tree and the three mount points; removed after."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="probegate-overlay-test-"))
+    try:
+        for rel, text in TREE.items():
+            (base / "tree" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / "tree" / rel).write_text(text)
+        for name in ("work", "lower", "scratch"):
+            (base / name).mkdir()
+        for top, _dirs, files in os.walk(base):
+            os.chmod(top, 0o755)
+            for name in files:
+                os.chmod(os.path.join(top, name), 0o644)
+        yield base
+    finally:
+        shutil.rmtree(base)
+
+
+def run_setup(base: Path, blocked: bool) -> dict:
+    """Run SETUP in a child as nobody; its JSON."""
+    argv = [sys.executable, "-c", SETUP, str(base), "1" if blocked else "0"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _userns_refused() -> bool:
+    for path in ("/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces"):
+        with contextlib.suppress(OSError), open(path) as handle:
+            if handle.read().strip() == "0":
+                return True
+    return False
+
+
+def test_setup_makes_work_copies_copy_on_write_for_an_unprivileged_supervisor(shared_base: Path):
+    """As nobody, setup enters its namespace, lays out the lower, proves an overlay; then writes show, unshare fails."""
+    if _userns_refused() and os.environ.get("CI") != "true":
+        pytest.skip("this host refuses unprivileged user namespaces (sysctl)")
+    result = run_setup(shared_base, blocked=False)
+    assert result == {
+        "reason": None,
+        "changes": [["pkg/a.py", "modified"]],
+        "work owner": 65534,
+        "unshare after setup": os.strerror(errno.EPERM),
+    }
+
+
+def test_setup_says_why_when_it_cannot_and_leaves_copy_mode_possible(shared_base: Path):
+    """Where unshare is refused, setup returns the reason instead of raising, and nothing was mounted."""
+    result = run_setup(shared_base, blocked=True)
+    assert result["reason"].startswith("no user and mount namespace of our own"), result
+    assert os.listdir(shared_base / "lower") == []

@@ -151,8 +151,12 @@ def make_lower(template: Template, at: str, size_mb: int) -> None:
     every trial's overlay. A copy of our own, since the lower's files must belong to the probe's uid
     (the host's tree belongs to whoever made it, unmapped in our user namespace)."""
     mount("probegate-lower", at, "tmpfs", 0, f"size={size_mb}m,mode=755")
-    template.lay_out(at)
-    mount("none", at, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    try:
+        template.lay_out(at)
+        mount("none", at, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    except BaseException:
+        umount(at, MNT_DETACH)  # a tree that did not fit leaves no half-filled tmpfs behind
+        raise
 
 
 @dataclass
@@ -190,6 +194,45 @@ def discard(layer: Layer) -> None:
         umount(layer.work)
     finally:
         os.close(layer.upper_fd)
+
+
+def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: int, upper_mb: int) -> str | None:
+    """Make this container's work copies copy-on-write, once, before its first trial: None when every
+    trial may use `prepare`/`changes`/`discard`, else why not (the caller then copies, as today).
+
+    Once the namespace is entered the filter goes on whatever follows, so no later failure leaves a
+    probe able to make namespaces; a failure to install it raises (the container must not go on).
+    A dry run (one file written through a fresh overlay must come back as exactly that change)
+    proves the mode on this kernel before a trial relies on it."""
+    try:
+        namespace_filter()
+    except ValueError as exc:
+        return str(exc)
+    try:
+        enter_user_namespace()
+    except OSError as exc:
+        return f"no user and mount namespace of our own: {exc}"
+    deny_new_namespaces()
+    try:
+        make_lower(template, lower, lower_mb)
+    except OSError as exc:
+        return f"the lower layer could not be laid out: {exc}"
+    try:
+        layer = prepare(lower, scratch, work, size_mb=upper_mb)
+        try:
+            probe = os.path.join(work, ".probegate-dry-run")
+            with open(probe, "w") as handle:
+                handle.write("x")
+            found = changes(layer, template.signatures(work))
+        finally:
+            discard(layer)
+    except OSError as exc:
+        umount(lower, MNT_DETACH)
+        return f"an overlay on {work} did not work: {exc}"
+    if found != [{"path": probe, "change": "created"}]:
+        umount(lower, MNT_DETACH)
+        return f"an overlay's dry run reported {found!r}, not one created file"
+    return None
 
 
 def changes(layer: Layer, before: dict[str, str]) -> list[dict]:
