@@ -27,7 +27,8 @@ RUNNER = r"""
 import ctypes, json, os, stat, subprocess, sys
 from worker.box import overlay
 from worker.box.fsdiff import Template, diff, snapshot
-tree, base, userxattr, actions = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+tree, base, variant, actions = sys.argv[1:5]
+userxattr, extra = variant == "userxattr", ("redirect_dir=on",) if variant == "redirect_dir" else ()
 libc = ctypes.CDLL(None, use_errno=True)
 overlay._check(libc.unshare(overlay.CLONE_NEWNS), "unshare(CLONE_NEWNS)")
 overlay.mount("none", "/", None, overlay.MS_REC | overlay.MS_PRIVATE)
@@ -49,7 +50,7 @@ copied = diff(laid_out, snapshot([work]))
 overlay.umount(work)
 
 overlay.make_lower(template, lower, 16)
-layer = overlay.prepare(lower, scratch, work, size_mb=16, userxattr=userxattr)
+layer = overlay.prepare(lower, scratch, work, size_mb=16, userxattr=userxattr, extra=extra)
 said = act()
 found = overlay.changes(layer, template.signatures(work))
 upper = {}
@@ -62,7 +63,7 @@ for top, dirs, files, fd in os.fwalk(".", dir_fd=layer.upper_fd):
 lower_intact = diff(template.signatures(lower), snapshot([lower])) == []
 overlay.discard(layer)
 print(json.dumps({"copy": copied, "overlay": found, "copy_said": copy_said, "said": said,
-                  "upper": upper, "lower_intact": lower_intact}))
+                  "upper": upper, "lower_intact": lower_intact, "variant": variant}))
 """
 
 TREE = {
@@ -96,9 +97,10 @@ def overlay_host() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(params=[False, True], ids=["trusted-xattrs", "userxattr"])
+@pytest.fixture(params=["trusted", "userxattr", "redirect_dir"])
 def scenario(request, overlay_host, tmp_path: Path):
-    """Run action source in copy mode and in an overlay (root's, or `userxattr` as in the box); the child's JSON."""
+    """Run action source in copy mode and in an overlay (root's; `userxattr` as in the box; root's with
+    redirect_dir=on, where a tree dir can be renamed); the child's JSON."""
 
     def run(actions: str) -> dict:
         tree = tmp_path / "tree"
@@ -107,7 +109,7 @@ def scenario(request, overlay_host, tmp_path: Path):
             (tree / rel).write_text(text)
         base = tmp_path / "base"
         base.mkdir()
-        argv = [sys.executable, "-c", RUNNER, str(tree), str(base), "1" if request.param else "0"]
+        argv = [sys.executable, "-c", RUNNER, str(tree), str(base), request.param]
         done = subprocess.run([*argv, textwrap.dedent(actions)], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
@@ -214,9 +216,9 @@ def test_a_file_and_a_directory_swapping_places_match_copy_mode(scenario):
     assert result["overlay"] == result["copy"]
 
 
-def test_renaming_a_tree_directory_fails_exdev_and_a_copying_move_reports_as_in_copy_mode(scenario):
-    """os.rename of a lower directory fails EXDEV in the overlay (no redirect_dir); shutil.move's copy fallback
-    then leaves the same changes a rename leaves in copy mode."""
+def test_renaming_a_tree_directory_reports_as_in_copy_mode(scenario):
+    """os.rename of a lower directory fails EXDEV without redirect_dir, and shutil.move's copy fallback then
+    leaves the changes a rename leaves in copy mode; with redirect_dir=on the rename itself reads the same."""
     result = scenario("""
         import errno, os, shutil
         try:
@@ -227,7 +229,10 @@ def test_renaming_a_tree_directory_fails_exdev_and_a_copying_move_reports_as_in_
             shutil.move("pkg", "moved")
         os.rename("data.txt", "data2.txt")  # a file renames fine: it is copied up first
     """)
-    assert (result["copy_said"], result["said"]) == ("renamed", "EXDEV")
+    renamed = "renamed" if result["variant"] == "redirect_dir" else "EXDEV"
+    assert (result["copy_said"], result["said"]) == ("renamed", renamed)
+    if result["variant"] == "redirect_dir":
+        assert any(x.endswith("overlay.redirect") for x in result["upper"]["moved"][1]), result["upper"]
     assert result["overlay"] == result["copy"]
     assert ("moved/sub/c.py", "created") in paths(result["overlay"])
     assert ("data.txt", "deleted") in paths(result["overlay"])
@@ -260,10 +265,13 @@ def test_changes_reads_only_the_upper_dir_for_a_large_tree(overlay_host, tmp_pat
         "found = overlay.changes(", "import time; t0 = time.perf_counter(); found = overlay.changes("
     )
     runner = runner.replace("upper = {}", "took = time.perf_counter() - t0\nupper = {}")
-    runner = runner.replace('"lower_intact": lower_intact}', '"lower_intact": lower_intact, "took": took}')
+    runner = runner.replace('"variant": variant}', '"variant": variant, "took": took}')
     actions = "open('pkg3/mod3.py', 'a').write('X = 2\\n')"
     done = subprocess.run(
-        [sys.executable, "-c", runner, str(tree), str(base), "1", actions], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", runner, str(tree), str(base), "userxattr", actions],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

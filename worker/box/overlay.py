@@ -169,17 +169,28 @@ class Layer:
     userxattr: bool
 
 
-def prepare(lower: str, scratch: str, work: str, *, size_mb: int, userxattr: bool = True, mode: int = 0o1777) -> Layer:
+def prepare(
+    lower: str,
+    scratch: str,
+    work: str,
+    *,
+    size_mb: int,
+    userxattr: bool = True,
+    mode: int = 0o1777,
+    extra: tuple[str, ...] = (),
+) -> Layer:
     """Mount a fresh overlay of `lower` on `work`, its upper and work dirs on a new tmpfs of `size_mb`
     mounted at `scratch` and detached again at once: the overlay keeps it, the probe cannot reach it.
-    `mode` is the work root's (the merged root takes the upper root's), as Docker's /work tmpfs has."""
+    `mode` is the work root's (the merged root takes the upper root's), as Docker's /work tmpfs has.
+    `extra` overlay options, e.g. redirect_dir=on, which only a root mount (userxattr off) accepts."""
     mount("probegate-upper", scratch, "tmpfs", 0, f"size={size_mb}m,mode=700")
     try:
         upper, workdir = f"{scratch}/upper", f"{scratch}/work"
         os.mkdir(upper)
         os.chmod(upper, mode)
         os.mkdir(workdir, 0o700)
-        options = f"lowerdir={lower},upperdir={upper},workdir={workdir}" + (",userxattr" if userxattr else "")
+        options = ",".join((f"lowerdir={lower},upperdir={upper},workdir={workdir}", *extra))
+        options += ",userxattr" if userxattr else ""
         mount("overlay", work, "overlay", 0, options)
         upper_fd = os.open(upper, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     finally:
