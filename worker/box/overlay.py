@@ -207,14 +207,12 @@ def discard(layer: Layer) -> None:
         os.close(layer.upper_fd)
 
 
-def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: int, upper_mb: int) -> str | None:
-    """Make this container's work copies copy-on-write, once, before its first trial: None when every
-    trial may use `prepare`/`changes`/`discard`, else why not (the caller then copies, as today).
-
-    Once the namespace is entered the filter goes on whatever follows, so no later failure leaves a
-    probe able to make namespaces; a failure to install it raises (the container must not go on).
-    A dry run (one file written through a fresh overlay must come back as exactly that change)
-    proves the mode on this kernel before a trial relies on it."""
+def enter() -> str | None:
+    """The first half of choosing copy-on-write work copies, at the supervisor's start and before
+    harden(): once undumpable, /proc/self/uid_map is root's and cannot be written. Enters our own
+    user and mount namespace and installs the namespace filter; None when done, else why not (the
+    caller then copies, as today). Once the namespace is entered the filter goes on whatever
+    follows; a failure to install it raises (the container must not go on)."""
     try:
         namespace_filter()
     except ValueError as exc:
@@ -224,6 +222,14 @@ def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: 
     except OSError as exc:
         return f"no user and mount namespace of our own: {exc}"
     deny_new_namespaces()
+    return None
+
+
+def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: int, upper_mb: int) -> str | None:
+    """The second half, once the tree is bound and before the first trial (after `enter` succeeded):
+    lay out the lower and prove the mode by a dry run (one file written through a fresh overlay must
+    come back as exactly that change). None when every trial may use `prepare`/`changes`/`discard`,
+    else why not (the caller then copies, as today)."""
     try:
         make_lower(template, lower, lower_mb)
     except OSError as exc:
