@@ -114,6 +114,20 @@ class Template:
                     self.entries.append((rel, "file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, digest))
                 # Anything else has no place in a work copy (sealed trees hold none).
 
+    def signatures(self, dst: str) -> dict[str, str]:
+        """What `snapshot` would say of the tree laid out at `dst`, without laying it out: the
+        `before` of a trial whose work dir shows the tree some other way (an overlay, worker/box/overlay.py)."""
+        seen: dict[str, str] = {}
+        for rel, kind, mode, _mtime_ns, extra in self.entries:
+            path = os.path.join(dst, rel)
+            if kind == "dir":
+                seen[path] = f"dir:{mode:o}"
+            elif kind == "link":
+                seen[path] = "link:" + extra
+            else:
+                seen[path] = f"{extra}:{mode:o}"
+        return seen
+
     def lay_out(self, dst: str) -> dict[str, str]:
         """Recreate the tree in the existing, empty `dst`; returns what `snapshot` would say of it."""
         seen: dict[str, str] = {}

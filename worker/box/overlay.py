@@ -1,0 +1,332 @@
+"""Copy-on-write work copies (issue 13, design (a); not wired into the supervisor yet).
+
+Instead of laying the whole tree out in /work and reading all of it back per trial, the supervisor
+lays the tree out once per container as a read-only lower layer, and each trial's /work is a fresh
+overlay over it whose writable upper dir sits on a tmpfs of its own. After the trial, only the
+entries of the upper dir (and the lower entries they hide) are candidates for a change, and each
+candidate is judged the way fsdiff's snapshots judge it, through the merged view: so a file opened
+for writing but left unchanged, or chmod'ed to its own mode (both copy it up), is no change, and the
+report equals what a full copy and two snapshots would give.
+
+The supervisor runs unprivileged, so it first enters a user and mount namespace of its own
+(`enter_user_namespace`; needs a seccomp profile that allows unshare, mount and umount2) and then
+closes the door behind it (`deny_new_namespaces`): a seccomp filter, inherited by every probe,
+that refuses new namespaces, so a probe, which execs with no capabilities, can never gain any.
+
+Stdlib-only, mounted read-only beside supervisor.py; the host's tests drive it as root.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import ctypes
+import os
+import platform
+import stat
+import struct
+from dataclasses import dataclass
+
+try:  # inside the sandbox: siblings in the same read-only mount
+    from fsdiff import Template, diff, signature
+except ImportError:  # imported on the host as worker.box.overlay
+    from worker.box.fsdiff import Template, diff, signature
+
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+# Overlay's own xattrs: "trusted." when root mounts it, "user." under `userxattr` (unprivileged).
+XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(source: str, target: str, fstype: str | None, flags: int = 0, data: str | None = None) -> None:
+    """mount(2) through libc; OSError naming the target on failure (no `mount` binary in the image)."""
+    encoded = data.encode() if data is not None else None
+    fs = fstype.encode() if fstype is not None else None
+    _check(_libc.mount(source.encode(), target.encode(), fs, flags, encoded), f"mount {fstype or source} on {target}")
+
+
+def umount(target: str, flags: int = 0) -> None:
+    """umount2(2) through libc; OSError naming the target on failure."""
+    _check(_libc.umount2(target.encode(), flags), f"umount {target}")
+
+
+def enter_user_namespace() -> None:
+    """Become root-in-name-only: a new user namespace mapping just our own uid and gid (so the probe,
+    which keeps that uid, execs without capabilities) and a new mount namespace it owns, private, so
+    no mount made here is seen outside the container."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER | CLONE_NEWNS)")
+    # An unprivileged gid_map needs setgroups denied first (else a process could drop a group it is
+    # denied by). One line each, our own ids only: all an unprivileged process may map.
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+    mount("none", "/", None, MS_REC | MS_PRIVATE)
+
+
+# --- seccomp: refuse new namespaces to this process and everything it starts -------------------
+
+AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64 = 0xC000003E, 0xC00000B7
+_SYSCALLS = {  # the numbers differ per architecture; clone3 and the new mount API are shared
+    AUDIT_ARCH_X86_64: {"unshare": 272, "setns": 308, "clone": 56, "pivot_root": 155},
+    AUDIT_ARCH_AARCH64: {"unshare": 97, "setns": 268, "clone": 220, "pivot_root": 41},
+}
+_ARCHES = {"x86_64": AUDIT_ARCH_X86_64, "aarch64": AUDIT_ARCH_AARCH64, "arm64": AUDIT_ARCH_AARCH64}
+CLONE3 = 435
+NEW_MOUNT_API = (428, 429, 430, 431, 432, 433, 442)  # open_tree .. fspick, mount_setattr: we use none
+NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET (Docker's mask)
+X32_BIT = 0x40000000
+_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
+_RET_ALLOW = 0x7FFF0000
+_EPERM, _ENOSYS = 1, 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+
+
+def _errno(err: int) -> int:
+    return 0x00050000 | err  # SECCOMP_RET_ERRNO
+
+
+def namespace_filter(machine: str | None = None) -> bytes:
+    """The classic-BPF program `deny_new_namespaces` installs, as bytes (struct sock_filter[]).
+
+    unshare, setns, pivot_root and the new mount API fail EPERM; clone fails EPERM with any
+    namespace flag; clone3 fails ENOSYS, since its flags sit in memory seccomp cannot read and libc
+    then falls back to clone (Docker's default profile does the same). mount and umount2 stay: the
+    supervisor needs them per trial, and without capabilities they fail anyway. Syscalls of another
+    ABI (x32, i386 via int 0x80) get ENOSYS, since their numbers differ. ValueError on an
+    architecture this does not know, so the caller falls back to copying."""
+    arch = _ARCHES.get(machine or platform.machine())
+    if arch is None:
+        raise ValueError(f"no seccomp filter for architecture {machine or platform.machine()}")
+    nr = _SYSCALLS[arch]
+    prog: list[tuple[int, int, int, int]] = [
+        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ_K, 1, 0, arch),
+        (_RET_K, 0, 0, _errno(_ENOSYS)),
+        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if arch == AUDIT_ARCH_X86_64:
+        prog += [(_JGE_K, 0, 1, X32_BIT), (_RET_K, 0, 0, _errno(_ENOSYS))]
+    for number in (nr["unshare"], nr["setns"], nr["pivot_root"], *NEW_MOUNT_API):
+        prog += [(_JEQ_K, 0, 1, number), (_RET_K, 0, 0, _errno(_EPERM))]
+    prog += [
+        (_JEQ_K, 0, 1, CLONE3),
+        (_RET_K, 0, 0, _errno(_ENOSYS)),
+        (_JEQ_K, 0, 3, nr["clone"]),
+        (_LD_W_ABS, 0, 0, 16),  # the low half of args[0] (little-endian): clone's flags on both arches
+        (_JSET_K, 0, 1, NAMESPACE_FLAGS),
+        (_RET_K, 0, 0, _errno(_EPERM)),
+        (_RET_K, 0, 0, _RET_ALLOW),
+    ]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in prog)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def deny_new_namespaces() -> None:
+    """Install `namespace_filter` on this process for good (inherited across fork and exec).
+    Needs no_new_privs (Docker's no-new-privileges sets it) or CAP_SYS_ADMIN."""
+    program = namespace_filter()
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
+
+
+# --- the layers --------------------------------------------------------------------------------
+
+
+def make_lower(template: Template, at: str, size_mb: int) -> None:
+    """Lay the tree out once on a fresh tmpfs at `at` and make it read-only: the lower layer of
+    every trial's overlay. A copy of our own, since the lower's files must belong to the probe's uid
+    (the host's tree belongs to whoever made it, unmapped in our user namespace)."""
+    mount("probegate-lower", at, "tmpfs", 0, f"size={size_mb}m,mode=755")
+    try:
+        template.lay_out(at)
+        mount("none", at, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    except BaseException:
+        umount(at, MNT_DETACH)  # a tree that did not fit leaves no half-filled tmpfs behind
+        raise
+
+
+@dataclass
+class Layer:
+    """One trial's overlay: mounted on `work`, its upper dir held open as `upper_fd` (no path to
+    it is left once `prepare` detached the scratch tmpfs)."""
+
+    work: str
+    upper_fd: int
+    userxattr: bool
+
+
+def prepare(
+    lower: str,
+    scratch: str,
+    work: str,
+    *,
+    size_mb: int,
+    userxattr: bool = True,
+    mode: int = 0o1777,
+    extra: tuple[str, ...] = (),
+) -> Layer:
+    """Mount a fresh overlay of `lower` on `work`, its upper and work dirs on a new tmpfs of `size_mb`
+    mounted at `scratch` and detached again at once: the overlay keeps it, the probe cannot reach it.
+    `mode` is the work root's (the merged root takes the upper root's), as Docker's /work tmpfs has.
+    `extra` overlay options, e.g. redirect_dir=on, which only a root mount (userxattr off) accepts."""
+    mount("probegate-upper", scratch, "tmpfs", 0, f"size={size_mb}m,mode=700")
+    try:
+        upper, workdir = f"{scratch}/upper", f"{scratch}/work"
+        os.mkdir(upper)
+        os.chmod(upper, mode)
+        os.mkdir(workdir, 0o700)
+        options = ",".join((f"lowerdir={lower},upperdir={upper},workdir={workdir}", *extra))
+        options += ",userxattr" if userxattr else ""
+        mount("overlay", work, "overlay", 0, options)
+        upper_fd = os.open(upper, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        umount(scratch, MNT_DETACH)
+    return Layer(work, upper_fd, userxattr)
+
+
+def discard(layer: Layer) -> None:
+    """Unmount the trial's overlay; closing the upper dir frees its tmpfs. Every process of the trial
+    must be gone (a cwd or open file inside makes the unmount fail EBUSY: then the trial is not over)."""
+    try:
+        umount(layer.work)
+    finally:
+        os.close(layer.upper_fd)
+
+
+def enter() -> str | None:
+    """The first half of choosing copy-on-write work copies, at the supervisor's start and before
+    harden(): once undumpable, /proc/self/uid_map is root's and cannot be written. Enters our own
+    user and mount namespace and installs the namespace filter; None when done, else why not (the
+    caller then copies, as today). Once the namespace is entered the filter goes on whatever
+    follows; a failure to install it raises (the container must not go on)."""
+    try:
+        namespace_filter()
+    except ValueError as exc:
+        return str(exc)
+    try:
+        enter_user_namespace()
+    except OSError as exc:
+        return f"no user and mount namespace of our own: {exc}"
+    deny_new_namespaces()
+    return None
+
+
+def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: int, upper_mb: int) -> str | None:
+    """The second half, once the tree is bound and before the first trial (after `enter` succeeded):
+    lay out the lower and prove the mode by a dry run (one file written through a fresh overlay must
+    come back as exactly that change). None when every trial may use `prepare`/`changes`/`discard`,
+    else why not (the caller then copies, as today)."""
+    try:
+        make_lower(template, lower, lower_mb)
+    except OSError as exc:
+        return f"the lower layer could not be laid out: {exc}"
+    try:
+        layer = prepare(lower, scratch, work, size_mb=upper_mb)
+        try:
+            probe = os.path.join(work, ".probegate-dry-run")
+            with open(probe, "w") as handle:
+                handle.write("x")
+            found = changes(layer, template.signatures(work))
+        finally:
+            discard(layer)
+    except OSError as exc:
+        umount(lower, MNT_DETACH)
+        return f"an overlay on {work} did not work: {exc}"
+    if found != [{"path": probe, "change": "created"}]:
+        umount(lower, MNT_DETACH)
+        return f"an overlay's dry run reported {found!r}, not one created file"
+    return None
+
+
+def changes(layer: Layer, before: dict[str, str]) -> list[dict]:
+    """What the trial created, modified or deleted under `layer.work`, exactly as
+    `fsdiff.diff(before, snapshot([work]))` would say it, `before` being the lower's signatures keyed
+    by their paths under work (what Template.lay_out returns for it). Reads only the upper dir, the
+    merged view of the paths it names, and the lower entries it hides."""
+    work = layer.work.rstrip("/")
+    lowers: list[str] | None = None  # sorted lazily: only a hidden lower dir needs it (O(tree) to sort)
+    candidates: set[str] = set()
+    for rel, is_dir, special in _upper_entries(layer.upper_fd):
+        path = f"{work}/{rel}"
+        candidates.add(path)
+        was_dir = before.get(path, "").startswith("dir:")
+        if was_dir and (special or not is_dir):
+            # An opaque or redirected dir, or a whiteout or file over a lower dir: the lower entries
+            # below it may be gone, or be shown elsewhere.
+            if lowers is None:
+                lowers = sorted(before)
+            candidates.update(_below(lowers, path))
+        if is_dir and special:
+            # What a redirected dir (a renamed lower dir, with redirect_dir=on: never under userxattr)
+            # shows comes from elsewhere in the lower: only the merged view says what is below it.
+            # For an opaque dir this looks again at entries the upper dir already named: cheap.
+            candidates.update(_walk(path))
+    after: dict[str, str] = {}
+    for path in candidates:
+        try:
+            after[path] = signature(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # gone, or a parent is no longer a dir
+        except OSError:
+            after[path] = "vanished"  # as fsdiff.snapshot says of a path it cannot stat
+    return diff({p: before[p] for p in candidates if p in before}, after)
+
+
+def _upper_entries(upper_fd: int):
+    """(relative path, is a dir?, an opaque or redirected dir?) for every entry of the upper dir."""
+    # Errors raise (fwalk would skip what it cannot open): a dir of changes we could not read must
+    # fail the read-back, never pass as unchanged.
+    for top, dirs, files, top_fd in os.fwalk(".", dir_fd=upper_fd, onerror=_raise):
+        for name in dirs + files:
+            rel = os.path.normpath(os.path.join(top, name))
+            st = os.stat(name, dir_fd=top_fd, follow_symlinks=False)
+            # A whiteout (char device 0/0) needs no test of its own: the merged view shows the path
+            # gone, and a whiteout or any other non-dir over a lower dir hides what was below it.
+            if stat.S_ISDIR(st.st_mode):
+                yield rel, True, _opaque_or_redirected(top_fd, name)
+            else:
+                yield rel, False, False
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def _opaque_or_redirected(dir_fd: int, name: str) -> bool:
+    # No *xattr call takes a dir_fd; our own /proc/self/fd resolves even when we are not dumpable.
+    # A dir whose xattrs cannot be read counts as opaque: a slower walk, never a missed change.
+    path = f"/proc/self/fd/{dir_fd}/{name}"
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+    except OSError:
+        return True
+    # Exact names: a probe's own "user.overlay.*" xattr is stored escaped ("user.overlay.overlay.*").
+    return any(f"{prefix}{key}" in names for prefix in XATTR_PREFIXES for key in ("opaque", "redirect"))
+
+
+def _below(sorted_paths: list[str], path: str) -> list[str]:
+    start = bisect.bisect_left(sorted_paths, path + "/")
+    end = bisect.bisect_left(sorted_paths, path + "0")  # "0" follows "/" in code point order
+    return sorted_paths[start:end]
+
+
+def _walk(path: str) -> list[str]:
+    found = []
+    with contextlib.suppress(OSError):
+        for top, dirs, files in os.walk(path, onerror=lambda _err: None):
+            found += [os.path.join(top, name) for name in dirs + files]
+    return found
