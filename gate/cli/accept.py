@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from gate.core.acceptance import prove
 from gate.core.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
-from gate.core.freezes import FreezeFile, resolve
-from gate.core.verdict import Band
+from gate.core.freezes import FreezeFile, dependent_freeze_reasons, resolve
+from gate.core.verdict import Band, Kind
 from gate.io.artifacts import read_card
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection
@@ -34,9 +36,10 @@ def run_accept(
     suite: Path,
     base: str | None = None,
     allow_unchecked_oracle: bool = False,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
     """Print one JSON line with the decision and its reasons; return the exit code. `card_path` or
-    `seal_path` None: the one the suite names."""
+    `seal_path` None: the one the suite names; `now` is accept's own time, for the freezes."""
     if not workdir.is_dir():
         raise InputMissingError("the tree being merged is not a folder", file=str(workdir), field="--workdir")
     request = OracleRequest(suite=suite, workdir=workdir, seal=seal_path, base=base, calibrated_deadlines=False)
@@ -59,6 +62,12 @@ def run_accept(
             freezes=_freezes(oracle.freeze_file, oracle.suite.bands(), card),
             allow_unchecked_oracle=allow_unchecked_oracle,
         )
+        # Checked at accept's own time: a freeze that lapsed since the run excuses nothing now.
+        excused = [row.id for row in card.properties if row.kind is not Kind.PASS]
+        late = dependent_freeze_reasons(oracle.freeze_file, frozen=card.freeze_set, excused=excused, now=now())
+        if late:
+            earlier = () if result.accepted else result.reasons
+            result = Acceptance(accepted=False, reasons=(*earlier, *late))
         if oracle.base_commit is not None:
             result = _with_base(result, card, oracle.base_commit, oracle.edits)
     return _print(card, result)

@@ -1,14 +1,17 @@
 """Flake freezes: a reviewed file that takes properties out of the vote, never out of the run.
 
-An entry names the seal the flake was seen under and an expiry; it applies only while both hold.
+An entry names the seal the flake was seen under, an expiry and an owner; it applies only while all
+three hold: an entry with no owner is a quarantine nobody will lift, so it freezes nothing.
 `retry_allowed` exists in the file so that a reviewer sees it, and it can only be false. A safety
 property can never be frozen: such a file is refused outright. The freeze file is an oracle file,
-so a patch that edits it is rejected (freeze and feature land as two commits).
+so a patch that edits it is rejected (freeze and feature land as two commits). `accept` checks the
+freezes a card's vote depends on again at its own time (`dependent_freeze_reasons`): a freeze that
+expired between run and merge no longer excuses anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -25,6 +28,8 @@ class FreezeEntry(BaseModel):
     seal: str = Field(pattern=r"^[0-9a-f]{64}$")
     reason: str = Field(min_length=1)
     expires_at: AwareDatetime
+    # Who repairs the property and lifts the freeze; empty in a proposal until a person takes it.
+    owner: str = Field("", max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
     retry_allowed: Literal[False] = False
 
 
@@ -56,6 +61,8 @@ def resolve(
     for entry in freeze_file.freezes:
         if entry.expires_at <= now:
             inactive[entry.freeze_id] = f"expired at {entry.expires_at.isoformat()}"
+        elif not entry.owner.strip():
+            inactive[entry.freeze_id] = "it has no owner"
         elif entry.seal != seal:
             inactive[entry.freeze_id] = f"observed under seal {entry.seal[:16]}, run is {seal[:16]}"
         else:
@@ -75,3 +82,22 @@ def check_properties(freeze_file: FreezeFile, *, bands: Mapping[str, Band], sour
                     f"freeze {entry.freeze_id} names safety property {pid}; safety is never frozen",
                     file=source,
                 )
+
+
+def dependent_freeze_reasons(
+    freeze_file: FreezeFile | None, *, frozen: Mapping[str, str], excused: Collection[str], now: datetime
+) -> list[str]:
+    """Why the freezes that excuse `excused` (frozen properties that did not pass) cannot be relied on at
+    `now`, when `accept` runs: an entry missing from the file, expired, or with no owner."""
+    entries = {entry.freeze_id: entry for entry in (freeze_file.freezes if freeze_file else ())}
+    reasons = []
+    for pid in sorted(set(excused) & set(frozen)):
+        entry = entries.get(frozen[pid])
+        why = f"property {pid}'s vote depends on freeze {frozen[pid]}"
+        if entry is None:
+            reasons.append(f"{why}, which the freeze file does not hold")
+        elif entry.expires_at <= now:
+            reasons.append(f"{why}, which expired at {entry.expires_at.isoformat()} (accept ran at {now.isoformat()})")
+        elif not entry.owner.strip():
+            reasons.append(f"{why}, which has no owner")
+    return reasons

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.errors import RET_CONFIG, FreezeFileError
-from gate.core.freezes import FreezeEntry, FreezeFile, FreezeState, resolve
+from gate.core.freezes import FreezeEntry, FreezeFile, FreezeState, dependent_freeze_reasons, resolve
 from gate.core.verdict import Band
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -24,7 +24,7 @@ def entry(freeze_id="fz-1", properties=("rate",), seal=SEAL, expires=NOW + timed
         seal=seal,
         reason="colour changed on same bytes",
         expires_at=expires,
-        **extra,
+        **{"owner": "@alice", **extra},
     )
 
 
@@ -171,3 +171,36 @@ def test_freeze_file_refuses_unknown_top_level_keys():
     """A freeze file with an unknown top-level key is refused."""
     with pytest.raises(ValidationError):
         FreezeFile.model_validate({"freezes": [], "retries": 1})
+
+
+def test_an_entry_with_no_owner_freezes_nothing():
+    """A freeze nobody owns (absent, empty or blank owner) is inactive, saying so: no ownerless quarantine."""
+    state = run(entry(owner=""), entry(freeze_id="fz-2", properties=("shape",), owner="  "))
+    assert state.frozen == {}
+    assert state.inactive == {"fz-1": "it has no owner", "fz-2": "it has no owner"}
+
+
+def test_an_owner_with_a_control_character_is_refused():
+    """An owner is one printable line: a newline or ESC in it is a malformed freeze file."""
+    with pytest.raises(ValidationError, match="owner"):
+        entry(owner="@alice\n\x1b[2Jaccepted")
+
+
+def test_accept_time_reasons_name_lapsed_missing_and_ownerless_freezes():
+    """At accept's time, each excused (frozen, not passing) property whose freeze expired since the run, is
+    gone from the file or has no owner is one reason; a frozen property that passed needs no excuse."""
+    live = entry(freeze_id="live", properties=("rate",))
+    lapsed = entry(freeze_id="lapsed", properties=("shape",), expires=NOW + timedelta(hours=1))
+    ownerless = entry(freeze_id="nobody", properties=("rate2",), owner="")
+    file = FreezeFile(freezes=(live, lapsed, ownerless))
+    frozen = {"rate": "live", "shape": "lapsed", "rate2": "nobody", "gone": "deleted", "fine": "lapsed"}
+    later = NOW + timedelta(hours=2)
+    reasons = dependent_freeze_reasons(file, frozen=frozen, excused=["rate", "shape", "rate2", "gone"], now=later)
+    assert reasons == [
+        "property gone's vote depends on freeze deleted, which the freeze file does not hold",
+        "property rate2's vote depends on freeze nobody, which has no owner",
+        f"property shape's vote depends on freeze lapsed, which expired at {lapsed.expires_at.isoformat()} "
+        f"(accept ran at {later.isoformat()})",
+    ]
+    assert dependent_freeze_reasons(file, frozen=frozen, excused=["rate"], now=later) == []
+    assert dependent_freeze_reasons(None, frozen={}, excused=["rate"], now=later) == []
