@@ -14,7 +14,7 @@ from gate.core.bands import Interval
 from gate.core.ledger import LedgerAction, LedgerEntry
 from gate.core.policy import JobStatus, PolicyInputs
 from gate.core.trial import ClockSpec
-from gate.core.verdict import Band, Kind, OutcomeCounts
+from gate.core.verdict import Band, ColourChange, Kind, OutcomeCounts
 
 CARD_SCHEMA_VERSION = 2  # 2: outcome counts per row and the policy's inputs, so `accept` can recompute
 _CARD = ConfigDict(frozen=True, extra="forbid")
@@ -45,6 +45,7 @@ class PropertyRow(BaseModel):
     detail: str = ""
     durations_s: tuple[float, ...] = ()
     counts: OutcomeCounts = OutcomeCounts()
+    colour_change: ColourChange | None = None  # safety/contract trials that disagreed on the same bytes
 
 
 class HarnessEvent(BaseModel):

@@ -109,6 +109,7 @@ _ROW_FIELDS: dict[str, Callable[[PropertyRow], JsonValue]] = {
     "duration_median_s": _median,
     "duration_max_s": _max,
     "detail": lambda r: r.detail,
+    "colour_change": lambda r: r.colour_change.model_dump(mode="json") if r.colour_change else None,
 }
 
 

@@ -76,6 +76,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 detail=v.detail,
                 durations_s=facts.durations.get(v.property_id, ()),
                 counts=v.counts,
+                colour_change=v.colour_change,
             )
         )
     return VerdictCard(

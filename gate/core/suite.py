@@ -56,6 +56,9 @@ class PropertySpec(BaseModel):
     beta: StrictFloat | None = None
     max_trials: StrictInt | None = None
     wave: StrictInt | None = None
+    # Safety and contract only: run the fixture this many times. One miss still decides (no retries);
+    # more trials only show whether the property changes colour on identical sealed bytes.
+    repeat: StrictInt | None = Field(None, ge=1, le=1000)
     params: dict[str, Any] = {}
 
     @model_validator(mode="after")
@@ -64,6 +67,8 @@ class PropertySpec(BaseModel):
         given += [key for keys in _RULE_KEYS.values() for key in keys if getattr(self, key) is not None]
         if self.band is not Band.STATISTICAL and given:
             raise ValueError(f"{'/'.join(given)} apply to the statistical band only, not {self.band}")
+        if self.band is Band.STATISTICAL and self.repeat is not None:
+            raise ValueError("repeat applies to safety and contract properties; a statistical one sets its rule")
         kind = self.rule_name or "fixed"
         foreign = [name for name in given if name != "rule" and name not in _RULE_KEYS[kind]]
         if foreign:
@@ -95,7 +100,7 @@ class PropertySpec(BaseModel):
 
     def planned_trials(self) -> int:
         rule = self.rule()
-        return rule.planned_trials() if rule else 1
+        return rule.planned_trials() if rule else (self.repeat or 1)
 
 
 class SamplerConfig(BaseModel):

@@ -95,6 +95,34 @@ class OutcomeCounts(BaseModel):
         return self.fault > 0 and self.fault_creditable == self.fault
 
 
+class ColourChange(BaseModel):
+    """A safety or contract property whose trials on identical sealed bytes disagreed: the indices of
+    the trials on each side. Reported, never excused: the row keeps the kind its misses earn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    hits: tuple[int, ...]
+    misses: tuple[int, ...]
+
+    @classmethod
+    def of(cls, band: Band, outcomes: Sequence[Outcome]) -> ColourChange | None:
+        """The disagreement among `outcomes`, or None: a statistical property's trials may differ by design."""
+        if band is Band.STATISTICAL:
+            return None
+        hits = tuple(sorted(o.trial_index for o in outcomes if o.kind is OutcomeKind.HIT))
+        misses = tuple(sorted(o.trial_index for o in outcomes if o.kind is OutcomeKind.MISS))
+        return cls(hits=hits, misses=misses) if hits and misses else None
+
+    def line(self) -> str:
+        """`changed colour on identical bytes: hits at trials 0, 2; misses at trials 1` (at most 10 each)."""
+
+        def shown(indices: tuple[int, ...]) -> str:
+            listed = ", ".join(str(i) for i in indices[:10])
+            return listed + (f" and {len(indices) - 10} more" if len(indices) > 10 else "")
+
+        hits, misses = shown(self.hits), shown(self.misses)
+        return f"changed colour on identical bytes: hits at trials {hits}; misses at trials {misses}"
+
+
 class Verdict(BaseModel):
     """The one verdict a property earns in a run."""
 
@@ -111,6 +139,7 @@ class Verdict(BaseModel):
     creditable: bool = False
     check_raised: bool = False  # on some trial the check raised rather than judged
     counts: OutcomeCounts = OutcomeCounts()
+    colour_change: ColourChange | None = None
 
 
 def harness_verdict(property_id: str, band: Band, fixture_digest: str, detail: str, *, creditable: bool) -> Verdict:
@@ -178,6 +207,9 @@ def fold(
         detail = rule.decide(hits=counts.hit, trials=counts.trials).reason + _first_misses(outcomes)
     else:
         detail = ""
+    change = ColourChange.of(band, outcomes)
+    if change is not None:
+        detail = f"{detail}; {change.line()}" if detail else change.line()
     return Verdict(
         kind=kind,
         property_id=property_id,
@@ -190,6 +222,7 @@ def fold(
         creditable=kind is Kind.HARNESS_ERROR and counts.creditable,
         check_raised=any(o.check_raised for o in outcomes),
         counts=counts,
+        colour_change=change,
     )
 
 
