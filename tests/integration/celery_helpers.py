@@ -4,6 +4,7 @@ SIGKILL a whole worker."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -181,6 +182,22 @@ class Workers:
             if set(self.procs) <= seen:
                 return
         raise RuntimeError(f"workers not ready: {[(self.tmp / f'{n}.log').read_text()[-500:] for n in self.procs]}")
+
+    def wait_busy(self, name: str, client, timeout: float = 90) -> None:
+        """Wait until the worker runs a probe container: it opens a run's sandbox only for a batch it holds,
+        so one of its containers means a batch is in flight there (a fixed sleep races a slow start)."""
+        group = self.procs[name].pid  # started in its own session: its pool children share this group
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            running = client.containers.list(filters={"label": "probegate.pid", "status": "running"}, sparse=True)
+            for container in running:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    # A sparse listing carries the labels at the top of attrs (no inspect, which races a removal).
+                    if os.getpgid(int(container.attrs.get("Labels", {}).get("probegate.pid", ""))) == group:
+                        return
+            time.sleep(0.1)
+        log = (self.tmp / f"{name}.log").read_text()[-500:]
+        raise RuntimeError(f"worker {name} never ran a probe container: {log}")
 
     def kill(self, name: str) -> None:
         """SIGKILL the worker and its pool children at once, as a lost machine would vanish."""

@@ -107,7 +107,8 @@ def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
     workers.wait_ready()
     card = tmp_path / "card.json"
     proc = run_slow(slow_suite, card, "--broker", redis_server.url, env={**workers.env})
-    time.sleep(3.0)  # both workers are inside a one-second trial by now
+    workers.wait_busy("w1", docker_client)
+    time.sleep(0.5)  # inside its batch of one-second trials
     workers.kill("w1")
     _, stderr = proc.communicate(timeout=180)
     stamped = json.loads(card.read_text())
