@@ -14,6 +14,7 @@ Pure: card and verdicts in, values and text out; the runner writes the files (`g
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
@@ -28,6 +29,9 @@ REPAIR_TASK = "repair-task.md"
 # Long enough to repair a property and lift the freeze in review, short enough that a forgotten
 # freeze lapses by itself rather than quarantining a property for good.
 FREEZE_DAYS = 14
+# An identifier made only of these is shown as code (copyable as is); a code span cannot hold a backtick,
+# so nothing of this alphabet can end it. Anything else goes through `md_inline`.
+_IDENT = re.compile(r"[A-Za-z0-9_.:\-]+")
 
 
 def freeze_id(property_id: str, seal: str) -> str:
@@ -94,22 +98,22 @@ def _indices(change: ColourChange | None, trials: int, hits: int) -> str:
 
 
 def _section(card: VerdictCard, row: PropertyRow, rerun: BaseRerun) -> list[str]:
-    pid = md_inline(row.id)
+    pid = _code(row.id)
     if row.band is Band.SAFETY:
         head = f"## Safety property {pid} is broken: fix it, it is never frozen"
     else:
-        proposed = md_inline(freeze_id(row.id, card.fixture.seal))
+        proposed = _code(freeze_id(row.id, card.fixture.seal))
         head = f"## Contract property {pid} is a flake: freeze {proposed} proposed"
     lines = [
         head,
         "",
         f"- Property: {pid} ({md_inline(str(row.band))}, fixture {md_inline(row.fixture)})",
-        f"- Run: {md_inline(card.run_id)}, and its rerun on the base within the same run",
-        f"- Seal: {md_inline(card.fixture.seal)}",
-        f"- Base commit: {md_inline(rerun.base_commit)}",
-        f"- Image: {md_inline(card.image_id or '-')}",
-        f"- Patched tree {md_inline(card.tree_digest[:16])}: {_indices(row.colour_change, row.trials, row.hits)}",
-        f"- Base tree {md_inline(rerun.tree_digest[:16])}: {_indices(rerun.colour_change, rerun.trials, rerun.hits)}",
+        f"- Run: {_code(card.run_id)}, and its rerun on the base within the same run",
+        f"- Seal: {_code(card.fixture.seal)}",
+        f"- Base commit: {_code(rerun.base_commit)}",
+        f"- Image: {_code(card.image_id or '-')}",
+        f"- Patched tree {_code(card.tree_digest[:16])}: {_indices(row.colour_change, row.trials, row.hits)}",
+        f"- Base tree {_code(rerun.tree_digest[:16])}: {_indices(rerun.colour_change, rerun.trials, rerun.hits)}",
         "",
         "What the checks said on the patched tree:",
         "",
@@ -137,6 +141,10 @@ def _section(card: VerdictCard, row: PropertyRow, rerun: BaseRerun) -> list[str]
     return [*lines, ""]
 
 
+def _code(text: str) -> str:
+    return f"`{text}`" if _IDENT.fullmatch(text) else md_inline(text)
+
+
 def _quoted(messages: Sequence[str]) -> list[str]:
     return [f"- {md_inline(text)}" for text in messages] or ["- (no message)"]
 
@@ -147,9 +155,9 @@ def render_repair_task(card: VerdictCard) -> str | None:
     if not found:
         return None
     lines = [
-        f"# Repair task: {len(found)} propert{'y' if len(found) == 1 else 'ies'} change colour on the base",
+        f"# Repair task: {len(found)} propert{'y changes' if len(found) == 1 else 'ies change'} colour on the base",
         "",
-        f"Suite {md_inline(card.suite)}, run {md_inline(card.run_id)}, probegate {md_inline(card.gate_version)}.",
+        f"Suite {md_inline(card.suite)}, run {_code(card.run_id)}, probegate {md_inline(card.gate_version)}.",
         "Each property below changed colour on identical sealed bytes on the patched tree, and again when",
         "the same trials ran on the base tree: the flicker is not the patch's. This run still counted the",
         "patched tree's row as it came out: a flake is reported, never excused in the run that finds it.",
