@@ -113,3 +113,25 @@ def rerun_line(rerun: BaseRerun) -> str:
     """One line for a report: what the base showed, e.g. `base rerun on 1a2b3c4d5e6f: flake (2/4 hits)`."""
     shown = f"base rerun on {rerun.base_commit[:12]}: {rerun.verdict} ({rerun.hits}/{rerun.trials} hits)"
     return f"{shown}; {rerun.colour_change.line()}" if rerun.colour_change else shown
+
+
+def flake_note(band: Band, rerun: BaseRerun | None) -> str:
+    """What a report says of a row that changed colour: its base rerun and what came of it."""
+    if rerun is None:
+        return "not rerun on the base (no --base, or the rerun failed: see the harness events)"
+    if rerun.verdict is not RerunVerdict.FLAKE:
+        return rerun_line(rerun)
+    if band is Band.SAFETY:
+        return f"{rerun_line(rerun)}; a broken safety property: fix it, it is never frozen"
+    return f"{rerun_line(rerun)}; freeze proposed (no owner yet: it freezes nothing until someone takes it)"
+
+
+def files_line(files: FlakeFiles) -> str:
+    """What the run wrote beside its card about flakes, in one line."""
+    parts = []
+    if files.freeze_proposal:
+        parts.append(f"{files.freeze_proposal} (proposes {', '.join(files.freeze_ids)}; owner to fill in)")
+    if files.repair_task:
+        parts.append(files.repair_task)
+    line = "written beside the card: " + ", ".join(parts)
+    return line + (f"; broken safety: {', '.join(files.broken_safety)}" if files.broken_safety else "")

@@ -5,6 +5,7 @@ in a real git repository made in tmp_path; no Docker."""
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from gate.cli.summary import print_summary
 from gate.core.flakes import RerunVerdict, judge_base
 from gate.core.freezes import FreezeFile
 from gate.core.proposals import FREEZE_DAYS, freeze_id
+from gate.core.report_html import render_html
+from gate.core.report_markdown import md_inline, render_markdown
 from gate.core.trial import FileChange, Observation, TrialSpec
 from gate.core.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind
 from gate.io.fixtures import seal_tree, write_seal_file
@@ -273,3 +277,24 @@ def test_judge_base_calls_a_flake_only_on_hits_and_misses_on_the_base(kinds, pla
     fault, timeout or lost trial without a flicker: nothing was shown either way."""
     rerun = judge_base(Band.CONTRACT, outcomes(*kinds), base_commit="b" * 40, tree_digest="t", planned=planned)
     assert rerun.verdict is verdict
+
+
+def test_reports_show_the_colour_change_its_base_rerun_and_the_files(tmp_path: Path) -> None:
+    """The Markdown summary, the HTML report and the terminal summary each show the flake, its rerun on
+    the base and the files written, without letting the probe's text out of its escaping."""
+    r = flake_repo(tmp_path)
+    card = run_repo(r, flicker(CONTRACT, wrong_total)).card
+    fid = freeze_id(CONTRACT, card.fixture.seal)
+    markdown = render_markdown(card)
+    assert "**Colour changes**" in markdown
+    assert f"base rerun on {r.base[:12]}: flake (2/4 hits)" in markdown
+    assert md_inline(f"freeze-proposal.json (proposes {fid}; owner to fill in), repair-task.md") in markdown
+    assert "<img" not in markdown and "\x1b" not in markdown
+    page = render_html(card)
+    assert 'id="flakes"' in page and f'data-property="{CONTRACT}" data-rerun="flake"' in page
+    assert "<img" not in page and "\x1b" not in page
+    out = io.StringIO()
+    print_summary(card, file=out, terminal=False)
+    text = out.getvalue()
+    assert "flake (2/4 hits)" in text and "written beside the card: freeze-proposal.json" in text
+    assert "\x1b" not in text and "\n# PWNED" not in text
