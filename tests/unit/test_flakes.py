@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from gate.cli.summary import print_summary
+from gate.core.carddiff import diff_cards
+from gate.core.errors import SandboxError
 from gate.core.flakes import RerunVerdict, judge_base
 from gate.core.freezes import FreezeFile
 from gate.core.proposals import FREEZE_DAYS, freeze_id
 from gate.core.report_html import render_html
 from gate.core.report_markdown import md_inline, render_markdown
-from gate.core.trial import FileChange, Observation, TrialSpec
+from gate.core.trial import FaultOrigin, FileChange, Observation, TrialSpec
 from gate.core.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.snapshot import tree_digest
@@ -194,12 +196,17 @@ def test_a_safety_flake_is_reported_broken_and_never_proposed(tmp_path: Path) ->
 
 
 def test_a_stale_proposal_is_removed_by_a_run_without_a_flake(tmp_path: Path) -> None:
-    """A proposal from an earlier run never sits beside a card that does not name it."""
+    """A proposal from an earlier run never sits beside a card that does not name it; `gate diff` of the
+    two cards names the base rerun and the proposed freeze that went away."""
     r = flake_repo(tmp_path)
-    run_repo(r, flicker(CONTRACT, wrong_total))
+    flaky = run_repo(r, flicker(CONTRACT, wrong_total)).card
     assert beside(r, "freeze-proposal.json").exists()
     result = run_repo(r, good, replace(r.request, new_ledger=False))
     assert result.card.flake_files is None
+    diff = diff_cards(flaky, result.card)
+    assert [(c.field, c.b) for c in diff.card if c.field == "proposed_freezes"] == [("proposed_freezes", [])]
+    (contract,) = [p for p in diff.properties if p.id == CONTRACT]
+    assert [(c.a, c.b) for c in contract.changes if c.field == "base_rerun"] == [("flake", None)]
     assert not beside(r, "freeze-proposal.json").exists() and not beside(r, "repair-task.md").exists()
 
 
@@ -298,3 +305,30 @@ def test_reports_show_the_colour_change_its_base_rerun_and_the_files(tmp_path: P
     text = out.getvalue()
     assert "flake (2/4 hits)" in text and "written beside the card: freeze-proposal.json" in text
     assert "\x1b" not in text and "\n# PWNED" not in text
+
+
+@pytest.mark.parametrize("failure", ["raises", "faults"])
+def test_a_base_that_cannot_be_observed_establishes_nothing(tmp_path: Path, failure: str) -> None:
+    """An executor that fails during the base rerun (a `base_rerun_failed` event, no rerun) or base trials
+    that fault (`unobserved_on_base`) propose nothing, and the patched row's refusal stands."""
+    r = flake_repo(tmp_path)
+    patched = tree_digest(r.request.workdir)
+    flickering = flicker(CONTRACT, wrong_total)
+
+    def handler(spec: TrialSpec, fixture: bytes) -> Observation:
+        if spec.tree_digest == patched:
+            return flickering(spec, fixture)
+        if failure == "raises":
+            raise SandboxError("docker daemon went away")
+        return Observation.harness_fault(spec, "image vanished", origin=FaultOrigin.HARNESS)
+
+    result = run_repo(r, handler)
+    contract = row(result, CONTRACT)
+    assert (contract.kind, result.card.exit_code, result.card.flake_files) == (Kind.FAIL_CONTRACT, 1, None)
+    if failure == "raises":
+        assert contract.base_rerun is None
+        (event,) = [e for e in result.card.harness_events if e.kind == "base_rerun_failed"]
+        assert event.property_id == CONTRACT and "docker daemon went away" in event.detail
+    else:
+        assert contract.base_rerun is not None and contract.base_rerun.verdict is RerunVerdict.UNOBSERVED_ON_BASE
+    assert not beside(r, "repair-task.md").exists()
