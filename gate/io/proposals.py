@@ -11,13 +11,23 @@ from pathlib import Path
 from gate.core.card import VerdictCard
 from gate.core.errors import UsageError
 from gate.core.proposals import FREEZE_PROPOSAL, REPAIR_TASK, freeze_proposal, proposal_json, render_repair_task
-from gate.io.artifacts import write_output
+from gate.io.artifacts import check_writable, write_output
 from gate.io.inputs import reason
+from gate.io.snapshot import check_outside_tree
+from gate.io.treeselect import TreeSelection
 
 
 def proposal_paths(card: Path) -> tuple[Path, Path]:
     """Where the freeze proposal and the repair task of the card at `card` go."""
     return card.parent / FREEZE_PROPOSAL, card.parent / REPAIR_TASK
+
+
+def check_proposal_paths(card: Path, workdir: Path, selection: TreeSelection) -> None:
+    """Refuse, before any trial, flake files the run could not write or remove at the end, or that would
+    land in the patched tree without being left out of it (like the card)."""
+    for path in proposal_paths(card):
+        check_outside_tree(path, workdir, selection, field="--card")
+        check_writable(path, "--card")
 
 
 def write_proposals(card_path: Path, card: VerdictCard) -> None:

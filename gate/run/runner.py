@@ -33,7 +33,7 @@ from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
-from gate.io.proposals import proposal_paths, write_proposals
+from gate.io.proposals import check_proposal_paths, write_proposals
 from gate.io.reports import ReportTargets, write_reports
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
@@ -170,9 +170,7 @@ def _run(
     store = evidence_dir(card_path)
     check_outside_tree(store, request.workdir, selection, field="--card")
     check_store(store, "--card")
-    for written in proposal_paths(card_path):  # the flake files beside the card, written or removed at the end
-        check_outside_tree(written, request.workdir, selection, field="--card")
-        check_writable(written, "--card")
+    check_proposal_paths(card_path, request.workdir, selection)
     for flag, path in request.reports.outputs().items():
         check_outside_tree(path, request.workdir, selection, field=flag)
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
