@@ -15,6 +15,7 @@ from rich.text import Text
 
 from gate.core.card import VerdictCard
 from gate.core.errors import one_line
+from gate.core.flakes import files_line, flake_note
 
 # Off a terminal nothing is wrapped for a screen: a CI log keeps each row on as few lines as it can.
 PIPED_WIDTH = 200
@@ -67,6 +68,8 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
             notes.append(f"(not voting: {row.frozen_by or row.ledger})")
         if row.detail and kind != "pass":
             notes.append(row.detail)
+        if row.colour_change is not None:
+            notes.append(flake_note(row.band, row.base_rerun))
         table.add_row(
             _text(row.id),
             _text(row.band),
@@ -75,6 +78,8 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
             _text("  ".join(notes)),
         )
     console.print(table)
+    if card.flake_files is not None:
+        console.print(_text(files_line(card.flake_files), "bold yellow"))
     if card.new_oracle_edits:
         console.print(_text(f"oracle files edited by the patch: {', '.join(card.new_oracle_edits)}", "bold red"))
     status = str(card.status)

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import Interval
+from gate.core.flakes import BaseRerun, FlakeFiles
 from gate.core.ledger import LedgerAction, LedgerEntry
 from gate.core.policy import JobStatus, PolicyInputs
 from gate.core.trial import ClockSpec
@@ -46,6 +47,9 @@ class PropertyRow(BaseModel):
     durations_s: tuple[float, ...] = ()
     counts: OutcomeCounts = OutcomeCounts()
     colour_change: ColourChange | None = None  # safety/contract trials that disagreed on the same bytes
+    # The same trials on the base tree, for a row that changed colour in a run with --base (None: no
+    # colour change, or no base to rerun on; a harness event then says why). Never changes the vote.
+    base_rerun: BaseRerun | None = None
 
 
 class HarnessEvent(BaseModel):
@@ -99,6 +103,8 @@ class VerdictCard(BaseModel):
     # sha256 over the digests of every trial record in the evidence store beside the card
     # (`gate.core.evidence.evidence_digest`); None: a card from before evidence was kept.
     evidence: str | None = None
+    # Files written beside the card for flakes established on the base (freeze proposal, repair task).
+    flake_files: FlakeFiles | None = None
 
 
 class Acceptance(BaseModel):

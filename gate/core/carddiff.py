@@ -82,6 +82,7 @@ _CARD_FIELDS: dict[str, Callable[[VerdictCard], JsonValue]] = {
     "exit_code": lambda c: c.exit_code,
     "new_oracle_edits": lambda c: list(c.new_oracle_edits),
     "base_rev": lambda c: c.base_rev,
+    "proposed_freezes": lambda c: list(c.flake_files.freeze_ids) if c.flake_files else [],
 }
 
 
@@ -110,6 +111,7 @@ _ROW_FIELDS: dict[str, Callable[[PropertyRow], JsonValue]] = {
     "duration_max_s": _max,
     "detail": lambda r: r.detail,
     "colour_change": lambda r: r.colour_change.model_dump(mode="json") if r.colour_change else None,
+    "base_rerun": lambda r: str(r.base_rerun.verdict) if r.base_rerun else None,
 }
 
 

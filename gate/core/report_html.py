@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from gate.core.bands import BandRule, FixedRule, Interval, SprtRule, wilson
 from gate.core.card import PropertyRow, VerdictCard
 from gate.core.evidence import TrialRecord
+from gate.core.flakes import files_line, flake_note
 from gate.core.report_dom import CSP, el, html_text, line, num, style, svg, write_page
 from gate.core.report_sprt import draw_sprt_paths
 from gate.core.report_trials import draw_trials
@@ -162,6 +163,27 @@ def _table(body: ET.Element, card: VerdictCard) -> None:
         el(tr, "td", html_text(row.detail, _CELL_CHARS), **{"class": "detail"})
 
 
+def _flakes(body: ET.Element, card: VerdictCard) -> None:
+    """Rows that changed colour on identical bytes, their base reruns, and the flake files written."""
+    changed = [row for row in card.properties if row.colour_change is not None]
+    if not changed:
+        return
+    el(body, "h2", "Colour changes")
+    items = el(body, "ul", id="flakes")
+    for row in changed:
+        rerun = row.base_rerun
+        el(
+            items,
+            "li",
+            html_text(f"{row.id}: {flake_note(row.band, rerun)}", _CELL_CHARS),
+            **{"class": "colour-change"},
+            data_property=row.id,
+            data_rerun=str(rerun.verdict) if rerun else "none",
+        )
+    if card.flake_files is not None:
+        el(items, "li", html_text(files_line(card.flake_files), _CELL_CHARS), **{"class": "flake-files"})
+
+
 def _lists(body: ET.Element, card: VerdictCard) -> None:
     """Freezes (active and inactive) and the ledger actions the run took."""
     el(body, "h2", "Freezes and ledger actions")
@@ -228,6 +250,7 @@ def render_html(card: VerdictCard, records: Sequence[TrialRecord] = ()) -> str:
     if numbered:
         _duration_plot(body, numbered)
     draw_trials(body, card, records)
+    _flakes(body, card)
     _lists(body, card)
     image = card.image_id.removeprefix("sha256:")[:12] or "-"
     el(body, "p", f"Image {image}, seal {card.fixture.seal[:16]}.", id="digests")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gate.core.card import PropertyRow, VerdictCard
 from gate.core.errors import escaped
+from gate.core.flakes import files_line, flake_note
 from gate.core.policy import JobStatus
 
 _CELL_CHARS = 300  # the card keeps the whole detail; the page needs a readable row
@@ -83,6 +84,14 @@ def render_markdown(card: VerdictCard) -> str:
     ]
     if card.reasons:
         lines += ["**Reasons**", "", *(f"- {md_inline(reason)}" for reason in card.reasons), ""]
+    changed = [row for row in card.properties if row.colour_change is not None]
+    if changed:
+        # A colour change is reported, never excused: what its base rerun showed, and what was proposed.
+        lines += ["**Colour changes**", ""]
+        lines += [f"- {md_inline(row.id)}: {md_inline(flake_note(row.band, row.base_rerun))}" for row in changed]
+        if card.flake_files is not None:
+            lines.append(f"- {md_inline(files_line(card.flake_files))}")
+        lines.append("")
     if card.new_oracle_edits:
         lines += [f"Oracle files edited by the patch: {md_inline(', '.join(card.new_oracle_edits))}", ""]
     image = card.image_id.removeprefix("sha256:")[:12] or "-"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.core.card import Acceptance, DeadlineSource, FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
+from gate.core.flakes import BaseRerun, FlakeFiles
 from gate.core.freezes import FreezeState
 from gate.core.policy import Decision
 from gate.core.seal import Seal
@@ -46,6 +47,8 @@ class RunFacts:
     # The suite as the user named it: with --base its text comes from a temporary checkout, whose
     # path would tell a reviewer nothing (the card's base_rev says where the text came from).
     suite_file: str = ""
+    base_reruns: Mapping[str, BaseRerun] = field(default_factory=dict)  # property id -> its rerun on the base
+    flake_files: FlakeFiles | None = None
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -77,6 +80,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 durations_s=facts.durations.get(v.property_id, ()),
                 counts=v.counts,
                 colour_change=v.colour_change,
+                base_rerun=facts.base_reruns.get(v.property_id),
             )
         )
     return VerdictCard(
@@ -106,6 +110,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         exit_code=decision.exit_code,
         reasons=decision.reasons,
         evidence=facts.evidence,
+        flake_files=facts.flake_files,
     )
 
 

@@ -15,11 +15,14 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import InputMissingError, UsageError
 from gate.io.fixtures import matches_any
+from gate.io.patchedtree import PatchedTree, scan_tree
+from gate.io.treeselect import TreeSelection, walk_paths
 
 SKIP = frozenset({".git"})
 
@@ -98,6 +101,15 @@ class BaseCheckout:
 
     def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
         self.close()
+
+
+def base_tree(folder: Path, selection: TreeSelection) -> PatchedTree:
+    """The base revision's version of the work folder (`BaseCheckout.at(workdir)`), read like a patched
+    tree: every file the base commit holds there, less the suite's `exclude` and the gate's outputs.
+    `include` does not apply: the extracted files are exactly what git tracked, as in a git work tree."""
+    if not folder.is_dir():
+        raise InputMissingError("the work folder is not in the base revision", file=str(folder), field="--base")
+    return scan_tree(folder, walk_paths(folder, replace(selection, include=("*",))))
 
 
 def _missing_commit(repo: Path, rev: str) -> str:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gate.core.errors import FixtureTreeError, InputMissingError, UsageError
+from gate.core.proposals import FREEZE_PROPOSAL, REPAIR_TASK
 from gate.core.seal import sort_key
 from gate.core.suite import Suite
 from gate.io.fixtures import matches_any
@@ -62,13 +63,16 @@ WHOLE_TREE = TreeSelection()  # no suite: every file (and in git, what git selec
 def tree_selection(suite: Suite, workdir: Path, *, suite_file: Path) -> TreeSelection:
     """The selection a suite asks for. The card (`[suite] card`, relative to gate.toml's folder in the
     work tree, `suite_file`'s: with --base the suite itself is read from a checkout of the base) is
-    an output when it lies inside `workdir`, and so is the evidence folder beside it."""
+    an output when it lies inside `workdir`, and so are the evidence folder and flake files beside it."""
     outputs = list(suite.config.outputs)
     if suite.config.card:
         card = (suite_file.parent / suite.config.card).resolve()
         if card.is_relative_to(workdir.resolve()):  # else outside the tree: nothing to leave out
             # The evidence store beside the card (gate.io.evidence) is written with it: an output too.
-            outputs.append(glob.escape(card.parent.relative_to(workdir.resolve()).joinpath("evidence").as_posix()))
+            folder = card.parent.relative_to(workdir.resolve())
+            outputs.append(glob.escape(folder.joinpath("evidence").as_posix()))
+            # So are the flake files beside it (gate.io.proposals).
+            outputs += [glob.escape(folder.joinpath(name).as_posix()) for name in (FREEZE_PROPOSAL, REPAIR_TASK)]
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix()))
     return TreeSelection(include=suite.config.include, exclude=suite.config.exclude, outputs=tuple(outputs))
 

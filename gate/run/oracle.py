@@ -57,6 +57,9 @@ class Oracle:
     image: ImageSource | None = None  # the project image's definition, as read (from the base)
     # The card `[suite] card` names, in the work tree (None: the suite names none).
     card: Path | None = None
+    # The base revision's version of the work folder, extracted (None: no --base); lives until the
+    # oracle's context ends. Flakes are established by rerunning trials there (`gate.run.baserun`).
+    base_workdir: Path | None = None
 
 
 def probe_entry(suite: Suite) -> str | None:
@@ -104,6 +107,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             else {},
             image=image,
             card=card,
+            base_workdir=base.at(request.workdir) if base else None,
         )
 
 

@@ -33,10 +33,12 @@ from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
+from gate.io.proposals import check_proposal_paths, write_proposals
 from gate.io.reports import ReportTargets, write_reports
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
 from gate.io.treeselect import tree_selection
+from gate.run.baserun import with_base_reruns
 from gate.run.execute import all_harness, execute
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
@@ -168,6 +170,7 @@ def _run(
     store = evidence_dir(card_path)
     check_outside_tree(store, request.workdir, selection, field="--card")
     check_store(store, "--card")
+    check_proposal_paths(card_path, request.workdir, selection)
     for flag, path in request.reports.outputs().items():
         check_outside_tree(path, request.workdir, selection, field=flag)
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
@@ -221,6 +224,10 @@ def _run(
                 verdicts = all_harness(suite, current.manifest, str(drift))
             else:
                 verdicts, facts = execute(executor, facts, inputs, checks, fixtures, progress, records)
+        # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
+        facts = with_base_reruns(
+            executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures
+        )
     finally:
         executor.close(run_id)
     # Every judged trial kept by content before the card that binds their digest is written.
@@ -245,6 +252,7 @@ def _run(
     # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
+    write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
     write_card(card_path, card)
     write_reports(card, request.reports, records)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.

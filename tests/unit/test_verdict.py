@@ -380,7 +380,10 @@ def test_detail_names_the_first_miss_and_counts_the_rest():
     """The detail names the first deciding trial's index and detail, then how many more there were."""
     outs = outcomes_of([OC.HIT, OC.MISS, OC.MISS, OC.MISS], {1: "wrote /etc/x", 2: "b", 3: "c"})
     v = fold(property_id="p", band=Band.SAFETY, fixture_digest=DIGEST, outcomes=outs)
-    assert v.detail == "trial 1: wrote /etc/x (+2 more)"
+    # Trial 0 hit on the same bytes, so the row also says it changed colour (issue 14).
+    assert v.detail == (
+        "trial 1: wrote /etc/x (+2 more); changed colour on identical bytes: hits at trials 0; misses at trials 1, 2, 3"
+    )
 
 
 def test_detail_of_a_single_miss_has_no_more_suffix():

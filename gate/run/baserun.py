@@ -1,0 +1,143 @@
+"""Rerunning a flicker on the base: for each safety or contract row that changed colour on the patched
+tree, the same trials (same property, trial indices, seal, image and clock, within the same run and
+through the same executor) run on the base revision's version of the work folder, and
+`gate.core.flakes.judge_base` decides whether the base flickers too.
+
+Only the base tree can show a flake: a patch that makes its own output nondeterministic must not earn
+a freeze. Without --base there is no base tree, so nothing is rerun and a harness event says so. The
+rerun's trial records are not put in the evidence store: that store's records of a run are the ones
+the card's rows were folded from (`gate refold` re-derives the rows from them), and these are not.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from gate.core.card import HarnessEvent
+from gate.core.checks import Check, Trial, judge
+from gate.core.errors import GateError
+from gate.core.evidence import TrialRecord
+from gate.core.flakes import BaseRerun, judge_base, needs_rerun
+from gate.core.plan import Planner
+from gate.core.proposals import flake_files
+from gate.core.stamp import RunFacts
+from gate.core.verdict import Outcome, Verdict
+from gate.io.base import base_tree
+from gate.io.snapshot import LocalInputs
+from gate.io.treeselect import TreeSelection
+from gate.run.executor import Executor
+from gate.run.oracle import Oracle
+
+NO_BASE = "no base to rerun on (run without --base): the flicker is reported, not established as a flake"
+
+
+def with_base_reruns(
+    executor: Executor,
+    facts: RunFacts,
+    verdicts: Sequence[Verdict],
+    records: Sequence[TrialRecord],
+    *,
+    oracle: Oracle,
+    selection: TreeSelection,
+    fixtures: Mapping[str, bytes],
+) -> RunFacts:
+    """`facts` with the base reruns of the rows that changed colour, their harness events, and the
+    flake files the run will write beside its card."""
+    reruns, events = rerun_on_base(
+        executor,
+        facts,
+        verdicts,
+        records,
+        base_workdir=oracle.base_workdir,
+        selection=selection,
+        overrides=oracle.overrides,
+        checks=oracle.checks,
+        fixtures=fixtures,
+    )
+    return replace(
+        facts,
+        base_reruns=reruns,
+        events=(*facts.events, *events),
+        flake_files=flake_files(verdicts, reruns, facts.seal.digest),
+    )
+
+
+def rerun_on_base(
+    executor: Executor,
+    facts: RunFacts,
+    verdicts: Sequence[Verdict],
+    records: Sequence[TrialRecord],
+    *,
+    base_workdir: Path | None,
+    selection: TreeSelection,
+    overrides: Mapping[str, bytes],
+    checks: Mapping[str, Check],
+    fixtures: Mapping[str, bytes],
+) -> tuple[dict[str, BaseRerun], list[HarnessEvent]]:
+    """The base reruns of the rows that changed colour, by property id, and the harness events of the
+    rerun (no base, a base tree that cannot be laid out, an executor that failed): a row without a
+    rerun keeps `base_rerun: null`, and the event says why."""
+    flickered = [v for v in verdicts if needs_rerun(v)]
+    if not flickered:
+        return {}, []
+    if base_workdir is None or facts.base is None:
+        return {}, [HarnessEvent(kind="no_base_rerun", property_id=v.property_id, detail=NO_BASE) for v in flickered]
+    suite = facts.suite
+    by_id = {p.id: p for p in suite.properties}
+    try:
+        tree = base_tree(base_workdir, selection)
+        inputs = LocalInputs(base_workdir, fixtures, tree=tree, overrides=overrides, limits=suite.config.limits)
+    except GateError as exc:
+        return {}, _failed(flickered, f"the base tree could not be laid out: {exc}")
+    with inputs:
+        planner = Planner(
+            run_id=facts.run_id,
+            probe_argv=suite.config.probe,
+            tree_digest=inputs.tree_digest,
+            manifest=facts.seal.manifest,
+            clock=facts.clock,
+            limits=suite.config.limits,
+            suite_file=str(suite.path),
+            image_id=facts.image_id,
+            pythonpath=suite.config.pythonpath,
+            new_canary=lambda: secrets.token_hex(16),
+        )
+        props = [by_id[v.property_id] for v in flickered]
+        specs = [spec for prop in props for spec in planner.trials(prop, 0, prop.planned_trials())]
+        wanted = {(s.property_id, s.trial_index) for s in specs}
+        outcomes: dict[str, dict[int, Outcome]] = {p.id: {} for p in props}
+        seen_events = len(executor.events)
+        try:
+            for obs in executor.run(specs, inputs):
+                key = (obs.property_id, obs.trial_index)
+                if key not in wanted or obs.trial_index in outcomes[obs.property_id]:
+                    continue  # a stray or a duplicate: the first result of each dispatched trial counts
+                prop = by_id[obs.property_id]
+                trial = Trial(obs, fixtures[facts.seal.manifest[prop.fixture]], prop.params, facts.clock)
+                outcomes[prop.id][obs.trial_index] = judge(checks[prop.id], trial, prop.band)
+        except GateError as exc:
+            return {}, _failed(flickered, f"the executor failed during the base rerun: {exc}")
+        events = [e.model_copy(update={"detail": f"base rerun: {e.detail}"}) for e in executor.events[seen_events:]]
+        tree_digest = inputs.tree_digest
+    patched: dict[str, list[Outcome]] = {}
+    for record in records:
+        patched.setdefault(record.property_id, []).append(record.outcome)
+    reruns = {
+        prop.id: judge_base(
+            prop.band,
+            [outcomes[prop.id][i] for i in sorted(outcomes[prop.id])],
+            base_commit=facts.base,
+            tree_digest=tree_digest,
+            planned=prop.planned_trials(),
+            patched_outcomes=patched.get(prop.id, []),
+        )
+        for prop in props
+    }
+    return reruns, events
+
+
+def _failed(flickered: Sequence[Verdict], detail: str) -> list[HarnessEvent]:
+    return [HarnessEvent(kind="base_rerun_failed", property_id=v.property_id, detail=detail[:300]) for v in flickered]
