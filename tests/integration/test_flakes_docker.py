@@ -1,0 +1,100 @@
+"""Flakes found on the base, on real Docker and git, as a user meets them: a repository made by `gate init`
+whose probe calls the project's `textkit`, the contract property run four times (`repeat = 4`). A patch
+that makes it flicker on a steady base is refused with no proposal; a base that flickers itself yields a
+freeze proposal, which, given an owner and committed to the base, freezes the property on the next run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_init import SLUGIFY, card, commit_all, gate, git, repo
+
+from gate.core.errors import RET_BLOCKED, RET_OK
+
+pytestmark = pytest.mark.integration
+__all__ = ["repo"]  # the fixture, imported so pytest finds it
+
+CONTRACT = "exact_answer"
+# Wrong on odd trials of the contract's fixture ("Hello, World!") only: the same sealed bytes, a different
+# colour by trial index; the statistical properties' fixtures stay right.
+FLICKER = SLUGIFY.replace(
+    '    """Lowercase ASCII words joined by \'-\'."""\n',
+    '    """Lowercase ASCII words joined by \'-\'."""\n'
+    "    import os\n\n"
+    '    if text.startswith("Hello") and int(os.environ.get("PROBEGATE_TRIAL_INDEX", "0")) % 2:\n'
+    "        return text\n",
+)
+
+
+@pytest.fixture
+def suite_repo(repo: Path) -> Path:
+    """The init'd repository with textkit under src/, the probe calling it, the contract property repeated
+    four times and a freeze file named (empty); nothing committed after `init` yet."""
+    assert FLICKER != SLUGIFY
+    (repo / "src").mkdir()
+    (repo / "textkit.py").rename(repo / "src" / "textkit.py")
+    toml = repo / "gate.toml"
+    text = toml.read_text().replace('# pythonpath = ["src"]', 'pythonpath = ["src"]', 1)
+    text = text.replace('# freeze_file = "flake-freeze.json"', 'freeze_file = "flake-freeze.json"', 1)
+    head, sep, rest = text.partition(f'id = "{CONTRACT}"\n')
+    toml.write_text(head + sep + "repeat = 4\n" + rest)
+    (repo / "flake-freeze.json").write_text(json.dumps({"freezes": []}))
+    probe = repo / "probe.py"
+    stand_in = SLUGIFY.split('"""\n')[1]
+    call = "    from textkit import slugify\n\n    return slugify(text)\n"
+    probe.write_text(probe.read_text().replace(stand_in, call, 1))
+    return repo
+
+
+def row(repo: Path, pid: str) -> dict:
+    return next(r for r in card(repo)["properties"] if r["id"] == pid)
+
+
+def test_a_patch_that_makes_a_contract_flicker_on_a_steady_base_is_refused_unexcused(suite_repo: Path) -> None:
+    """Steady base, flickering patch: the row fails the contract with its colour change, the base rerun says
+    steady_on_base, the job is blocked, and no freeze proposal or repair task is written."""
+    commit_all(suite_repo, "the suite, over a steady textkit")
+    (suite_repo / "src" / "textkit.py").write_text(FLICKER)
+    commit_all(suite_repo, "a patch that flickers")
+    ran = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD~1")
+    assert ran.returncode == RET_BLOCKED, ran.stderr
+    contract = row(suite_repo, CONTRACT)
+    assert contract["kind"] == "fail_contract"
+    assert contract["colour_change"] == {"hits": [0, 2], "misses": [1, 3]}
+    assert contract["base_rerun"]["verdict"] == "steady_on_base"
+    assert not (suite_repo / ".probegate" / "freeze-proposal.json").exists()
+    assert not (suite_repo / ".probegate" / "repair-task.md").exists()
+    assert gate(suite_repo, "accept", "--base", "HEAD~1").returncode == RET_BLOCKED
+
+
+def test_a_base_flake_is_proposed_and_the_owned_freeze_holds_on_the_next_run(suite_repo: Path) -> None:
+    """Flickering base: the run stays blocked (a flake is reported, never excused in the run that found it)
+    and proposes a freeze; the entry, given an owner and committed to the base before the patch, freezes
+    the property on the next run, which exits 0 and is accepted."""
+    (suite_repo / "src" / "textkit.py").write_text(FLICKER)
+    commit_all(suite_repo, "the suite, over a flaky textkit")
+    base = git(suite_repo, "rev-parse", "HEAD").strip()
+    (suite_repo / "src" / "notes.py").write_text("NOTE = 'unrelated'\n")
+    commit_all(suite_repo, "an unrelated patch")
+    patch = git(suite_repo, "rev-parse", "HEAD").strip()
+    ran = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD~1")
+    assert ran.returncode == RET_BLOCKED, ran.stderr
+    assert row(suite_repo, CONTRACT)["base_rerun"]["verdict"] == "flake"
+    proposal = json.loads((suite_repo / ".probegate" / "freeze-proposal.json").read_text())
+    (entry,) = proposal["freezes"]
+    assert (entry["properties"], entry["owner"], entry["retry_allowed"]) == ([CONTRACT], "", False)
+    assert card(suite_repo)["run_id"] in entry["reason"]
+    task = (suite_repo / ".probegate" / "repair-task.md").read_text()
+    assert CONTRACT in task and base in task
+    # The proposal lands on the base by its own commit, with an owner; the patch is replayed on top of it.
+    git(suite_repo, "checkout", "-q", "-b", "with-freeze", base)
+    (suite_repo / "flake-freeze.json").write_text(json.dumps({"freezes": [{**entry, "owner": "@textkit-team"}]}))
+    commit_all(suite_repo, "freeze the flaky contract property")
+    git(suite_repo, "cherry-pick", patch)
+    again = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD~1")
+    assert again.returncode == RET_OK, again.stderr
+    frozen = row(suite_repo, CONTRACT)
+    assert (frozen["voting"], frozen["frozen_by"]) == (False, entry["freeze_id"])
+    assert gate(suite_repo, "accept", "--base", "HEAD~1").returncode == RET_OK
