@@ -47,6 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")
     base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
     base.add_argument("--factor", type=finite, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
+    base.add_argument(
+        "--twice",
+        action="store_true",
+        help="the nightly pair: run twice in a row, keep both in the books' flake history (--ledger), propose"
+        " freezes for properties that changed colour and lifts for freezes that passed long enough",
+    )
+    base.add_argument(
+        "--lift-target",
+        type=finite,
+        default=0.05,
+        help="with --twice: failure rate a freeze's passes must bound (95%%) before lifting (default 0.05: 60 runs)",
+    )
+    add_new_ledger_argument(base)
 
     add_report_parser(sub)
 

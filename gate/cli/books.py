@@ -22,7 +22,7 @@ def add_ledger_arguments(run: argparse.ArgumentParser) -> None:
 
 
 def add_new_ledger_argument(run: argparse.ArgumentParser) -> None:
-    # `gate run` only: a baseline's books are scratch, in memory.
+    # `gate run`, and `gate baseline --twice` (its history); a single baseline's books are scratch, in memory.
     run.add_argument("--new-ledger", action="store_true", help="start new books; refused where a ledger exists")
 
 

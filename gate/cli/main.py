@@ -201,7 +201,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         retries=args.retries,
         base=args.base,
         ledger=ledger,
-        new_ledger=args.command == "run" and args.new_ledger,
+        new_ledger=getattr(args, "new_ledger", False),
         jobs=args.jobs,
         image=args.image,
         broker=args.broker,
@@ -235,10 +235,17 @@ def _run(args: argparse.Namespace) -> int:
 
 def _baseline(args: argparse.Namespace) -> int:
     from gate.cli.progress import progress_for
+    from gate.core.history import runs_needed
     from gate.run.baseline import run_baseline
 
     if args.factor < 1:
         raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
+    if args.new_ledger and not args.twice:
+        raise UsageError("a single baseline keeps its books in memory: it needs --twice", field="--new-ledger")
+    try:
+        runs_needed(args.lift_target)
+    except ValueError as exc:
+        raise UsageError(str(exc), field="--lift-target") from None
     check_writable(args.calibration, "--calibration")  # first: with_name() raises on "/" or "."
     card = args.card or args.calibration.with_name("baseline-card.json")
     _distinct({"--calibration": args.calibration, "--card": card, **report_targets(args).outputs()}, _inputs(args))
@@ -246,6 +253,9 @@ def _baseline(args: argparse.Namespace) -> int:
         _request(args, card=card),
         args.calibration,
         factor=args.factor,
+        twice=args.twice,
+        books_factory=books_factory(args),
+        lift_target=args.lift_target,
         executor_factory=default_executor,
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal

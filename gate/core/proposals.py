@@ -16,16 +16,18 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gate.core.card import PropertyRow, VerdictCard
 from gate.core.flakes import BaseRerun, FlakeFiles, RerunVerdict
 from gate.core.freezes import FreezeEntry, FreezeFile
+from gate.core.history import LiftProposal, PairFlake
 from gate.core.report_markdown import md_inline
 from gate.core.verdict import Band, ColourChange, Verdict
 
 FREEZE_PROPOSAL = "freeze-proposal.json"
 REPAIR_TASK = "repair-task.md"
+LIFT_PROPOSAL = "lift-proposal.md"
 # Long enough to repair a property and lift the freeze in review, short enough that a forgotten
 # freeze lapses by itself rather than quarantining a property for good.
 FREEZE_DAYS = 14
@@ -166,3 +168,84 @@ def render_repair_task(card: VerdictCard) -> str | None:
     for row, rerun in found:
         lines += _section(card, row, rerun)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def pair_freeze_proposal(
+    flakes: Sequence[PairFlake], bands: Mapping[str, Band], *, created_at: datetime
+) -> FreezeFile | None:
+    """The freeze entries for contract properties whose colour differed between the nightly pair's two
+    runs (safety is never proposed), each naming both run ids; owner empty, `FREEZE_DAYS` to expiry."""
+    entries = [
+        FreezeEntry(
+            freeze_id=freeze_id(flake.property_id, flake.second.seal),
+            properties=(flake.property_id,),
+            seal=flake.second.seal,
+            reason=(
+                f"{flake.property_id} changed colour between two baseline runs of the same base commit"
+                f" {flake.second.commit or '(no commit)'}, seal and image: {flake.first.kind} in run"
+                f" {flake.first.run_id}, {flake.second.kind} in run {flake.second.run_id}"
+            ),
+            expires_at=created_at + timedelta(days=FREEZE_DAYS),
+            owner="",
+        )
+        for flake in flakes
+        if bands.get(flake.property_id) is Band.CONTRACT
+    ]
+    return FreezeFile(freezes=tuple(entries)) if entries else None
+
+
+def render_pair_repair_task(flakes: Sequence[PairFlake], bands: Mapping[str, Band], suite: str) -> str | None:
+    """The repair task (Markdown) for the nightly pair's flakes, naming both run ids and the seal."""
+    if not flakes:
+        return None
+    first, second = flakes[0].first, flakes[0].second
+    lines = [
+        f"# Repair task: {len(flakes)} propert{'y changes' if len(flakes) == 1 else 'ies change'} colour"
+        " between two baseline runs",
+        "",
+        f"Suite {md_inline(suite)}: runs {_code(first.run_id)} and {_code(second.run_id)} ran the baseline twice",
+        f"in a row on base commit {_code(second.commit or '-')}, seal {_code(second.seal)},"
+        f" image {_code(second.image_id or '-')}.",
+        "Nothing changed between them, so each property below changes colour without a code change.",
+        "",
+    ]
+    for flake in flakes:
+        pid = _code(flake.property_id)
+        band = bands.get(flake.property_id)
+        if band is Band.SAFETY:
+            head = f"## Safety property {pid} is broken: fix it, it is never frozen"
+        else:
+            head = f"## {md_inline(str(band).capitalize())} property {pid} is a flake: freeze"
+            head += f" {_code(freeze_id(flake.property_id, flake.second.seal))} proposed"
+        lines += [
+            head,
+            "",
+            f"- Run {_code(flake.first.run_id)}: {md_inline(str(flake.first.kind))}"
+            f" ({flake.first.hits} of {flake.first.trials} trials hit)",
+            f"- Run {_code(flake.second.run_id)}: {md_inline(str(flake.second.kind))}"
+            f" ({flake.second.hits} of {flake.second.trials} trials hit)",
+            f"- Seal: {_code(flake.second.seal)}",
+            "",
+        ]
+        if band is Band.SAFETY:
+            lines += ["Safety properties are never frozen: repair the check, the fixture or the base's code.", ""]
+        else:
+            lines += [
+                f"`{FREEZE_PROPOSAL}` beside the card holds the proposed entry, owner empty: whoever takes this",
+                "task writes their name there and commits the entry to the base branch by its own commit.",
+                "",
+            ]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render_lift_note(lifts: Sequence[LiftProposal]) -> str | None:
+    """The lift proposal (Markdown): freezes whose property passed enough recorded runs in a row."""
+    if not lifts:
+        return None
+    lines = ["# Lift proposal: frozen properties that pass again", ""]
+    for lift in lifts:
+        lines += [
+            f"- {md_inline(lift.line())}; streak from run {_code(lift.run_ids[0])} to run {_code(lift.run_ids[1])}."
+            " Remove the entry from the freeze file by its own commit to the base branch.",
+        ]
+    return "\n".join(lines) + "\n"

@@ -15,9 +15,21 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from gate.core.errors import HarnessError, UsageError
+from gate.core.history import History
 from gate.core.suite import LedgerConfig, SamplerConfig
 from gate.io.artifacts import write_output
-from gate.io.state import BooksUpdate, T, books_exist, empty_books, encode_books, exists, load_books, missing_books
+from gate.io.state import (
+    BooksUpdate,
+    HistoryUpdate,
+    T,
+    books_exist,
+    empty_books,
+    encode_books,
+    exists,
+    load_all,
+    load_books,
+    missing_books,
+)
 
 # Far above one decision (milliseconds); a lock held this long means a stuck run, not a busy one.
 LOCK_TIMEOUT_S = 120.0
@@ -50,14 +62,15 @@ class FileBooks:
             raise missing_books(self.where)
         # Absent and asked for: written by the first update, so a run that stops early leaves no empty books.
 
-    def update(self, fn: BooksUpdate[T]) -> T:
+    def update(self, fn: BooksUpdate[T], *, history: HistoryUpdate | None = None) -> T:
         with self._locked():
             # With --new-ledger the file may have appeared since check(): a concurrent run created it,
             # and its entries are kept (read, then added to), never replaced.
             fresh = self.create and not exists(self.path)
-            ledger, window = empty_books(*self.terms) if fresh else load_books(self.path, *self.terms)
-            result, ledger, window = fn(ledger, window)
-            write_output(self.path, encode_books(ledger, window), "ledger file")
+            books, past = (empty_books(*self.terms), History()) if fresh else load_all(self.path, *self.terms)
+            result, ledger, window = fn(*books)
+            past = history(past) if history is not None else past
+            write_output(self.path, encode_books(ledger, window, past), "ledger file")
         return result
 
     @contextlib.contextmanager

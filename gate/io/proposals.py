@@ -10,7 +10,15 @@ from pathlib import Path
 
 from gate.core.card import VerdictCard
 from gate.core.errors import UsageError
-from gate.core.proposals import FREEZE_PROPOSAL, REPAIR_TASK, freeze_proposal, proposal_json, render_repair_task
+from gate.core.freezes import FreezeFile
+from gate.core.proposals import (
+    FREEZE_PROPOSAL,
+    LIFT_PROPOSAL,
+    REPAIR_TASK,
+    freeze_proposal,
+    proposal_json,
+    render_repair_task,
+)
 from gate.io.artifacts import check_writable, write_output
 from gate.io.inputs import reason
 from gate.io.snapshot import check_outside_tree
@@ -50,3 +58,19 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot remove a stale file from an earlier run: {reason(exc)}", file=str(path)) from None
+
+
+def write_nightly_files(card_path: Path, proposal: FreezeFile | None, task: str | None, lift_note: str | None) -> None:
+    """Write (or remove) the nightly pair's freeze proposal, repair task and lift proposal beside the card."""
+    proposal_file, task_file = proposal_paths(card_path)
+    lift_file = card_path.parent / LIFT_PROPOSAL
+    files = (
+        (proposal_file, proposal_json(proposal) if proposal is not None else None, "freeze proposal"),
+        (task_file, task.encode("utf-8") if task is not None else None, "repair task"),
+        (lift_file, lift_note.encode("utf-8") if lift_note is not None else None, "lift proposal"),
+    )
+    for path, data, what in files:
+        if data is not None:
+            write_output(path, data, what)
+        else:
+            _remove(path)

@@ -14,10 +14,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError, InputMissingError, UsageError
+from gate.core.history import HISTORY_LIMIT, History, HistoryEntry, bounded
 from gate.core.ledger import Credit, Ledger
 from gate.core.suite import LedgerConfig, SamplerConfig, one_line
 from gate.io.inputs import parse_json, read_input
@@ -25,14 +26,20 @@ from gate.io.inputs import parse_json, read_input
 T = TypeVar("T")
 # What a run does with the books at decision time: (ledger, window) in, (result, ledger, window) out.
 BooksUpdate = Callable[[Ledger, SamplerWindow], tuple[T, Ledger, SamplerWindow]]
+# What a run adds to the flake history, in the same transaction as the ledger (pure, like BooksUpdate).
+HistoryUpdate = Callable[[History], History]
+# 1: credits and window only (no `version` key); 2: with the flake history. Old books load as version 1.
+BOOKS_VERSION = 2
 
 
 class Books(BaseModel):
     """The stored form: a JSON object, the same in a file and in a Redis string."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    version: int = Field(1, ge=1)
     credits: dict[str, Credit] = {}
     sampler_window: tuple[bool, ...] = ()
+    history: dict[str, tuple[HistoryEntry, ...]] = {}
 
 
 class BooksStore(Protocol):
@@ -45,9 +52,10 @@ class BooksStore(Protocol):
         for), present when a new one was asked for, unreachable, corrupt or over budget."""
         ...
 
-    def update(self, fn: BooksUpdate[T]) -> T:
-        """Atomically read the books, call `fn`, write what it returns; returns fn's result.
-        `fn` may be called more than once (a retried transaction), so it must be pure."""
+    def update(self, fn: BooksUpdate[T], *, history: HistoryUpdate | None = None) -> T:
+        """Atomically read the books, call `fn` (and `history` on the flake history), write what they
+        return; returns fn's result. Both may be called more than once (a retried transaction), so
+        they must be pure."""
         ...
 
 
@@ -59,10 +67,29 @@ def empty_books(ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, S
 def decode_books(data: bytes, where: str, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
     """The stored books under the suite's current budget and window size; anything malformed, or a
     credit the budget could never have granted (the books were edited), is a ConfigError naming `where`."""
+    return decode_all(data, where, ledger, sampler)[0]
+
+
+def decode_all(
+    data: bytes, where: str, ledger: LedgerConfig, sampler: SamplerConfig
+) -> tuple[tuple[Ledger, SamplerWindow], History]:
+    """`decode_books` and the flake history (empty in books written before it existed); books of a
+    newer version than this probegate knows are refused, never rewritten without what it cannot read."""
     try:
         books = Books.model_validate(parse_json(data, where, "ledger"))
     except ValidationError as exc:
         raise ConfigError(f"not a ledger: {one_line(exc)}", file=where) from None
+    if books.version > BOOKS_VERSION:
+        raise ConfigError(
+            f"books version {books.version} is newer than this probegate reads ({BOOKS_VERSION})",
+            file=where,
+            field="version",
+        )
+    for key, entries in books.history.items():
+        if [e.at for e in entries] != sorted(e.at for e in entries):
+            raise ConfigError(
+                "history entries are out of order: the books were edited", file=where, field=f"history.{key}"
+            )
     for key, credit in books.credits.items():
         if credit.property_id != key:
             raise ConfigError(f"holds the credit of {credit.property_id!r}", file=where, field=f"credits.{key}")
@@ -74,11 +101,14 @@ def decode_books(data: bytes, where: str, ledger: LedgerConfig, sampler: Sampler
                 field=f"credits.{key}",
             )
     fresh, window = empty_books(ledger, sampler)
-    return fresh.model_copy(update={"credits": books.credits}), window.push(books.sampler_window)
+    history = bounded(History(runs=books.history), HISTORY_LIMIT)
+    return (fresh.model_copy(update={"credits": books.credits}), window.push(books.sampler_window)), history
 
 
-def encode_books(ledger: Ledger, window: SamplerWindow) -> bytes:
-    return (Books(credits=ledger.credits, sampler_window=window.recent).model_dump_json(indent=2) + "\n").encode()
+def encode_books(ledger: Ledger, window: SamplerWindow, history: History | None = None) -> bytes:
+    runs = history.runs if history is not None else {}
+    books = Books(version=BOOKS_VERSION, credits=ledger.credits, sampler_window=window.recent, history=runs)
+    return (books.model_dump_json(indent=2) + "\n").encode()
 
 
 def missing_books(where: str) -> InputMissingError:
@@ -97,8 +127,13 @@ def books_exist(where: str) -> UsageError:
 
 def load_books(path: Path, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[Ledger, SamplerWindow]:
     """The books in a ledger file; a missing file is refused (see `missing_books`), never taken as fresh."""
+    return load_all(path, ledger, sampler)[0]
+
+
+def load_all(path: Path, ledger: LedgerConfig, sampler: SamplerConfig) -> tuple[tuple[Ledger, SamplerWindow], History]:
+    """`load_books` and the flake history."""
     data = read_input(path, "ledger file", missing=missing_books(str(path)).message)
-    return decode_books(data, str(path), ledger, sampler)
+    return decode_all(data, str(path), ledger, sampler)
 
 
 def exists(path: Path) -> bool:
@@ -118,10 +153,13 @@ class MemoryBooks:
     def __init__(self, ledger: LedgerConfig, sampler: SamplerConfig) -> None:
         self.where = "memory"
         self.ledger, self.window = empty_books(ledger, sampler)
+        self.history = History()
 
     def check(self) -> None:
         return None
 
-    def update(self, fn: BooksUpdate[T]) -> T:
+    def update(self, fn: BooksUpdate[T], *, history: HistoryUpdate | None = None) -> T:
         result, self.ledger, self.window = fn(self.ledger, self.window)
+        if history is not None:
+            self.history = history(self.history)
         return result

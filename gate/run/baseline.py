@@ -3,8 +3,12 @@ contract property that fails there is wrong; a harness error there is a broken h
 measured trial durations become a calibration file: per property p50, p95 and a proposed deadline
 (p95 × factor), which `gate run` then reports as calibrated instead of a proposal.
 
-Exit codes: 0 the suite holds on the base tree; 1 a property fails there (fix the property);
-2 the harness is broken there; 64+ as for `gate run`.
+`--twice` (the nightly pair, `gate.run.nightly`) runs it twice in a row and keeps both runs in the
+books' flake history; the first run's card goes to `<card>.first.json`, the calibration pools both.
+
+Exit codes: 0 the suite holds on the base tree; 1 a property fails there (fix the property), or with
+`--twice` a safety or contract property changed colour between the two runs (a flake: see the repair
+task); 2 the harness is broken there; 64+ as for `gate run`. A lift proposal alone leaves it 0.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from typing import TextIO
 
 from gate.core.calibration import baseline_findings, calibration_to_json, summarise
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK
+from gate.core.history import LIFT_TARGET
 from gate.core.verdict import Kind
 from gate.io.artifacts import write_atomic
+from gate.io.reports import ReportTargets
 from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
+from gate.run.nightly import NightlyOutcome, settle_pair
 from gate.run.progress import NO_PROGRESS, Progress
-from gate.run.runner import ExecutorFactory, ImageFactory, RunRequest, run_gate
+from gate.run.runner import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, file_books, run_gate
 
 
 def run_baseline(
@@ -37,28 +44,57 @@ def run_baseline(
     executor_factory: ExecutorFactory,
     image_factory: ImageFactory | None = None,
     progress: Progress = NO_PROGRESS,
+    twice: bool = False,
+    books_factory: BooksFactory | None = None,
+    run_ids: tuple[str, str] | None = None,
+    lift_target: float = LIFT_TARGET,
 ) -> int:
     """Run the suite on the base tree, write the calibration, print findings; returns the exit code.
-    `progress` hears trials planned and judged, as in `gate run`."""
+    `progress` hears trials planned and judged, as in `gate run`. `twice`: the nightly pair, its
+    history kept in `books_factory`'s store (default: the ledger file), `run_ids` naming its runs."""
     suite = load_suite(request.suite)
-    # A baseline must not spend the real ledger's credits or move the real sampler window: its
-    # books are fresh and live only in memory, whatever --ledger says.
-    result = run_gate(
-        replace(request, calibrated_deadlines=False),
-        emit=lambda _: None,
-        executor_factory=executor_factory,
-        image_factory=image_factory,
-        progress=progress,
-        now=now,
-        books_factory=lambda _, suite: MemoryBooks(suite.config.ledger, suite.config.sampler),
-    )
+    store = None
+    if twice:
+        if request.card is None:
+            raise AssertionError("the command line gives a baseline its card")
+        store = (books_factory or file_books)(request, suite)
+        store.check()  # a missing, clobbered or corrupt store refuses the pair before any trial
+
+    def one(card: Path | None, run_id: str | None, reports: ReportTargets) -> RunResult:
+        # A baseline must not spend the real ledger's credits or move the real sampler window: its
+        # books are fresh and live only in memory, whatever --ledger says (the pair adds only history).
+        return run_gate(
+            replace(request, calibrated_deadlines=False, card=card, reports=reports),
+            emit=lambda _: None,
+            executor_factory=executor_factory,
+            image_factory=image_factory,
+            progress=progress,
+            now=now,
+            run_id=run_id,
+            books_factory=lambda _, suite: MemoryBooks(suite.config.ledger, suite.config.sampler),
+        )
+
+    ids = run_ids or (None, None)
+    results = []
+    if twice and request.card is not None:
+        first_card = request.card.with_name(request.card.stem + ".first" + request.card.suffix)
+        results.append(one(first_card, ids[0], ReportTargets()))
+    results.append(one(request.card, ids[1], request.reports))
+    result = results[-1]
     card = result.card
-    durations = {row.id: list(row.durations_s) for row in card.properties}
+    durations: dict[str, list[float]] = {}
+    for each in results:
+        for row in each.card.properties:
+            durations.setdefault(row.id, []).extend(row.durations_s)
     calibration = summarise(durations, factor, card.fixture.seal, now())
     write_atomic(calibration_path, calibration_to_json(calibration).encode("utf-8"))
-    kinds = {v.property_id: v.kind for v in result.verdicts}
-    raised = {v.property_id for v in result.verdicts if v.check_raised}
-    findings = baseline_findings(kinds, suite.bands(), raised=raised)
+    findings: list[str] = []
+    harness = False
+    for each in results:
+        kinds = {v.property_id: v.kind for v in each.verdicts}
+        raised = {v.property_id for v in each.verdicts if v.check_raised}
+        findings += [f for f in baseline_findings(kinds, suite.bands(), raised=raised) if f not in findings]
+        harness = harness or any(kind is Kind.HARNESS_ERROR for kind in kinds.values())
     for row in card.properties:
         timing = calibration.properties.get(row.id)
         print(
@@ -76,6 +112,22 @@ def run_baseline(
             file=out,
         )
     print(json.dumps({"calibration": str(calibration_path), "seal": card.fixture.seal, "findings": findings}), file=out)
-    if any(kind is Kind.HARNESS_ERROR for kind in kinds.values()):
+    nightly = None
+    if store is not None and request.card is not None:
+        nightly = settle_pair(store, results[0].card, card, suite.bands(), card_path=request.card, target=lift_target)
+        print(json.dumps(_nightly_line(results[0].card.run_id, card.run_id, nightly)), file=out)
+    if harness:
         return RET_HARNESS
-    return RET_BLOCKED if findings else RET_OK
+    return RET_BLOCKED if findings or (nightly and nightly.flakes) else RET_OK
+
+
+def _nightly_line(first: str, second: str, nightly: NightlyOutcome) -> dict[str, object]:
+    return {
+        "nightly": {
+            "runs": [first, second],
+            "flakes": [flake.line() for flake in nightly.flakes],
+            "freezes_proposed": list(nightly.freeze_ids),
+            "broken_safety": list(nightly.broken_safety),
+            "lift": [lift.line() for lift in nightly.lifts],
+        }
+    }

@@ -31,6 +31,7 @@ from gate.core.errors import (
     InputMissingError,
     UsageError,
 )
+from gate.core.history import HistoryEntry, record
 from gate.core.ledger import Ledger
 from gate.core.suite import LedgerConfig, SamplerConfig
 from worker.celery.books import RedisBooks, split_books_url
@@ -107,6 +108,39 @@ def test_new_books_over_existing_ones_are_refused(redis_server: RedisServer) -> 
         store(redis_server.url, create=True).check()
     assert info.value.exit_code == RET_USAGE and KEY in str(info.value) and "--new-ledger" in str(info.value)
     assert stored(redis_server.url) == before
+
+
+def history_entry(run: int, kind: str = "pass") -> HistoryEntry:
+    return HistoryEntry(
+        run_id=f"run-{run}", at=NOW + timedelta(minutes=run), seal="a" * 64, kind=kind, trials=1, hits=1
+    )
+
+
+def test_the_history_rides_with_the_ledger_in_one_transaction(redis_server: RedisServer) -> None:
+    """Concurrent updates each recording a run in the history, beside a credit draw, lose no entry."""
+    store(redis_server.url, create=True).update(keep)
+
+    def one(run: int) -> None:
+        store(redis_server.url).update(one_run(f"p{run % 2}"), history=lambda h: record(h, {"p": history_entry(run)}))
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        list(pool.map(one, range(10)))
+    books = stored(redis_server.url)
+    assert books["version"] == 2
+    assert sorted(e["run_id"] for e in books["history"]["p"]) == sorted(f"run-{r}" for r in range(10))
+    assert len(books["sampler_window"]) == 10
+
+
+def test_old_books_load_and_corrupt_history_is_refused(redis_server: RedisServer) -> None:
+    """Books with no history load; a history entry that is not an entry exits 65 naming the key."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.set(KEY, json.dumps({"credits": {}, "sampler_window": [True]}))
+    store(redis_server.url).update(keep, history=lambda h: record(h, {"p": history_entry(1)}))
+    assert len(stored(redis_server.url)["history"]["p"]) == 1
+    client.set(KEY, json.dumps({"version": 2, "credits": {}, "history": {"p": [{"run_id": "r"}]}}))
+    with pytest.raises(ConfigError) as info:
+        store(redis_server.url).check()
+    assert info.value.exit_code == RET_CONFIG and KEY in str(info.value)
 
 
 def test_a_credit_above_the_budget_is_refused(redis_server: RedisServer) -> None:

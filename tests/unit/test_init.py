@@ -82,7 +82,8 @@ def test_the_written_books_are_empty_and_readable(scaffold: Path) -> None:
     suite = load_suite(scaffold / "gate.toml")
     books = FileBooks(scaffold / LEDGER, suite.config.ledger, suite.config.sampler)
     books.check()
-    assert json.loads((scaffold / LEDGER).read_text()) == {"credits": {}, "sampler_window": []}
+    empty = {"version": 2, "credits": {}, "sampler_window": [], "history": {}}
+    assert json.loads((scaffold / LEDGER).read_text()) == empty
 
 
 def test_the_gate_outputs_are_git_ignored_and_out_of_the_digest(scaffold: Path) -> None:

@@ -17,9 +17,20 @@ import redis
 
 from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError, HarnessError, UsageError
+from gate.core.history import History
 from gate.core.ledger import Ledger
 from gate.core.suite import LedgerConfig, SamplerConfig
-from gate.io.state import BooksUpdate, T, books_exist, decode_books, empty_books, encode_books, missing_books
+from gate.io.state import (
+    BooksUpdate,
+    HistoryUpdate,
+    T,
+    books_exist,
+    decode_all,
+    decode_books,
+    empty_books,
+    encode_books,
+    missing_books,
+)
 from worker.celery.broker import broker_call
 
 SCHEMES = ("redis://", "rediss://")
@@ -67,14 +78,16 @@ class RedisBooks:
         if raw is not None:
             decode_books(raw, self.where, *self.terms)  # corrupt or over budget: refused before any container
 
-    def update(self, fn: BooksUpdate[T]) -> T:
+    def update(self, fn: BooksUpdate[T], *, history: HistoryUpdate | None = None) -> T:
         for attempt in range(ATTEMPTS):
             with broker_call(f"cannot update the ledger at {self.where}"), self.client.pipeline() as pipe:
                 try:
                     pipe.watch(self.key)  # EXEC fails if anyone writes the key from here on
-                    result, ledger, window = fn(*self._read(pipe))
+                    books, past = self._read(pipe)
+                    result, ledger, window = fn(*books)
+                    past = history(past) if history is not None else past
                     pipe.multi()
-                    pipe.set(self.key, encode_books(ledger, window))
+                    pipe.set(self.key, encode_books(ledger, window, past))
                     pipe.execute()
                     return result
                 except redis.WatchError:
@@ -83,13 +96,13 @@ class RedisBooks:
             time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
         raise HarnessError(f"the ledger changed under each of {ATTEMPTS} attempts; nothing written", file=self.where)
 
-    def _read(self, pipe: redis.client.Pipeline) -> tuple[Ledger, SamplerWindow]:
+    def _read(self, pipe: redis.client.Pipeline) -> tuple[tuple[Ledger, SamplerWindow], History]:
         raw = self._get(pipe)
         if raw is not None:
-            return decode_books(raw, self.where, *self.terms)
+            return decode_all(raw, self.where, *self.terms)
         # With --new-ledger a concurrent run may have created the key since check(): then it is read above.
         if self.create:
-            return empty_books(*self.terms)
+            return empty_books(*self.terms), History()
         raise missing_books(self.where)
 
     def _get(self, client: redis.Redis | redis.client.Pipeline) -> bytes | None:

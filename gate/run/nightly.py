@@ -1,0 +1,81 @@
+"""`gate baseline --twice`: the nightly pair. The baseline runs twice in a row on the same tree (same
+commit, seal and image), both runs go into the flake history in the books (`--ledger`: the file or
+Redis store `gate run` uses; only the history changes, never a credit or the sampler window), and:
+
+- a safety or contract property whose colour (kind) differs between the two runs is a flake named
+  with both run ids: a contract flake gets a freeze proposal (owner empty) and both get a repair task,
+  beside the baseline card (`gate.core.proposals`); a safety flake is reported broken, never proposed;
+- a frozen property that has passed `runs_needed(target)` recorded runs in a row under the seal is
+  proposed for lifting (`lift-proposal.md` beside the card).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gate.core.card import VerdictCard
+from gate.core.flakes import FLAKE_BANDS
+from gate.core.history import LIFT_TARGET, History, HistoryEntry, LiftProposal, PairFlake, lift_due, pair_flakes, record
+from gate.core.proposals import pair_freeze_proposal, render_lift_note, render_pair_repair_task
+from gate.core.verdict import Band
+from gate.io.proposals import write_nightly_files
+from gate.io.state import BooksStore
+
+
+@dataclass(frozen=True)
+class NightlyOutcome:
+    flakes: tuple[PairFlake, ...]
+    lifts: tuple[LiftProposal, ...]
+    freeze_ids: tuple[str, ...]
+    broken_safety: tuple[str, ...]
+
+
+def entries_of(card: VerdictCard) -> dict[str, HistoryEntry]:
+    """One history entry per property of a run's card."""
+    return {
+        row.id: HistoryEntry(
+            run_id=card.run_id,
+            at=card.created_at,
+            seal=card.fixture.seal,
+            commit=card.base_rev or "",
+            image_id=card.image_id,
+            kind=row.kind,
+            trials=row.trials,
+            hits=row.hits,
+        )
+        for row in card.properties
+    }
+
+
+def settle_pair(
+    store: BooksStore,
+    first: VerdictCard,
+    second: VerdictCard,
+    bands: Mapping[str, Band],
+    *,
+    card_path: Path,
+    target: float = LIFT_TARGET,
+) -> NightlyOutcome:
+    """Record both runs in the store's history (one transaction), then write the flake and lift files."""
+    one, two = entries_of(first), entries_of(second)
+    seen: list[History] = []
+
+    def add(history: History) -> History:
+        updated = record(record(history, one), two)
+        seen[:] = [updated]  # a retried transaction overwrites: the history as last written
+        return updated
+
+    store.update(lambda ledger, window: (None, ledger, window), history=add)
+    flakes = tuple(f for f in pair_flakes(one, two) if bands.get(f.property_id) in FLAKE_BANDS)
+    lifts = lift_due(seen[0], second.freeze_set, seal=second.fixture.seal, target=target)
+    proposal = pair_freeze_proposal(flakes, bands, created_at=second.created_at)
+    task = render_pair_repair_task(flakes, bands, second.suite)
+    write_nightly_files(card_path, proposal, task, render_lift_note(lifts))
+    return NightlyOutcome(
+        flakes=flakes,
+        lifts=lifts,
+        freeze_ids=tuple(e.freeze_id for e in proposal.freezes) if proposal else (),
+        broken_safety=tuple(f.property_id for f in flakes if bands.get(f.property_id) is Band.SAFETY),
+    )
