@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import Interval
 from gate.core.flakes import BaseRerun, FlakeFiles
+from gate.core.history import LiftProposal
 from gate.core.ledger import LedgerAction, LedgerEntry
 from gate.core.policy import JobStatus, PolicyInputs
 from gate.core.trial import ClockSpec
@@ -105,6 +106,8 @@ class VerdictCard(BaseModel):
     evidence: str | None = None
     # Files written beside the card for flakes established on the base (freeze proposal, repair task).
     flake_files: FlakeFiles | None = None
+    # Freezes whose property passed enough recorded runs in a row to be lifted (`gate baseline --twice`).
+    lift_proposals: tuple[LiftProposal, ...] = ()
 
 
 class Acceptance(BaseModel):

@@ -7,6 +7,8 @@ Redis store `gate run` uses; only the history changes, never a credit or the sam
   beside the baseline card (`gate.core.proposals`); a safety flake is reported broken, never proposed;
 - a frozen property that has passed `runs_needed(target)` recorded runs in a row under the seal is
   proposed for lifting (`lift-proposal.md` beside the card).
+
+The second run's card is then written again with `flake_files` and `lift_proposals` filled in.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.card import VerdictCard
-from gate.core.flakes import FLAKE_BANDS
+from gate.core.flakes import FLAKE_BANDS, FlakeFiles
 from gate.core.history import LIFT_TARGET, History, HistoryEntry, LiftProposal, PairFlake, lift_due, pair_flakes, record
-from gate.core.proposals import pair_freeze_proposal, render_lift_note, render_pair_repair_task
+from gate.core.proposals import (
+    FREEZE_PROPOSAL,
+    REPAIR_TASK,
+    pair_freeze_proposal,
+    render_lift_note,
+    render_pair_repair_task,
+)
 from gate.core.verdict import Band
+from gate.io.artifacts import write_card
 from gate.io.proposals import write_nightly_files
 from gate.io.state import BooksStore
 
@@ -73,9 +82,20 @@ def settle_pair(
     proposal = pair_freeze_proposal(flakes, bands, created_at=second.created_at)
     task = render_pair_repair_task(flakes, bands, second.suite)
     write_nightly_files(card_path, proposal, task, render_lift_note(lifts))
+    broken = tuple(f.property_id for f in flakes if bands.get(f.property_id) is Band.SAFETY)
+    files = None
+    if flakes:
+        files = FlakeFiles(
+            freeze_proposal=FREEZE_PROPOSAL if proposal else None,
+            repair_task=REPAIR_TASK,
+            freeze_ids=tuple(e.freeze_id for e in proposal.freezes) if proposal else (),
+            broken_safety=broken,
+        )
+    # The second run's card names what the pair wrote beside it and the freezes due to be lifted.
+    write_card(card_path, second.model_copy(update={"flake_files": files, "lift_proposals": lifts}))
     return NightlyOutcome(
         flakes=flakes,
         lifts=lifts,
-        freeze_ids=tuple(e.freeze_id for e in proposal.freezes) if proposal else (),
-        broken_safety=tuple(f.property_id for f in flakes if bands.get(f.property_id) is Band.SAFETY),
+        freeze_ids=files.freeze_ids if files else (),
+        broken_safety=broken,
     )

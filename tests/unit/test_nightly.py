@@ -95,6 +95,8 @@ def test_a_contract_property_that_changes_colour_between_the_runs_is_proposed_na
     task = (suite.card.parent / "repair-task.md").read_text()
     assert all(run_id in task for run_id in RUNS) and entry["seal"] in task
     assert lines[-1]["nightly"]["freezes_proposed"] == [entry["freeze_id"]]
+    card = json.loads(suite.card.read_text())
+    assert card["flake_files"]["freeze_ids"] == [entry["freeze_id"]] and card["run_id"] == RUNS[1]
 
 
 def test_a_safety_property_that_changes_colour_is_reported_broken_never_proposed(suite: Suite, tmp_path: Path) -> None:
@@ -172,6 +174,8 @@ def test_a_frozen_property_that_passed_enough_runs_is_proposed_for_lifting(suite
     assert "flake-invoice" in lift and "60" in lift
     note = (suite.card.parent / "lift-proposal.md").read_text()
     assert "flake-invoice" in note and "nightly-b" in note
+    (on_card,) = json.loads(suite.card.read_text())["lift_proposals"]
+    assert (on_card["freeze_id"], on_card["passes"], on_card["needed"]) == ("flake-invoice", 60, 60)
 
 
 def _terms():
