@@ -80,6 +80,8 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
     console.print(table)
     if card.flake_files is not None:
         console.print(_text(files_line(card.flake_files), "bold yellow"))
+    for lift in card.lift_proposals:
+        console.print(_text(lift.line(), "bold green"))
     if card.new_oracle_edits:
         console.print(_text(f"oracle files edited by the patch: {', '.join(card.new_oracle_edits)}", "bold red"))
     status = str(card.status)

@@ -92,6 +92,11 @@ def render_markdown(card: VerdictCard) -> str:
         if card.flake_files is not None:
             lines.append(f"- {md_inline(files_line(card.flake_files))}")
         lines.append("")
+    elif card.flake_files is not None:  # the nightly pair's flakes: colour changes between two runs
+        lines += [f"**Flakes** {md_inline(files_line(card.flake_files))}", ""]
+    if card.lift_proposals:
+        lifts = [f"- {md_inline(lift.line())}" for lift in card.lift_proposals]
+        lines += ["**Freezes due to be lifted**", "", *lifts, ""]
     if card.new_oracle_edits:
         lines += [f"Oracle files edited by the patch: {md_inline(', '.join(card.new_oracle_edits))}", ""]
     image = card.image_id.removeprefix("sha256:")[:12] or "-"

@@ -26,7 +26,8 @@ from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK
 from gate.core.history import LIFT_TARGET
 from gate.core.verdict import Kind
 from gate.io.artifacts import write_atomic
-from gate.io.reports import ReportTargets
+from gate.io.evidence import stored_records
+from gate.io.reports import ReportTargets, write_reports
 from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
 from gate.run.nightly import NightlyOutcome, settle_pair
@@ -79,7 +80,8 @@ def run_baseline(
     if twice and request.card is not None:
         first_card = request.card.with_name(request.card.stem + ".first" + request.card.suffix)
         results.append(one(first_card, ids[0], ReportTargets()))
-    results.append(one(request.card, ids[1], request.reports))
+    # The pair's reports are written once its card is final (flake files and lift proposals on it).
+    results.append(one(request.card, ids[1], ReportTargets() if twice else request.reports))
     result = results[-1]
     card = result.card
     durations: dict[str, list[float]] = {}
@@ -116,6 +118,8 @@ def run_baseline(
     if store is not None and request.card is not None:
         nightly = settle_pair(store, results[0].card, card, suite.bands(), card_path=request.card, target=lift_target)
         print(json.dumps(_nightly_line(results[0].card.run_id, card.run_id, nightly)), file=out)
+        html = request.reports.report_html is not None
+        write_reports(nightly.card, request.reports, stored_records(nightly.card, request.card) if html else [])
     if harness:
         return RET_HARNESS
     return RET_BLOCKED if findings or (nightly and nightly.flakes) else RET_OK

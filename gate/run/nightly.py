@@ -19,7 +19,16 @@ from pathlib import Path
 
 from gate.core.card import VerdictCard
 from gate.core.flakes import FLAKE_BANDS, FlakeFiles
-from gate.core.history import LIFT_TARGET, History, HistoryEntry, LiftProposal, PairFlake, lift_due, pair_flakes, record
+from gate.core.history import (
+    LIFT_TARGET,
+    History,
+    HistoryEntry,
+    LiftProposal,
+    PairFlake,
+    lift_due,
+    pair_flakes,
+    record,
+)
 from gate.core.proposals import (
     FREEZE_PROPOSAL,
     REPAIR_TASK,
@@ -35,6 +44,7 @@ from gate.io.state import BooksStore
 
 @dataclass(frozen=True)
 class NightlyOutcome:
+    card: VerdictCard  # the second run's card as rewritten
     flakes: tuple[PairFlake, ...]
     lifts: tuple[LiftProposal, ...]
     freeze_ids: tuple[str, ...]
@@ -92,8 +102,10 @@ def settle_pair(
             broken_safety=broken,
         )
     # The second run's card names what the pair wrote beside it and the freezes due to be lifted.
-    write_card(card_path, second.model_copy(update={"flake_files": files, "lift_proposals": lifts}))
+    card = second.model_copy(update={"flake_files": files, "lift_proposals": lifts})
+    write_card(card_path, card)
     return NightlyOutcome(
+        card=card,
         flakes=flakes,
         lifts=lifts,
         freeze_ids=files.freeze_ids if files else (),

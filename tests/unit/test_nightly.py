@@ -19,6 +19,7 @@ from gate.core.testing import MockExecutor
 from gate.core.trial import FileChange, Observation, TrialSpec
 from gate.core.verdict import Kind
 from gate.io.ledgerfile import FileBooks
+from gate.io.reports import ReportTargets
 from gate.io.state import MemoryBooks
 from gate.run.baseline import run_baseline
 
@@ -99,6 +100,15 @@ def test_a_contract_property_that_changes_colour_between_the_runs_is_proposed_na
     assert card["flake_files"]["freeze_ids"] == [entry["freeze_id"]] and card["run_id"] == RUNS[1]
 
 
+def test_the_pair_writes_its_reports_from_the_final_card(suite: Suite, tmp_path: Path) -> None:
+    """The Markdown summary and HTML report of the pair name the flake files written beside the card."""
+    md, page = tmp_path / "summary.md", tmp_path / "report.html"
+    reports = ReportTargets(summary_md=md, report_html=page)
+    suite = replace(suite, request=replace(suite.request, reports=reports))
+    nightly(suite, flicker(CONTRACT), tmp_path)
+    assert "freeze-proposal.json" in md.read_text() and "freeze-proposal.json" in page.read_text()
+
+
 def test_a_safety_property_that_changes_colour_is_reported_broken_never_proposed(suite: Suite, tmp_path: Path) -> None:
     """A safety flake between the two runs gets a repair task saying it is broken, and no freeze proposal."""
     code, lines = nightly(suite, flicker(SAFETY), tmp_path)
@@ -168,11 +178,13 @@ def test_a_frozen_property_that_passed_enough_runs_is_proposed_for_lifting(suite
         return history
 
     store.update(lambda ledger, window: (None, ledger, window), history=seed)
+    suite = replace(suite, request=replace(suite.request, reports=ReportTargets(summary_md=tmp_path / "summary.md")))
     code, lines = nightly(suite, good, tmp_path)
     assert code == RET_OK
     (lift,) = lines[-1]["nightly"]["lift"]
     assert "flake-invoice" in lift and "60" in lift
     note = (suite.card.parent / "lift-proposal.md").read_text()
+    assert "Freezes due to be lifted" in (tmp_path / "summary.md").read_text()
     assert "flake-invoice" in note and "nightly-b" in note
     (on_card,) = json.loads(suite.card.read_text())["lift_proposals"]
     assert (on_card["freeze_id"], on_card["passes"], on_card["needed"]) == ("flake-invoice", 60, 60)
