@@ -285,3 +285,51 @@ def test_two_concurrent_runs_on_one_ledger_both_land(
     assert read()["sampler_window"] == [True, True]
     # Each card records the books it decided on: one run saw none, the other saw the first's entry.
     assert sorted(len(run.card["policy"]["window_before"]["recent"]) for run in runs) == [0, 1]
+
+
+def test_the_nightly_pair_keeps_its_history_in_redis(redis_server: RedisServer, tmp_path: Path) -> None:
+    """`gate baseline --twice` over a Redis ledger records both runs under the suite's key and names a
+    contract property that changed colour between them with both run ids."""
+    import io
+    import sys
+    from dataclasses import replace
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from unit.mini_suite import CONTRACT, NOW, build_suite, good, stdout
+
+    from gate.core.testing import MockExecutor
+    from gate.core.trial import Observation
+    from gate.run.baseline import run_baseline
+
+    suite = build_suite(tmp_path)
+    calls: dict[int, int] = {}
+
+    def handler(spec, fixture):
+        if spec.property_id != CONTRACT:
+            return good(spec, fixture)
+        calls[spec.trial_index] = calls.get(spec.trial_index, 0) + 1
+        if calls[spec.trial_index] == 1:
+            return good(spec, fixture)
+        return Observation.of(spec, exit_code=0, stdout=stdout({"total": "0.00"}))
+
+    def books(request, loaded):
+        config = loaded.config
+        return RedisBooks(redis_server.url, config.ledger, config.sampler, suite_name=config.name, create=True)
+
+    executor = MockExecutor(handler)
+    code = run_baseline(
+        replace(suite.request, new_ledger=True),
+        tmp_path / "calibration.json",
+        out=io.StringIO(),
+        now=lambda: NOW,
+        executor_factory=lambda _: executor,
+        twice=True,
+        books_factory=books,
+        run_ids=("night-1", "night-2"),
+    )
+    assert code == 1
+    history = stored(redis_server.url)["history"]
+    assert [e["run_id"] for e in history[CONTRACT]] == ["night-1", "night-2"]
+    assert [e["kind"] for e in history[CONTRACT]] == ["pass", "fail_contract"]
+    reason = json.loads((suite.card.parent / "freeze-proposal.json").read_text())["freezes"][0]["reason"]
+    assert "night-1" in reason and "night-2" in reason
