@@ -222,3 +222,14 @@ def test_schema_suite_describes_the_suite_table_and_the_properties(capsys: pytes
     assert set(schema["properties"]) == {"suite", "property"}
     prop = schema["$defs"]["PropertySpec"]["properties"]
     assert {"rule", "p0", "p1", "alpha", "beta", "max_trials", "wave", "trials", "min_hits"} <= set(prop)
+
+
+def test_the_workflow_runs_the_nightly_pair_on_a_schedule(scaffold: Path) -> None:
+    """The workflow's scheduled job runs `gate baseline --twice` on the ledger, a line the gate's own parser takes."""
+    text = (scaffold / ".github" / "workflows" / "probegate.yml").read_text()
+    assert "schedule:" in text and "if: github.event_name == 'pull_request'" in text
+    step = text[text.index("- name: gate baseline --twice") : text.index("- name: Keep the nightly")]
+    command = " ".join(line.strip() for line in step.split("run: >-", 1)[1].splitlines() if line.strip())
+    argv = shlex.split(command.replace('"$GATE"', "gate", 1).replace("$", ""))[1:]
+    args = build_parser().parse_args(argv)
+    assert args.twice and args.ledger == "PROBEGATE_LEDGER" and args.base == "HEAD"
