@@ -184,7 +184,8 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
     reports = report_targets(args)
     outputs.update(reports.outputs())
     ledger = ledger_file(args)
-    if args.command == "run" and ledger_url(args) is None:  # a baseline keeps its books in memory
+    keeps_books = args.command == "run" or getattr(args, "twice", False)  # a lone baseline's are in memory
+    if keeps_books and ledger_url(args) is None:
         # Beside the suite's card, the default ledger is checked by the run once the suite is read.
         path = ledger or (card.parent / "ledger.json" if card else None)
         if path is not None:
@@ -248,7 +249,9 @@ def _baseline(args: argparse.Namespace) -> int:
         raise UsageError(str(exc), field="--lift-target") from None
     check_writable(args.calibration, "--calibration")  # first: with_name() raises on "/" or "."
     card = args.card or args.calibration.with_name("baseline-card.json")
-    _distinct({"--calibration": args.calibration, "--card": card, **report_targets(args).outputs()}, _inputs(args))
+    ledger = ledger_file(args) if args.twice else None  # the pair's books must not be one of its outputs
+    outputs = {"--calibration": args.calibration, "--card": card, **({"--ledger": ledger} if ledger else {})}
+    _distinct({**outputs, **report_targets(args).outputs()}, _inputs(args))
     return run_baseline(
         _request(args, card=card),
         args.calibration,

@@ -220,3 +220,14 @@ def test_the_command_line_refuses_new_books_without_twice_and_an_unreachable_lif
     argv += ["--seal", str(suite.request.seal), "--calibration", str(tmp_path / "cal.json"), *extra]
     assert main(argv) == RET_USAGE
     assert not (tmp_path / "cal.json").exists()
+
+
+def test_the_pair_refuses_a_ledger_that_is_its_calibration(suite: Suite, tmp_path: Path) -> None:
+    """`baseline --twice --ledger F --calibration F` is a usage error before any trial: one file cannot be both."""
+    from gate.cli.main import main
+
+    same = tmp_path / "same.json"
+    argv = ["baseline", "--twice", "--suite", str(suite.request.suite), "--workdir", str(suite.request.workdir)]
+    argv += ["--seal", str(suite.request.seal), "--calibration", str(same), "--ledger", str(same)]
+    assert main(argv) == RET_USAGE
+    assert not same.exists()
