@@ -30,7 +30,7 @@ from worker.host.engine import image_attrs
 INSTANT = datetime(2026, 3, 1, tzinfo=UTC)
 
 PROBE = r"""
-import asyncio, json, os, socket, subprocess, sys, threading, time
+import asyncio, ctypes, json, os, socket, subprocess, sys, threading, time
 out = {"time": time.time()}
 scrubbed = {k: v for k, v in os.environ.items() if not k.startswith(("LD_PRELOAD", "FAKETIME"))}
 child = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=scrubbed,
@@ -57,12 +57,9 @@ try:
     out["preload"] = open("/etc/ld.so.preload").read().strip()
 except OSError as exc:
     out["preload"] = f"unreadable: {exc.strerror or exc}"
-for key, flags in (("unshare", os.CLONE_NEWUSER | os.CLONE_NEWNS), ("unshare_mount", os.CLONE_NEWNS)):
-    try:
-        os.unshare(flags)
-        out[key] = "done"
-    except OSError as exc:
-        out[key] = f"refused: {exc.strerror or exc}"
+libc = ctypes.CDLL(None, use_errno=True)
+for key, flags in (("unshare", 0x10000000 | 0x00020000), ("unshare_mount", 0x00020000)):  # NEWUSER, NEWNS
+    out[key] = "done" if libc.unshare(flags) == 0 else f"refused: {os.strerror(ctypes.get_errno())}"
 print(json.dumps(out))
 """
 
