@@ -53,7 +53,7 @@ def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs
             pytest.skip(f"this host gives no overlay work copies: {run.card['harness_events']}")
         assert (run.card["work_copy"], forced.card["work_copy"]) == ("overlay", "copy"), name
         events = [e["detail"] for e in forced.card["harness_events"] if e["kind"] == "work_copy"]
-        assert events == ["copy mode: copy mode forced by PROBEGATE_WORK_COPY=copy"], name
+        assert events == ["copy mode: forced by PROBEGATE_WORK_COPY=copy"], name
         assert not any(e["kind"] == "work_copy" for e in run.card["harness_events"]), name
 
 

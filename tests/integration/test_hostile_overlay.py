@@ -204,7 +204,7 @@ def test_the_forced_fallback_copies_and_says_why(sandbox_image, docker_client, m
     spec, inputs = make_trial("print('hi')\n")
     [obs] = DockerSandbox(client=docker_client, worker_id="pytest").run_batch([spec], inputs)
     assert obs.fault is None and obs.work_copy is WorkCopy.COPY
-    assert obs.work_copy_note == f"copy mode forced by {ENV}=copy"
+    assert obs.work_copy_note == f"forced by {ENV}=copy"
 
 
 def test_a_container_without_the_profile_falls_back_to_copy_before_its_first_trial(

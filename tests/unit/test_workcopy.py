@@ -53,9 +53,9 @@ def test_the_option_wins_over_the_environment_and_copy_says_why(monkeypatch):
     monkeypatch.delenv(workcopy.ENV, raising=False)
     assert workcopy.wanted() == (WorkCopy.OVERLAY, "")
     monkeypatch.setenv(workcopy.ENV, "copy")
-    assert workcopy.wanted() == (WorkCopy.COPY, "copy mode forced by PROBEGATE_WORK_COPY=copy")
+    assert workcopy.wanted() == (WorkCopy.COPY, "forced by PROBEGATE_WORK_COPY=copy")
     assert workcopy.wanted("overlay") == (WorkCopy.OVERLAY, "")
-    assert workcopy.wanted("copy") == (WorkCopy.COPY, "copy mode forced")
+    assert workcopy.wanted("copy") == (WorkCopy.COPY, "forced by the sandbox's work_copy option")
     monkeypatch.setenv(workcopy.ENV, "tmpfs")
     with pytest.raises(UsageError, match="must be 'overlay' or 'copy'"):
         workcopy.wanted()
@@ -117,8 +117,8 @@ def test_the_supervisors_reason_wins_over_the_hosts():
     obs = report_observation(SPEC, fell_back, image_id="i", worker_id="w")
     assert obs.work_copy is WorkCopy.COPY and obs.work_copy_note == "no user and mount namespace of our own"
     forced = {**REPORT, "work_copy": "copy", "work_copy_note": ""}
-    obs = report_observation(SPEC, forced, image_id="i", worker_id="w", work_copy_note="copy mode forced")
-    assert obs.work_copy_note == "copy mode forced"
+    obs = report_observation(SPEC, forced, image_id="i", worker_id="w", work_copy_note="forced")
+    assert obs.work_copy_note == "forced"
     ran = {**REPORT, "work_copy": "overlay", "work_copy_note": ""}
     overlay = report_observation(SPEC, ran, image_id="", worker_id="")
     assert overlay.work_copy is WorkCopy.OVERLAY and overlay.work_copy_note == ""

@@ -46,7 +46,7 @@ def wanted(option: str | None = None) -> tuple[WorkCopy, str]:
     except ValueError:
         raise UsageError(f"{ENV} (or work_copy) is {word!r}; it must be 'overlay' or 'copy'") from None
     if mode is WorkCopy.COPY:
-        return mode, "copy mode forced" + ("" if option else f" by {ENV}=copy")
+        return mode, f"forced by {ENV}=copy" if not option else "forced by the sandbox's work_copy option"
     refused = host_refusal()
     return (WorkCopy.COPY, refused) if refused else (mode, "")
 
