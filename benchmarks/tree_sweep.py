@@ -44,8 +44,8 @@ class StepSandbox(DockerSandbox):
     def _observation(self, spec: TrialSpec, image_id: str, report: dict, note: str = "") -> Observation:
         self.steps.append(dict(report.get("steps_s") or {}))
         obs = super()._observation(spec, image_id, report, note)
-        if obs.work_copy is None or obs.work_copy.value != self._work_copy_option:
-            raise SystemExit(f"asked for {self._work_copy_option}, ran {obs.work_copy}: {obs.work_copy_note}")
+        if obs.work_copy is not self._wanted[0]:
+            raise SystemExit(f"asked for {self._wanted[0]}, ran {obs.work_copy}: {obs.work_copy_note}")
         return obs
 
 

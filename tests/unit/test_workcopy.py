@@ -135,3 +135,12 @@ def test_the_card_says_which_mode_ran_and_why_copy_did():
     mode, events = work_copy_facts([_obs(WorkCopy.OVERLAY), _obs(WorkCopy.COPY, "why"), _obs(WorkCopy.COPY, "why")])
     assert mode == "mixed" and [(e.kind, e.detail) for e in events] == [("work_copy", "copy mode: why")]
     assert work_copy_facts([_obs(WorkCopy.COPY, "forced"), _obs(None)])[0] == "copy"
+
+
+def test_a_sandbox_refuses_an_unknown_mode_when_it_is_made(monkeypatch):
+    """A mistyped PROBEGATE_WORK_COPY is a usage error when the sandbox is built, before any container."""
+    from worker.host.sandbox import DockerSandbox
+
+    monkeypatch.setenv(workcopy.ENV, "overlayfs")
+    with pytest.raises(UsageError, match="PROBEGATE_WORK_COPY"):
+        DockerSandbox(client=object())

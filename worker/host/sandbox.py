@@ -61,7 +61,7 @@ class DockerSandbox:
         self._aborted: set[str] = set()
         self._swept = False
         self.swept = 0  # containers of dead processes removed at the first open
-        self._work_copy_option = work_copy
+        self._wanted = workcopy.wanted(work_copy)  # at once: a bad PROBEGATE_WORK_COPY is a UsageError
         self._work_copy: tuple[WorkCopy, str] | None = None  # decided at the first container
         self._fleet = Fleet(
             lambda: self.client,
@@ -91,7 +91,7 @@ class DockerSandbox:
         with self._client_lock:
             decided = self._work_copy
         if decided is None:
-            mode, note = workcopy.wanted(self._work_copy_option)
+            mode, note = self._wanted
             if mode is WorkCopy.OVERLAY:
                 refused = workcopy.engine_refusal(security_options(self.client))
                 mode, note = (WorkCopy.COPY, refused) if refused else (mode, note)
