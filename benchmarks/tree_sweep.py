@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/trial_overhead.py --sweep [--trials 40] [--wave 5] [--repeats 1]
 
 For trees of 0, 300, 3,000 and 30,000 files of 1.2 KB beside the probe, the bare loop of the probe
-inside one container (timed once per size), then per mode a warm run (waves of --wave trials in a
+inside one container, then per mode a warm run (waves of --wave trials in a
 container already started) and a fresh run (open .. close, one prestarted container), as ratios
 against the bare loop. The per-trial split comes from the supervisor's own step timings in its
 report lines: layer (lay the copy out, or mount the overlay), probe, detect (find the writes),
@@ -32,6 +32,7 @@ SIZES = (0, 300, 3_000, 30_000)
 # 30,000 files take 117 MiB of tmpfs pages: every size gets room for that, so limits never differ.
 LIMITS = Limits(tmpfs_mb=160, memory_mb=512, tree_files=40_000)
 STEPS = ("layer", "probe", "detect", "reset")
+MODES = ("overlay", "copy")
 
 
 class StepSandbox(DockerSandbox):
@@ -49,28 +50,28 @@ class StepSandbox(DockerSandbox):
         return obs
 
 
-def measure(client, image_id: str, tree: Path, bench: Path, mode: str, n: int, wave: int, repeats: int) -> dict:
-    """Warm and fresh seconds (best of `repeats`) and the warm runs' mean step timings for one mode."""
+def one_round(client, tree: Path, mode: str, n: int, wave: int) -> tuple[float, float, list[dict], float]:
+    """One warm and one fresh run of `n` trials in `mode`: their seconds, the warm waves' step
+    timings, and the fresh run's container setup."""
     inputs = DirInputs(tree)
-    warm_s, fresh_s, steps = [], [], []
-    for _ in range(repeats):
-        run_id = f"bench-{uuid.uuid4().hex[:12]}"
-        specs = make_specs(run_id, n, LIMITS)
-        try:
-            sandbox = StepSandbox(client=client, worker_id="bench", work_copy=mode)
-            warm_s.append(timed_sandbox(sandbox, specs, inputs, wave, in_run=True, warm=True))
-            steps += sandbox.steps[min(wave, n) :]  # the timed waves only
-            sandbox = StepSandbox(client=client, worker_id="bench", work_copy=mode)
-            fresh_s.append(timed_sandbox(sandbox, specs, inputs, wave, in_run=True))
-            setup = max(s.get("setup", 0.0) for s in sandbox.steps)
-        finally:
-            sweep(client, run_id)
-    split = {step: statistics.fmean(s[step] for s in steps) for step in STEPS}
-    return {"n": n, "warm": min(warm_s), "fresh": min(fresh_s), "setup": setup, **split}
+    run_id = f"bench-{uuid.uuid4().hex[:12]}"
+    specs = make_specs(run_id, n, LIMITS)
+    try:
+        sandbox = StepSandbox(client=client, worker_id="bench", work_copy=mode)
+        warm = timed_sandbox(sandbox, specs, inputs, wave, in_run=True, warm=True)
+        steps = sandbox.steps[min(wave, n) :]  # the timed waves only
+        sandbox = StepSandbox(client=client, worker_id="bench", work_copy=mode)
+        fresh = timed_sandbox(sandbox, specs, inputs, wave, in_run=True)
+        setup = max(s.get("setup", 0.0) for s in sandbox.steps)
+    finally:
+        sweep(client, run_id)
+    return warm, fresh, steps, setup
 
 
 def sweep_main(args: argparse.Namespace) -> int:
-    """Print one row per tree size and mode, then the JSON of every figure."""
+    """Print one row per tree size and mode, then the JSON of every figure. Per size the bare loop
+    and both modes run in interleaved rounds, each keeping its best: a noisy stretch of the machine
+    hits them alike."""
     client = docker_client()
     image_id = resolve_image_id(client, DEFAULT_IMAGE)
     rows = []
@@ -81,17 +82,28 @@ def sweep_main(args: argparse.Namespace) -> int:
             tree = make_tree(tmp / "tree", files)
             bench = tmp / "bench"
             bench.mkdir()
-            run_id = f"bench-{uuid.uuid4().hex[:12]}"
-            try:
-                bare = min(timed_bare_loop(client, image_id, tree, bench, args.trials, run_id) for _ in range(2))
-            finally:
-                sweep(client, run_id)
-            per_bare = bare / args.trials
-            for mode in ("overlay", "copy"):
-                n = args.trials // 4 if (mode == "copy" and files >= 30_000) else args.trials
-                found = measure(client, image_id, tree, bench, mode, n, args.wave, args.repeats)
-                rows.append({"files": files, "mode": mode, "bare_ms": 1000 * per_bare, **found})
-                print_row(rows[-1], per_bare, flush=True)
+            counts = {mode: args.trials // 4 if (mode == "copy" and files >= 30_000) else args.trials for mode in MODES}
+            bare: list[float] = []
+            found: dict[str, dict[str, list]] = {m: {"warm": [], "fresh": [], "steps": [], "setup": []} for m in MODES}
+            for _ in range(args.repeats):
+                run_id = f"bench-{uuid.uuid4().hex[:12]}"
+                try:
+                    bare.append(timed_bare_loop(client, image_id, tree, bench, args.trials, run_id) / args.trials)
+                finally:
+                    sweep(client, run_id)
+                for mode in MODES:
+                    warm, fresh, steps, setup = one_round(client, tree, mode, counts[mode], args.wave)
+                    for key, value in (("warm", warm), ("fresh", fresh), ("setup", setup)):
+                        found[mode][key].append(value)
+                    found[mode]["steps"] += steps
+            per_bare = min(bare)
+            for mode in MODES:
+                got = found[mode]
+                split = {step: statistics.fmean(s[step] for s in got["steps"]) for step in STEPS}
+                row = {"files": files, "mode": mode, "bare_ms": 1000 * per_bare, "n": counts[mode]}
+                row.update(warm=min(got["warm"]), fresh=min(got["fresh"]), setup=min(got["setup"]), **split)
+                rows.append(row)
+                print_row(row, per_bare, flush=True)
     print(json.dumps([{k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()} for row in rows]))
     return 0
 
