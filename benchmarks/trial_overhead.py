@@ -2,7 +2,8 @@
 same trivial probe inside one already-running container, in one run, as ratios vs the bare loop.
 
     .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--wave 5] [--repeats 3]
-                                                  [--tree-files 0]
+                                                  [--tree-files 0] [--work-copy overlay|copy]
+    .venv/bin/python benchmarks/trial_overhead.py --sweep [--trials 40] [--repeats 1]
 
 "single batch" is one run_batch call of --batch trials outside an open run (a container per call);
 "fresh run" is the same trials as run_batch calls of --wave trials within one open run, timed from
@@ -14,7 +15,8 @@ many trials a fresh run needs before it reaches 0.8 of the bare loop.
 Everything runs sequentially on one thread, so the ratios compare per-trial cost, not parallelism.
 The bare loop is timed inside the container (subprocess.run of the probe N times), so it carries
 no Docker or host cost at all: the strictest baseline. It runs the probe in the mounted tree, while
-batch mode gives every trial a fresh copy and checks it for writes: --tree-files shows that cost.
+batch mode gives every trial a fresh work dir and checks it for writes: --tree-files shows that cost.
+--sweep (tree_sweep.py) runs tree sizes 0, 300, 3,000 and 30,000 in both work copy modes in one run.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from docker.types import Mount
 
 from gate.core.plan import batches
 from gate.core.testing import make_specs as spec_batch
-from gate.core.trial import ClockSpec, Observation, TrialSpec
+from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.io.snapshot import world_readable
 from worker.host.batchfile import probe_env
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
@@ -68,7 +70,7 @@ class DirInputs:
         return FIXTURE
 
 
-def make_specs(run_id: str, n: int) -> list[TrialSpec]:
+def make_specs(run_id: str, n: int, limits: Limits | None = None) -> list[TrialSpec]:
     return spec_batch(
         n,
         run_id=run_id,
@@ -78,6 +80,7 @@ def make_specs(run_id: str, n: int) -> list[TrialSpec]:
         fixture_digest=hashlib.sha256(FIXTURE).hexdigest(),
         deadline_s=10.0,
         clock=CLOCK,
+        limits=limits or Limits(),
     )
 
 
@@ -110,6 +113,18 @@ def timed_sandbox(
     if bad:
         raise SystemExit(f"benchmark trial failed: {bad[0]}")
     return took
+
+
+def make_tree(tree: Path, files: int) -> Path:
+    """probe.py and `files` files of 1.2 KB in ten packages: a realistic tree, every file of which copy
+    mode lays out and reads back per trial."""
+    tree.mkdir()
+    (tree / "probe.py").write_text(PROBE)
+    for i in range(files):
+        (tree / f"pkg{i % 10}").mkdir(mode=0o755, exist_ok=True)
+        (tree / f"pkg{i % 10}" / f"mod{i}.py").write_text("VALUE = 1\n" * 120)
+    world_readable(tree)
+    return tree
 
 
 def timed_bare_loop(client, image_id: str, tree: Path, tmp: Path, n: int, run_id: str) -> float:
@@ -156,7 +171,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--wave", type=int, default=5, help="trials per run_batch call within one open run")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; each mode's best counts")
     parser.add_argument("--tree-files", type=int, default=0, help="extra 1.2 KB files in the tree beside probe.py")
+    parser.add_argument("--work-copy", choices=("overlay", "copy"), help="the sandbox's work copy mode")
+    parser.add_argument("--sweep", action="store_true", help="tree sizes 0..30,000 in both modes (tree_sweep.py)")
     args = parser.parse_args(argv)
+    if args.sweep:
+        from tree_sweep import sweep_main  # beside this script
+
+        return sweep_main(args)
     client = docker_client()
     image_id = resolve_image_id(client, DEFAULT_IMAGE)
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
@@ -164,19 +185,13 @@ def main(argv: list[str]) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="probegate-bench-") as tmp_name:
             tmp = Path(tmp_name)
-            tree = tmp / "tree"
-            tree.mkdir()
-            (tree / "probe.py").write_text(PROBE)
-            for i in range(args.tree_files):  # a realistic tree: every trial copies and checks it all
-                (tree / f"pkg{i % 10}").mkdir(mode=0o755, exist_ok=True)
-                (tree / f"pkg{i % 10}" / f"mod{i}.py").write_text("VALUE = 1\n" * 120)
-            world_readable(tree)
+            tree = make_tree(tmp / "tree", args.tree_files)
             bench = tmp / "bench"
             bench.mkdir()
             inputs = DirInputs(tree)
             specs = make_specs(run_id, n)
-            batched = DockerSandbox(client=client, worker_id="bench")
-            per_trial = DockerSandbox(client=client, worker_id="bench", per_trial=True)
+            batched = DockerSandbox(client=client, worker_id="bench", work_copy=args.work_copy)
+            per_trial = DockerSandbox(client=client, worker_id="bench", per_trial=True, work_copy=args.work_copy)
             timed_sandbox(batched, specs[:2], inputs, 2)  # warm the engine and page cache once
             modes = {
                 "bare": lambda: timed_bare_loop(client, image_id, tree, bench, n, run_id),

@@ -86,6 +86,10 @@ class VerdictCard(BaseModel):
     image_id: str
     clock: ClockSpec
     network_mode: str = "none"
+    # How the trials' work dirs were made: "overlay" (copy-on-write), "copy", "mixed" (some of each),
+    # or None (no trial said: a card from before the modes, or no trial ran). Why copy ran where
+    # overlay was wanted is a harness event of kind "work_copy".
+    work_copy: Literal["overlay", "copy", "mixed"] | None = None
     retry_count: int = Field(ge=0)
     base_rev: str | None = None
     new_oracle_edits: tuple[str, ...] = ()

@@ -5,7 +5,7 @@ and the JSON lines printed on stdout.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,7 +17,7 @@ from gate.core.freezes import FreezeState
 from gate.core.policy import Decision
 from gate.core.seal import Seal
 from gate.core.suite import Suite
-from gate.core.trial import ClockSpec
+from gate.core.trial import ClockSpec, Observation
 from gate.core.verdict import Verdict
 
 
@@ -49,6 +49,7 @@ class RunFacts:
     suite_file: str = ""
     base_reruns: Mapping[str, BaseRerun] = field(default_factory=dict)  # property id -> its rerun on the base
     flake_files: FlakeFiles | None = None
+    work_copy: str | None = None  # "overlay", "copy" or "mixed" (work_copy_facts)
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -95,6 +96,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         image=facts.image,
         image_id=facts.image_id,
         clock=facts.clock,
+        work_copy=facts.work_copy,
         retry_count=facts.retries,
         base_rev=facts.base,
         new_oracle_edits=facts.oracle_edits,
@@ -112,6 +114,21 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         evidence=facts.evidence,
         flake_files=facts.flake_files,
     )
+
+
+def work_copy_facts(observations: Iterable[Observation]) -> tuple[str | None, tuple[HarnessEvent, ...]]:
+    """Which work copy the trials ran in ("overlay", "copy", "mixed", or None when none said), and one
+    harness event per distinct reason copy mode ran where overlay was wanted."""
+    modes: set[str] = set()
+    notes: dict[str, None] = {}
+    for obs in observations:
+        if obs.work_copy is not None:
+            modes.add(obs.work_copy.value)
+            if obs.work_copy_note:
+                notes[obs.work_copy_note] = None
+    mode = modes.pop() if len(modes) == 1 else ("mixed" if modes else None)
+    events = tuple(HarnessEvent(kind="work_copy", detail=f"copy mode: {note}"[:300]) for note in notes)
+    return mode, events
 
 
 def verdict_lines(card: VerdictCard, card_path: Path, acceptance: Acceptance) -> list[str]:

@@ -154,6 +154,13 @@ class FaultOrigin(StrEnum):
     UNKNOWN = "unknown"  # neither proven: a harness_error that never draws a credit
 
 
+class WorkCopy(StrEnum):
+    """How a trial's work dir was made (the sandbox chooses once per container, never per trial)."""
+
+    OVERLAY = "overlay"  # a copy-on-write layer over a read-only copy of the tree laid out once
+    COPY = "copy"  # a fresh copy of the whole tree, read back in full for writes
+
+
 class Observation(BaseModel):
     """What a sandbox saw during one trial. `fault` set means the trial could not be observed;
     `fault_origin` says whose doing that was."""
@@ -179,6 +186,10 @@ class Observation(BaseModel):
     worker_id: str = ""
     fault: str | None = None
     fault_origin: FaultOrigin | None = None
+    # The work dir's mode (None: the sandbox did not say, e.g. a fault before the trial ran), and why
+    # copy mode ran where overlay was wanted (forced, or the host or container could not give it).
+    work_copy: WorkCopy | None = None
+    work_copy_note: str = ""
 
     @property
     def key(self) -> tuple[str, str, int]:

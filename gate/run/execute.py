@@ -15,7 +15,7 @@ from gate.core.errors import HarnessError
 from gate.core.evidence import TrialRecord
 from gate.core.fold import fold_tallies
 from gate.core.plan import Planner
-from gate.core.stamp import RunFacts
+from gate.core.stamp import RunFacts, work_copy_facts
 from gate.core.suite import PropertySpec, Suite
 from gate.core.trial import Observation
 from gate.core.verdict import Outcome, Verdict, harness_verdict
@@ -84,10 +84,13 @@ def execute(
     images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
     if len(images) > 1:
         events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
+    work_copy, copy_events = work_copy_facts(o for t in tallies for o in t.observations)
+    events.extend(copy_events)
     calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
     folded = fold_tallies(tallies, manifest, calibrated=calibrated)
     image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
-    return folded.verdicts, replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id)
+    facts = replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id, work_copy=work_copy)
+    return folded.verdicts, facts
 
 
 def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:

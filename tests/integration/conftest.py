@@ -62,8 +62,38 @@ def sandbox_image(docker_client: docker.DockerClient) -> str:
 
 
 @pytest.fixture
-def sandbox(docker_client: docker.DockerClient, sandbox_image: str) -> DockerSandbox:
-    return DockerSandbox(client=docker_client, worker_id="pytest")
+def work_copy() -> str | None:
+    """The work copy mode the `sandbox` fixture asks for; None: the default (PROBEGATE_WORK_COPY, else
+    overlay). Modules that must prove both modes override it with params ["overlay", "copy"]."""
+    return None
+
+
+@pytest.fixture
+def sandbox(docker_client: docker.DockerClient, sandbox_image: str, work_copy: str | None) -> DockerSandbox:
+    return DockerSandbox(client=docker_client, worker_id="pytest", work_copy=work_copy)
+
+
+def check_mode(obs: Observation, work_copy: str | None) -> None:
+    """Fail unless a trial asked for `work_copy` ran in it; a host that cannot give overlay mode skips
+    (fails under CI=true, which must prove both modes)."""
+    if work_copy is None or obs.fault is not None or obs.work_copy == work_copy:
+        return
+    if work_copy == "overlay" and obs.work_copy == "copy":
+        _unavailable(f"overlay work copies fell back to copy here: {obs.work_copy_note}")
+    pytest.fail(f"asked for {work_copy} work copies, the trial ran in {obs.work_copy}")
+
+
+@pytest.fixture
+def run_batch(sandbox: DockerSandbox, work_copy: str | None) -> Callable[[list[TrialSpec], Inputs], list[Observation]]:
+    """sandbox.run_batch, failing the test when a trial ran in another mode than `work_copy` asked for."""
+
+    def run(specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
+        observed = sandbox.run_batch(specs, inputs)
+        for obs in observed:
+            check_mode(obs, work_copy)
+        return observed
+
+    return run
 
 
 @pytest.fixture
@@ -75,12 +105,14 @@ def run_id(docker_client: docker.DockerClient) -> Iterator[str]:
 
 
 @pytest.fixture
-def observe(sandbox: DockerSandbox) -> Callable[[TrialSpec, Inputs], Observation]:
-    """Run one trial and return its observation, failing the test on a harness fault."""
+def observe(sandbox: DockerSandbox, work_copy: str | None) -> Callable[[TrialSpec, Inputs], Observation]:
+    """Run one trial and return its observation, failing the test on a harness fault or on a mode
+    other than the one `work_copy` asked for."""
 
     def run(spec: TrialSpec, inputs: Inputs) -> Observation:
         [obs] = sandbox.run_batch([spec], inputs)
         assert obs.fault is None, obs.fault
+        check_mode(obs, work_copy)
         return obs
 
     return run

@@ -5,6 +5,7 @@ and `accept` passes only the good card. Each run goes through the `gate` console
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -26,6 +27,34 @@ def runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[s
         p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", new_ledger=True)
         for p in sorted((EXAMPLE / "patches").iterdir())
     }
+
+
+@pytest.fixture(scope="module")
+def copy_runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[str, Run]:
+    """Every example patch run again with copy mode forced (PROBEGATE_WORK_COPY=copy)."""
+    out = tmp_path_factory.mktemp("copy-cards")
+    env = {**os.environ, "PROBEGATE_WORK_COPY": "copy"}
+    return {
+        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", env=env, new_ledger=True)
+        for p in sorted((EXAMPLE / "patches").iterdir())
+    }
+
+
+def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs(runs, copy_runs) -> None:
+    """Each patch gets the same kinds and exit code in overlay mode (the default) and the forced copy mode,
+    and each card says which mode ran and why copy did."""
+    for name, run in runs.items():
+        forced = copy_runs[name]
+        assert (run.kinds(), run.code) == (forced.kinds(), forced.code), name
+        if run.card["work_copy"] is None:  # no trial ran (a drifted fixture)
+            assert forced.card["work_copy"] is None, name
+            continue
+        if run.card["work_copy"] == "copy" and os.environ.get("CI") != "true":
+            pytest.skip(f"this host gives no overlay work copies: {run.card['harness_events']}")
+        assert (run.card["work_copy"], forced.card["work_copy"]) == ("overlay", "copy"), name
+        events = [e["detail"] for e in forced.card["harness_events"] if e["kind"] == "work_copy"]
+        assert events == ["copy mode: forced by PROBEGATE_WORK_COPY=copy"], name
+        assert not any(e["kind"] == "work_copy" for e in run.card["harness_events"]), name
 
 
 @pytest.fixture

@@ -35,6 +35,12 @@ def batch(make_trial, probe: str, n: int, **kw) -> tuple[list[TrialSpec], object
     return [first, *rest], inputs
 
 
+@pytest.fixture(params=["overlay", "copy"])
+def work_copy(request) -> str:
+    """Every hostile probe runs in both work copy modes: copy-on-write overlays and the forced fallback."""
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def _no_leftovers(leftovers):
     yield
@@ -98,10 +104,10 @@ MUTATE = """
 """
 
 
-def test_a_mutated_work_tree_is_not_seen_by_the_next_trial_in_the_batch(sandbox, make_trial):
+def test_a_mutated_work_tree_is_not_seen_by_the_next_trial_in_the_batch(run_batch, make_trial):
     """Trial 0 rewrites probe.py and data and leaves scratch files; trial 1 of the same batch sees the originals."""
     specs, inputs = batch(make_trial, MUTATE, 2, extra={"data.txt": "orig"}, deadline_s=3)
-    first, second = sandbox.run_batch(specs, inputs)
+    first, second = run_batch(specs, inputs)
     assert first.fault is None and second.fault is None, (first.fault, second.fault)
     assert safety("no_unmapped_write", first, write_map=["out/*"]) is OutcomeKind.MISS
     assert last_json(second) == {"data": "orig", "tmp": [], "shm": []}
@@ -146,19 +152,19 @@ FORK_BOMB = """
 """
 
 
-def test_fork_bomb_is_bounded_and_the_next_trial_still_runs(sandbox, make_trial):
+def test_fork_bomb_is_bounded_and_the_next_trial_still_runs(run_batch, make_trial):
     """A fork bomb stops at the pids limit, ends at its deadline, and the next trial in the batch runs clean."""
     bomb, inputs = make_trial(FORK_BOMB, deadline_s=2, limits=Limits(pids=32))
     after, _ = make_trial("print('fine')\n", deadline_s=2, limits=Limits(pids=32), inputs=inputs, trial_index=1)
     after = after.model_copy(update={"tree_digest": bomb.tree_digest})
     started = time.monotonic()
-    first, second = sandbox.run_batch([bomb, after], inputs)
+    first, second = run_batch([bomb, after], inputs)
     assert time.monotonic() - started < 15
     assert first.fault is None and int(first.stdout.data) < 32
     assert second.fault is None and second.exit_code == 0
 
 
-def test_memory_bomb_is_oom_killed_and_the_batch_goes_on(sandbox, make_trial):
+def test_memory_bomb_is_oom_killed_and_the_batch_goes_on(run_batch, make_trial):
     """A probe outgrowing 64 MiB is observed oom_killed (not a fault) and the next trial still runs."""
     bomb = """
         import os
@@ -167,7 +173,7 @@ def test_memory_bomb_is_oom_killed_and_the_batch_goes_on(sandbox, make_trial):
         print("ok")
     """
     specs, inputs = batch(make_trial, bomb, 2, deadline_s=3, limits=Limits(memory_mb=64))
-    first, second = sandbox.run_batch(specs, inputs)
+    first, second = run_batch(specs, inputs)
     assert first.fault is None and first.oom_killed and first.signal == 9
     assert second.fault is None and not second.oom_killed and second.stdout.data == b"ok\n"
 
@@ -214,10 +220,10 @@ ORPHAN = """
 """
 
 
-def test_an_orphan_is_killed_before_the_next_trial_and_its_writes_never_appear(sandbox, make_trial):
+def test_an_orphan_is_killed_before_the_next_trial_and_its_writes_never_appear(run_batch, make_trial):
     """A detached child meant to write 0.5 s later is killed with its probe; trial 1 never sees its files."""
     specs, inputs = batch(make_trial, ORPHAN, 2, deadline_s=3)
-    first, second = sandbox.run_batch(specs, inputs)
+    first, second = run_batch(specs, inputs)
     assert first.fault is None and first.duration_s < 0.5 and first.writes == ()
     assert second.fault is None and second.stdout.data == b"[] False\n" and second.writes == ()
 
@@ -248,11 +254,11 @@ LEAK = """
 """
 
 
-def test_a_probe_printing_the_canary_fails_no_secret_in_output(sandbox, make_trial):
+def test_a_probe_printing_the_canary_fails_no_secret_in_output(run_batch, make_trial):
     """The canary echoed from the environment, or from the credentials file past the cap, fails the check."""
     specs, inputs = batch(make_trial, LEAK, 3, deadline_s=3)
     specs = [s.model_copy(update={"canary": f"{CANARY}{s.trial_index}"}) for s in specs]
-    env_leak, file_leak, clean = sandbox.run_batch(specs, inputs)
+    env_leak, file_leak, clean = run_batch(specs, inputs)
     assert env_leak.canary_seen and file_leak.canary_seen and not clean.canary_seen
     assert safety("no_secret_in_output", env_leak) is OutcomeKind.MISS
     assert safety("no_secret_in_output", file_leak) is OutcomeKind.MISS
@@ -266,10 +272,10 @@ def wrapped_supervisor(tmp_path: Path, action: str) -> Path:
 _real_run_trial = run_trial
 
 
-def run_trial(batch, trial):
+def run_trial(batch, trial, workdir):
     if len(batch["trials"]) == 4 and trial["id"] == "1":
         {action}
-    return _real_run_trial(batch, trial)
+    return _real_run_trial(batch, trial, workdir)
 
 
 """
@@ -285,10 +291,11 @@ def run_trial(batch, trial):
     [("import time; time.sleep(60)", "timed_out"), ("os._exit(3)", "fault")],
 )
 def test_a_wedged_or_dead_supervisor_costs_one_trial_and_the_batch_goes_on(
-    docker_client, sandbox_image, make_trial, tmp_path, action, expect
+    docker_client, sandbox_image, make_trial, tmp_path, action, expect, work_copy
 ):
     """A supervisor that hangs or dies on trial 1 loses only that trial; trials 2 and 3 run in a new container."""
-    sandbox = DockerSandbox(client=docker_client, grace_s=1.0, supervisor=wrapped_supervisor(tmp_path, action))
+    supervisor = wrapped_supervisor(tmp_path, action)
+    sandbox = DockerSandbox(client=docker_client, grace_s=1.0, supervisor=supervisor, work_copy=work_copy)
     specs, inputs = batch(make_trial, "import os\nprint(os.environ['PROBEGATE_TRIAL_INDEX'])\n", 4, deadline_s=1)
     started = time.monotonic()
     observed = sandbox.run_batch(specs, inputs)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.box import overlay
+from worker.box import nsfilter
 
 pytestmark = pytest.mark.integration
 
@@ -313,12 +313,12 @@ print("then discarded")
 
 NAMESPACE_ATTEMPTS = r"""
 import ctypes, json, os, subprocess, sys
-from worker.box import overlay
+from worker.box import nsfilter, overlay
 libc = ctypes.CDLL(None, use_errno=True)
 def attempt(name, *args):
     return "ok" if getattr(libc, name)(*args) == 0 else os.strerror(ctypes.get_errno())
 libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Docker's no-new-privileges sets it
-overlay.deny_new_namespaces()
+nsfilter.deny_new_namespaces()
 out = {
     "unshare user": attempt("unshare", overlay.CLONE_NEWUSER),
     "unshare mount": attempt("unshare", overlay.CLONE_NEWNS),
@@ -341,7 +341,7 @@ def test_the_namespace_filter_refuses_new_namespaces_to_us_and_our_children():
     if sys.platform != "linux":
         pytest.skip("seccomp is Linux's")
     try:
-        overlay.namespace_filter()
+        nsfilter.namespace_filter()
     except ValueError as exc:
         pytest.skip(str(exc))
     done = subprocess.run([sys.executable, "-c", NAMESPACE_ATTEMPTS], capture_output=True, text=True, timeout=60)
@@ -360,7 +360,7 @@ def test_the_namespace_filter_refuses_new_namespaces_to_us_and_our_children():
 # the sandbox), so the user namespace maps that uid and nothing else.
 SETUP = r"""
 import ctypes, json, os, sys
-from worker.box import overlay
+from worker.box import nsfilter, overlay
 from worker.box.fsdiff import Template
 base, blocked = sys.argv[1], sys.argv[2] == "1"
 libc = ctypes.CDLL(None, use_errno=True)
@@ -370,7 +370,7 @@ os.setresuid(65534, 65534, 65534)
 libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: a uid change cleared it; the sandbox's supervisor starts as 65534
 libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Docker's no-new-privileges sets it
 if blocked:
-    overlay.deny_new_namespaces()  # stands in for a seccomp profile or a kernel that refuses unshare
+    nsfilter.deny_new_namespaces()  # stands in for a seccomp profile or a kernel that refuses unshare
 work = f"{base}/work"
 template = Template(f"{base}/tree")
 reason = overlay.enter()

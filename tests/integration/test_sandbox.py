@@ -25,6 +25,23 @@ def stdout_json(obs: Observation) -> dict:
     return json.loads(obs.stdout.data.decode().strip().splitlines()[-1])
 
 
+@pytest.fixture(params=["overlay", "copy"])
+def work_copy(request) -> str:
+    """Every sandbox test runs in both work copy modes: copy-on-write overlays and the forced fallback."""
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers(request):
+    """After every test that ran trials, no container of its run remains."""
+    if "work_copy" not in request.fixturenames:
+        yield  # no trial: nothing to leave, and no engine needed
+        return
+    leftovers = request.getfixturevalue("leftovers")
+    yield
+    assert leftovers() == [], "a container of this test's run remains"
+
+
 def test_default_image_matches_tag_file():
     """DEFAULT_IMAGE names the tag that build-offline.sh builds."""
     tag_file = Path(__file__).resolve().parents[2] / "sandbox_images" / "python" / "TAG"
@@ -209,11 +226,11 @@ EXIT_PROBE = """
 """
 
 
-def test_nonzero_exit_is_an_observation_not_a_fault(sandbox, make_trial):
+def test_nonzero_exit_is_an_observation_not_a_fault(run_batch, make_trial):
     """A probe exiting 3 yields exit_code 3 with fault None, and it read the fixture on stdin."""
     fixture = b'{"user": "alice"}'
     spec, inputs = make_trial(EXIT_PROBE, fixture=fixture)
-    [obs] = sandbox.run_batch([spec], inputs)
+    [obs] = run_batch([spec], inputs)
     assert obs.fault is None and obs.exit_code == 3 and obs.signal is None and not obs.timed_out
     assert obs.stdout.data.decode().strip() == hashlib.sha256(fixture).hexdigest()
     assert obs.stderr.data == b"boom\n" and not obs.stderr.truncated
@@ -245,7 +262,7 @@ def test_memory_hog_is_reported_oom_killed(observe, make_trial):
     assert obs.oom_killed and obs.signal == 9 and obs.exit_code is None
 
 
-def test_batch_runs_each_trial_in_order_in_a_fresh_container(sandbox, make_trial):
+def test_batch_runs_each_trial_in_order_in_a_fresh_container(run_batch, make_trial):
     """Three specs give three observations in order, each seeing its own trial index and a clean /tmp."""
     probe = """
         import os, pathlib
@@ -255,13 +272,13 @@ def test_batch_runs_each_trial_in_order_in_a_fresh_container(sandbox, make_trial
     first, inputs = make_trial(probe)
     specs = [first] + [make_trial(probe, trial_index=i, inputs=inputs)[0] for i in (1, 2)]
     started = time.monotonic()
-    observations = sandbox.run_batch(specs, inputs)
+    observations = run_batch(specs, inputs)
     assert (time.monotonic() - started) / len(specs) < 5.0
     assert [o.trial_index for o in observations] == [0, 1, 2]
     assert [o.stdout.data for o in observations] == [f"{i} []\n".encode() for i in range(3)]
 
 
-def test_missing_image_or_tree_is_a_fault_observation(docker_client, sandbox, make_trial, tmp_path):
+def test_missing_image_or_tree_is_a_fault_observation(docker_client, run_batch, make_trial, tmp_path):
     """An absent image or tree yields a harness-fault observation, never an exception or a probe failure."""
     spec, inputs = make_trial("print('hi')\n")
     missing_image = DockerSandbox(client=docker_client, image="probegate/no-such-image:0")
@@ -270,11 +287,11 @@ def test_missing_image_or_tree_is_a_fault_observation(docker_client, sandbox, ma
     [obs] = missing_image.run_batch([spec], inputs)
     assert obs.fault is not None and "build-offline.sh" in obs.fault and obs.exit_code is None
     inputs.trees[spec.tree_digest] = tmp_path / "no-such-tree"
-    [obs] = sandbox.run_batch([spec], inputs)
+    [obs] = run_batch([spec], inputs)
     assert obs.fault is not None and "could not start" in obs.fault and obs.exit_code is None
 
 
-def test_interrupt_sweeps_the_runs_containers(sandbox, sandbox_image, docker_client, make_trial, run_id, leftovers):
+def test_interrupt_sweeps_the_runs_containers(run_batch, sandbox_image, docker_client, make_trial, run_id, leftovers):
     """A KeyboardInterrupt mid-batch removes every container labelled with the run before re-raising."""
     docker_client.containers.run(
         sandbox_image, ["sleep", "60"], detach=True, network_mode="none", labels={LABEL_RUN: run_id}
@@ -287,7 +304,7 @@ def test_interrupt_sweeps_the_runs_containers(sandbox, sandbox_image, docker_cli
     inputs.fixture_bytes = interrupt
     assert len(leftovers()) == 1
     with pytest.raises(KeyboardInterrupt):
-        sandbox.run_batch([spec], inputs)
+        run_batch([spec], inputs)
     assert leftovers() == []
 
 
@@ -301,23 +318,23 @@ def test_sweep_removes_only_the_named_run(docker_client, sandbox_image, run_id, 
     assert sweep(docker_client, other) == 1  # the other run's container was left alone
 
 
-def test_clock_preflight_failure_makes_every_trial_of_the_batch_a_fault(sandbox, make_trial, monkeypatch):
+def test_clock_preflight_failure_makes_every_trial_of_the_batch_a_fault(run_batch, make_trial, monkeypatch):
     """When a child reads an instant other than the spec's, each trial of the batch is a harness fault naming why."""
     from gate.core.trial import ClockSpec
 
     monkeypatch.setattr(ClockSpec, "faketimerc", lambda self: "2020-01-01 00:00:00")
     first, inputs = make_trial("print('never runs')\n")
-    observed = sandbox.run_batch([first, first.model_copy(update={"trial_index": 1})], inputs)
+    observed = run_batch([first, first.model_copy(update={"trial_index": 1})], inputs)
     assert all(o.fault is not None and "clock preflight" in o.fault for o in observed), observed
     assert all(o.exit_code is None for o in observed)
 
 
-def test_a_spec_naming_an_image_this_engine_lacks_is_refused(sandbox, make_trial, sandbox_image):
+def test_a_spec_naming_an_image_this_engine_lacks_is_refused(run_batch, make_trial, sandbox_image):
     """A spec naming an image the engine lacks is a harness fault naming it, never run elsewhere; one present runs."""
     spec, inputs = make_trial("print('hi')\n")
     other = spec.model_copy(update={"image_id": "sha256:" + "0" * 64})
     same = spec.model_copy(update={"image_id": sandbox_image, "trial_index": 1})
-    refused, ran = sandbox.run_batch([other, same], inputs)
+    refused, ran = run_batch([other, same], inputs)
     assert refused.fault == f"image sha256:{'0' * 64} is not on this engine"
     assert refused.fault_origin == "harness" and refused.exit_code is None and refused.image_id == ""
     assert ran.fault is None and ran.stdout.data == b"hi\n" and ran.image_id == sandbox_image

@@ -10,6 +10,8 @@ import hashlib
 import os
 import stat
 
+PAGE = 4096
+
 
 def signature(path: str) -> str:
     """What a path holds, permission bits included (a chmod is a write too): sha256, link target or type."""
@@ -97,6 +99,7 @@ class Template:
 
     def __init__(self, src: str) -> None:
         self.src = src
+        self.bytes = 0  # what the files take on a tmpfs: each rounded up to whole pages
         # (relative path, "dir" | "file" | "link", st_mode bits, mtime_ns, digest or link target)
         self.entries: list[tuple[str, str, int, int, str]] = []
         for top, dirs, files in os.walk(src):
@@ -111,6 +114,7 @@ class Template:
                     self.entries.append((rel, "link", 0, 0, os.readlink(path)))
                 elif stat.S_ISREG(st.st_mode):
                     digest = signature(path).partition(":")[0]
+                    self.bytes += -(-st.st_size // PAGE) * PAGE
                     self.entries.append((rel, "file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, digest))
                 # Anything else has no place in a work copy (sealed trees hold none).
 

@@ -1,4 +1,4 @@
-"""Copy-on-write work copies (issue 13, design (a); not wired into the supervisor yet).
+"""Copy-on-write work copies (issue 13, design (a)): the overlay mode of worker/box/workdir.py.
 
 Instead of laying the whole tree out in /work and reading all of it back per trial, the supervisor
 lays the tree out once per container as a read-only lower layer, and each trial's /work is a fresh
@@ -10,8 +10,8 @@ report equals what a full copy and two snapshots would give.
 
 The supervisor runs unprivileged, so it first enters a user and mount namespace of its own
 (`enter_user_namespace`; needs a seccomp profile that allows unshare, mount and umount2) and then
-closes the door behind it (`deny_new_namespaces`): a seccomp filter, inherited by every probe,
-that refuses new namespaces, so a probe, which execs with no capabilities, can never gain any.
+closes the door behind it (nsfilter.deny_new_namespaces): a seccomp filter, inherited by every
+probe, that refuses new namespaces, so a probe, which execs with no capabilities, can never gain any.
 
 Stdlib-only, mounted read-only beside supervisor.py; the host's tests drive it as root.
 """
@@ -22,15 +22,15 @@ import bisect
 import contextlib
 import ctypes
 import os
-import platform
 import stat
-import struct
 from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import Template, diff, signature
+    from nsfilter import deny_new_namespaces, namespace_filter
 except ImportError:  # imported on the host as worker.box.overlay
     from worker.box.fsdiff import Template, diff, signature
+    from worker.box.nsfilter import deny_new_namespaces, namespace_filter
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
@@ -71,76 +71,6 @@ def enter_user_namespace() -> None:
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
     mount("none", "/", None, MS_REC | MS_PRIVATE)
-
-
-# --- seccomp: refuse new namespaces to this process and everything it starts -------------------
-
-AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64 = 0xC000003E, 0xC00000B7
-_SYSCALLS = {  # the numbers differ per architecture; clone3 and the new mount API are shared
-    AUDIT_ARCH_X86_64: {"unshare": 272, "setns": 308, "clone": 56, "pivot_root": 155},
-    AUDIT_ARCH_AARCH64: {"unshare": 97, "setns": 268, "clone": 220, "pivot_root": 41},
-}
-_ARCHES = {"x86_64": AUDIT_ARCH_X86_64, "aarch64": AUDIT_ARCH_AARCH64, "arm64": AUDIT_ARCH_AARCH64}
-CLONE3 = 435
-NEW_MOUNT_API = (428, 429, 430, 431, 432, 433, 442)  # open_tree .. fspick, mount_setattr: we use none
-NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET (Docker's mask)
-X32_BIT = 0x40000000
-_LD_W_ABS, _JEQ_K, _JGE_K, _JSET_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
-_RET_ALLOW = 0x7FFF0000
-_EPERM, _ENOSYS = 1, 38
-PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-
-
-def _errno(err: int) -> int:
-    return 0x00050000 | err  # SECCOMP_RET_ERRNO
-
-
-def namespace_filter(machine: str | None = None) -> bytes:
-    """The classic-BPF program `deny_new_namespaces` installs, as bytes (struct sock_filter[]).
-
-    unshare, setns, pivot_root and the new mount API fail EPERM; clone fails EPERM with any
-    namespace flag; clone3 fails ENOSYS, since its flags sit in memory seccomp cannot read and libc
-    then falls back to clone (Docker's default profile does the same). mount and umount2 stay: the
-    supervisor needs them per trial, and without capabilities they fail anyway. Syscalls of another
-    ABI (x32, i386 via int 0x80) get ENOSYS, since their numbers differ. ValueError on an
-    architecture this does not know, so the caller falls back to copying."""
-    arch = _ARCHES.get(machine or platform.machine())
-    if arch is None:
-        raise ValueError(f"no seccomp filter for architecture {machine or platform.machine()}")
-    nr = _SYSCALLS[arch]
-    prog: list[tuple[int, int, int, int]] = [
-        (_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-        (_JEQ_K, 1, 0, arch),
-        (_RET_K, 0, 0, _errno(_ENOSYS)),
-        (_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-    ]
-    if arch == AUDIT_ARCH_X86_64:
-        prog += [(_JGE_K, 0, 1, X32_BIT), (_RET_K, 0, 0, _errno(_ENOSYS))]
-    for number in (nr["unshare"], nr["setns"], nr["pivot_root"], *NEW_MOUNT_API):
-        prog += [(_JEQ_K, 0, 1, number), (_RET_K, 0, 0, _errno(_EPERM))]
-    prog += [
-        (_JEQ_K, 0, 1, CLONE3),
-        (_RET_K, 0, 0, _errno(_ENOSYS)),
-        (_JEQ_K, 0, 3, nr["clone"]),
-        (_LD_W_ABS, 0, 0, 16),  # the low half of args[0] (little-endian): clone's flags on both arches
-        (_JSET_K, 0, 1, NAMESPACE_FLAGS),
-        (_RET_K, 0, 0, _errno(_EPERM)),
-        (_RET_K, 0, 0, _RET_ALLOW),
-    ]
-    return b"".join(struct.pack("=HBBI", *instruction) for instruction in prog)
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-
-def deny_new_namespaces() -> None:
-    """Install `namespace_filter` on this process for good (inherited across fork and exec).
-    Needs no_new_privs (Docker's no-new-privileges sets it) or CAP_SYS_ADMIN."""
-    program = namespace_filter()
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "prctl(PR_SET_SECCOMP)")
 
 
 # --- the layers --------------------------------------------------------------------------------

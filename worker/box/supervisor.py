@@ -1,12 +1,13 @@
 """In-container supervisor: runs batches of probes, each fresh, and prints one JSON line per trial.
 
 Standalone and stdlib-only: it is bind-mounted read-only into the sandbox image (Python 3.13) and
-runs as PID 1 with `python3 -I -S /opt/probegate/supervisor.py /opt/probegate/in [idle_s]`. It serves one
-batch file at a time (`batch-0.json`, `batch-1.json`, ... written by the host into the mounted input
-dir), reports each trial, then `{"done": n}`, and waits for the next; it exits on a `stop` file or
-after idle_s without a batch, so a warm container outlives no vanished host for long. Between
-trials it kills every other process and wipes the writable places, so no trial sees another's
-processes or writes. The host reads the lines as they come and enforces deadlines itself too.
+runs as PID 1 with `python3 -I -S /opt/probegate/supervisor.py /opt/probegate/in [idle_s [work_copy]]`
+(work_copy: `overlay` or `copy`, see workdir.py). It serves one batch file at a time (`batch-0.json`,
+`batch-1.json`, ... written by the host into the mounted input dir), reports each trial, then
+`{"done": n}`, and waits for the next; it exits on a `stop` file or after idle_s without a batch, so
+a warm container outlives no vanished host for long. Between trials it kills every other process
+and resets the writable places (workdir.py), so no trial sees another's processes or writes. The
+host reads the lines as they come and enforces deadlines itself too.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ if not __package__:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:  # inside the sandbox: siblings in the same read-only mount
-    from fsdiff import Template, diff, snapshot, wipe
+    from fsdiff import Template, snapshot
     from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
+    from workdir import COPY, WorkDir
 except ImportError:  # imported on the host as worker.box.supervisor
-    from worker.box.fsdiff import Template, diff, snapshot, wipe
+    from worker.box.fsdiff import Template, snapshot
     from worker.box.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
+    from worker.box.workdir import COPY, WorkDir
 
 PR_SET_DUMPABLE = 4
 CANARY_DIR = "/tmp/.probegate"
@@ -105,20 +108,22 @@ class PatchFault(Exception):
     or the probe left files that cannot be read back. Reported as the patch's doing, never the harness's."""
 
 
-def run_trial(batch: dict, trial: dict) -> dict:
-    """Copy the tree into the (empty) work dir, run the probe once under its deadline, describe it."""
+def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
+    """Give the trial a fresh work dir, run the probe once under its deadline, describe it."""
     work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
+    started = time.monotonic()
     try:
-        laid_out = template(batch.get("src", "/src")).lay_out(work)
+        work_before = workdir.lay_out(template(batch.get("src", "/src")), work)
     except OSError as exc:
         raise PatchFault(f"the patched tree could not be laid out in {work}: {type(exc).__name__}: {exc}") from exc
+    layer_s = time.monotonic() - started
     canary = trial.get("canary", "")
     env = dict(trial["env"])
     if canary:
         plant_canary(canary)
         env[CANARY_ENV] = canary
-    # The work copy's state is known from laying it out; the rest (the canary) is small.
-    before = {**laid_out, **snapshot([root for root in roots if root != work])}
+    # The work dir's state is known from laying it out; the rest (the canary) is small.
+    others_before = snapshot([root for root in roots if root != work])
     cap = int(trial["output_cap_bytes"])
     out, err = Stream(cap, canary.encode()), Stream(cap, canary.encode())
     ooms = oom_kills()
@@ -134,9 +139,9 @@ def run_trial(batch: dict, trial: dict) -> dict:
     drain(proc.stderr.fileno(), err)
     proc.stdout.close()
     proc.stderr.close()
+    detect_started = time.monotonic()
     try:
-        after = snapshot(roots)
-        writes = diff(before, after)
+        writes = workdir.changes(work_before, others_before, roots)
     except OSError as exc:
         raise PatchFault(f"the probe's writes could not be read back: {type(exc).__name__}: {exc}") from exc
     code = proc.returncode
@@ -153,6 +158,16 @@ def run_trial(batch: dict, trial: dict) -> dict:
         "stdout": out.report(),
         "stderr": err.report(),
         "writes": writes,
+        "work_copy": workdir.mode,
+        "work_copy_note": workdir.note,
+        # Where the trial's time went, for benchmarks/trial_overhead.py: once per container (setup)
+        # and per trial (its work dir, the probe, the write detection; reset is added after it).
+        "steps_s": {
+            "setup": round(workdir.setup_s, 6),
+            "layer": round(layer_s, 6),
+            "probe": round(duration, 6),
+            "detect": round(time.monotonic() - detect_started, 6),
+        },
     }
 
 
@@ -180,23 +195,39 @@ def wait_batch(in_dir: str, seq: int, idle_s: float) -> str | None:
         time.sleep(0.001 if idle < 1.0 else 0.02)
 
 
-def run_batch(batch: dict) -> int | None:
+def run_batch(batch: dict, workdir: WorkDir) -> int | None:
     """Run and report every trial of one batch; an exit code when the container must not go on."""
+    try:
+        tree = template(batch.get("src", "/src"))
+    except OSError:
+        tree = None  # an unreadable tree: the first trial reports it, as the patch's doing
+    try:
+        if tree is not None:
+            # Once per container, before its first trial: the mode every trial of it then runs in.
+            workdir.bind(tree, batch)
+    except Exception as exc:
+        emit({"batch_error": f"choosing the work copy: {type(exc).__name__}: {exc}"})
+        return 2
     for trial in batch["trials"]:
         try:
-            report = run_trial(batch, trial)
+            report = run_trial(batch, trial, workdir)
         except Exception as exc:
             # The sandbox may be in an unknown state: stop, and let the host start a fresh container.
             origin = "patch" if isinstance(exc, PatchFault) else "unknown"
             emit({"id": trial["id"], "error": f"{type(exc).__name__}: {exc}", "origin": origin})
             return 2
-        emit({"id": trial["id"], **report})
+        # Reset before the report goes out, so it can say what the reset cost; a failure here is still
+        # this trial's doing, and its report goes out first.
+        started = time.monotonic()
         try:
-            # Reset after, not before: a failure here is this trial's doing, and its report is out.
-            for root in batch["writable_roots"]:
-                wipe(root)
+            workdir.reset(batch["writable_roots"])
+            failed = None
         except OSError as exc:
-            emit({"reset_error": f"{type(exc).__name__}: {exc}"})
+            failed = f"{type(exc).__name__}: {exc}"
+        report["steps_s"]["reset"] = round(time.monotonic() - started, 6)
+        emit({"id": trial["id"], **report})
+        if failed is not None:
+            emit({"reset_error": failed})
             return 2
     return None
 
@@ -204,9 +235,11 @@ def run_batch(batch: dict) -> int | None:
 def main(argv: list[str]) -> int:
     try:
         oom_fd = open_oom_score()
-        harden()
         in_dir = argv[1]
         idle_s = float(argv[2]) if len(argv) > 2 else IDLE_S
+        workdir = WorkDir(argv[3] if len(argv) > 3 else COPY)
+        workdir.enter()  # before harden(): an undumpable process can no longer write its uid_map
+        harden()
     except Exception as exc:
         emit({"batch_error": f"{type(exc).__name__}: {exc}"})
         return 2
@@ -224,7 +257,7 @@ def main(argv: list[str]) -> int:
         if reason is not None:
             emit({"batch_error": reason})
             return 2
-        code = run_batch(batch)
+        code = run_batch(batch, workdir)
         if code is not None:
             return code
         emit({"done": seq})

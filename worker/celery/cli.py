@@ -125,8 +125,10 @@ def _serve(args: argparse.Namespace) -> int:
         _ensure_image(args.image)
         found = _preflight(args.image)
         removed = sweep_dead_workers(docker_client())
+        copy = f"copy ({found['work_copy_note']})" if found.get("work_copy_note") else found.get("work_copy")
         print(
-            f"gate-worker: preflight ok on {found['image_id'][:19]}; removed {removed} stale container(s)",
+            f"gate-worker: preflight ok on {found['image_id'][:19]}; work copies: {copy}; "
+            f"removed {removed} stale container(s)",
             file=sys.stderr,
         )
     os.environ.update(

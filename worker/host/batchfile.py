@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gate.core.trial import TrialSpec
-from worker.host.container import IN_DIR
+from worker.host.container import IN_DIR, LOWER, SCRATCH
 from worker.host.warm import ContainerShape
 
 WORK = "/work"  # where the supervisor lays out each trial's fresh copy of the tree
@@ -69,6 +69,11 @@ def batch_file(pending: list[TrialSpec]) -> dict:
     ]
     return {
         "writable_roots": list(WRITABLE_ROOTS),
+        # Overlay mode's places and sizes (worker/box/workdir.py), read at a container's first batch.
+        "work": WORK,
+        "work_mb": pending[0].limits.tmpfs_mb,
+        "lower": LOWER,
+        "scratch": SCRATCH,
         "frozen_epoch": pending[0].clock.frozen_at.timestamp(),
         "trials": trials,
     }

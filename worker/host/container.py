@@ -17,14 +17,18 @@ import docker
 from docker.types import Mount, Ulimit
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Captured, FileChange, Limits, Observation, TrialSpec
+from gate.core.trial import Captured, FileChange, Limits, Observation, TrialSpec, WorkCopy
 from worker.host.engine import Container, create
 from worker.host.sweep import LABEL_BATCH, LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL
+from worker.host.workcopy import security_options
 
 MOUNT = "/opt/probegate"
 IN_DIR = f"{MOUNT}/in"
+# Empty mount points for overlay mode: the supervisor mounts the tree's read-only lower copy and each
+# trial's scratch tmpfs (detached at once) on them, inside its own mount namespace.
+LOWER, SCRATCH = f"{MOUNT}/lower", f"{MOUNT}/scratch"
 BOX = Path(__file__).resolve().parents[1] / "box"  # the stdlib-only code mounted into the container
-HELPERS = tuple(BOX / name for name in ("fsdiff.py", "probeproc.py"))
+HELPERS = tuple(BOX / name for name in ("fsdiff.py", "probeproc.py", "workdir.py", "overlay.py", "nsfilter.py"))
 EOF = object()  # the stream ended: the container exited or was removed
 IDLE_S = 60.0  # the supervisor exits after this long without a batch (see worker/warm.py)
 
@@ -36,6 +40,9 @@ def stage_mount(mount_dir: Path, supervisor: Path) -> Path:
     for name, source in (("supervisor.py", supervisor), *((h.name, h) for h in HELPERS)):
         shutil.copyfile(source, mount_dir / name)
         (mount_dir / name).chmod(0o444)
+    for name in ("lower", "scratch"):
+        (mount_dir / name).mkdir()
+        (mount_dir / name).chmod(0o755)
     in_dir = mount_dir / "in"
     in_dir.mkdir()
     in_dir.chmod(0o755)
@@ -51,8 +58,10 @@ def create_container(
     limits: Limits,
     env: dict[str, str],
     labels: dict[str, str],
+    work_copy: WorkCopy = WorkCopy.COPY,
 ) -> Container:
-    """A stopped container that will run the supervisor over the batch files in `mount_dir` (see stage_mount)."""
+    """A stopped container that will run the supervisor over the batch files in `mount_dir` (see
+    stage_mount), asked for `work_copy` work dirs (overlay adds its seccomp profile)."""
     tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
     sources = {
         "/src": Path(tree).resolve(),
@@ -67,12 +76,12 @@ def create_container(
         image_id,
         # -I: isolated from the image's environment (PYTHONPATH, user site) whatever a derived image sets;
         # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
-        command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(IDLE_S)],
+        command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(IDLE_S), work_copy.value],
         network_mode="none",
         read_only=True,
         user="65534:65534",
         cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
+        security_opt=security_options(work_copy),
         pids_limit=limits.pids,
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",
@@ -159,8 +168,11 @@ def _parse(line: bytes) -> dict:
     return value if isinstance(value, dict) else {"garbled": line[:200].decode(errors="replace")}
 
 
-def report_observation(spec: TrialSpec, report: dict, *, image_id: str, worker_id: str) -> Observation:
-    """The observation a supervisor's trial report describes; KeyError/TypeError/ValueError if malformed."""
+def report_observation(
+    spec: TrialSpec, report: dict, *, image_id: str, worker_id: str, work_copy_note: str = ""
+) -> Observation:
+    """The observation a supervisor's trial report describes; KeyError/TypeError/ValueError if malformed.
+    `work_copy_note` says why the host asked for copy mode (the supervisor says why it fell back)."""
     return Observation.of(
         spec,
         image_id=image_id,
@@ -177,6 +189,8 @@ def report_observation(spec: TrialSpec, report: dict, *, image_id: str, worker_i
         stdout=_captured(report["stdout"]),
         stderr=_captured(report["stderr"]),
         writes=tuple(FileChange(path=w["path"], change=w["change"]) for w in report["writes"]),
+        work_copy=report.get("work_copy"),
+        work_copy_note=report.get("work_copy_note") or work_copy_note,
     )
 
 

@@ -41,6 +41,12 @@ def docker_client() -> docker.DockerClient:
     return client
 
 
+def security_options(client: docker.DockerClient) -> list[str]:
+    """The engine's SecurityOptions (`docker info`), e.g. "name=seccomp,profile=default", "name=apparmor"."""
+    with engine_call("asking the engine for its security options"):
+        return list(client.info().get("SecurityOptions") or [])
+
+
 def resolve_image_id(client: docker.DockerClient, tag: str) -> str:
     """The image ID (sha256:…) behind `tag`; SandboxError telling how to build it when absent."""
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Limits, TrialSpec
+from gate.core.trial import Limits, TrialSpec, WorkCopy
 from worker.host.batchfile import supervisor_env
 from worker.host.container import ReportStream, batch_labels, create_container, stage_mount
 from worker.host.engine import containers, has_image
@@ -39,8 +39,10 @@ class Fleet:
         supervisor: Path,
         worker_id: str,
         max_idle: int,
+        work_copy: Callable[[], tuple[WorkCopy, str]] = lambda: (WorkCopy.COPY, ""),
     ) -> None:
         self._client = client
+        self._work_copy = work_copy  # the mode new containers are asked for, and why copy if it is
         self.image = image
         self._resolve_image = resolve_image
         self.supervisor = supervisor
@@ -152,6 +154,7 @@ class Fleet:
         warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
         warm.image_id = image_id
         try:
+            warm.work_copy, warm.work_copy_note = self._work_copy()
             stage_mount(root / "opt", self.supervisor)
             (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
             (warm.in_dir / "faketimerc").chmod(0o644)
@@ -164,6 +167,7 @@ class Fleet:
                 limits=limits,
                 env=supervisor_env(),
                 labels=labels,
+                work_copy=warm.work_copy,
             )
             warm.stream = ReportStream(warm.container)
         except BaseException:

@@ -1,6 +1,9 @@
 """Preflight: before a worker takes trials, prove on this engine and image that probes see the
-frozen instant (also in a child that scrubbed LD_PRELOAD), that sleeps and timers return, and
-that the network is unreachable. A failed preflight is a harness error with the reason.
+frozen instant (also in a child that scrubbed LD_PRELOAD), that sleeps and timers return, that
+the network is unreachable, and that a probe cannot make a namespace of its own. A failed
+preflight is a harness error with the reason. It also proves which work copy mode this kernel and
+engine give (worker/host/workcopy.py): where overlay was wanted but the container copied, the
+findings say why and the sandbox asks its later containers for copy mode.
 
 A derived (project) image is also checked statically first: it must not set the environment
 the supervisor or the probe would inherit (PYTHONPATH, LD_*, FAKETIME*), run as another user,
@@ -19,7 +22,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, ImageError, SandboxError
-from gate.core.trial import ClockSpec, Sandbox, TrialSpec
+from gate.core.trial import ClockSpec, Sandbox, TrialSpec, WorkCopy
 from gate.io.fixtures import seal_tree
 from gate.io.snapshot import LocalInputs
 from worker.host.engine import image_attrs
@@ -27,7 +30,7 @@ from worker.host.engine import image_attrs
 INSTANT = datetime(2026, 3, 1, tzinfo=UTC)
 
 PROBE = r"""
-import asyncio, json, os, socket, subprocess, sys, threading, time
+import asyncio, ctypes, json, os, socket, subprocess, sys, threading, time
 out = {"time": time.time()}
 scrubbed = {k: v for k, v in os.environ.items() if not k.startswith(("LD_PRELOAD", "FAKETIME"))}
 child = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], env=scrubbed,
@@ -54,6 +57,9 @@ try:
     out["preload"] = open("/etc/ld.so.preload").read().strip()
 except OSError as exc:
     out["preload"] = f"unreadable: {exc.strerror or exc}"
+libc = ctypes.CDLL(None, use_errno=True)
+for key, flags in (("unshare", 0x10000000 | 0x00020000), ("unshare_mount", 0x00020000)):  # NEWUSER, NEWNS
+    out[key] = "done" if libc.unshare(flags) == 0 else f"refused: {os.strerror(ctypes.get_errno())}"
 print(json.dumps(out))
 """
 
@@ -126,6 +132,13 @@ def preflight(
     for key in ("tcp", "loopback", "dns"):
         if not str(found[key]).startswith("refused"):
             problems.append(f"network is reachable ({key}: {found[key]})")
+    for key in ("unshare", "unshare_mount"):
+        if not str(found[key]).startswith("refused"):
+            problems.append(f"a probe can make namespaces of its own ({key}: {found[key]})")
+    found["work_copy"] = obs.work_copy.value if obs.work_copy else None
+    found["work_copy_note"] = obs.work_copy_note
+    if obs.work_copy is WorkCopy.COPY and obs.work_copy_note and hasattr(sandbox, "use_copy"):
+        sandbox.use_copy(obs.work_copy_note)  # this engine cannot give overlay mode: stop asking
     if problems:
         raise refuse("preflight failed: " + "; ".join(problems))
     return {"image_id": image_id, **found, "duration_s": round(obs.duration_s, 3)}

@@ -14,15 +14,15 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, SandboxError, last_line
-from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, TrialSpec
+from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, TrialSpec, WorkCopy
+from worker.host import workcopy
 from worker.host.batchfile import batch_file, container_groups
 from worker.host.container import (
     BOX,
     EOF,
-    ReportStream,
     report_observation,
 )
-from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id
+from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id, security_options
 from worker.host.fleet import Fleet
 from worker.host.sweep import sweep, sweep_dead_workers
 from worker.host.warm import ContainerShape, Warm
@@ -35,7 +35,8 @@ POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
 class DockerSandbox:
     """The gate.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
     `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
-    batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison)."""
+    batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison).
+    `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py)."""
 
     def __init__(
         self,
@@ -47,6 +48,7 @@ class DockerSandbox:
         supervisor: Path = SUPERVISOR,
         per_trial: bool = False,
         max_idle: int | None = None,
+        work_copy: str | None = None,
     ) -> None:
         self._client = client
         self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
@@ -59,6 +61,8 @@ class DockerSandbox:
         self._aborted: set[str] = set()
         self._swept = False
         self.swept = 0  # containers of dead processes removed at the first open
+        self._wanted = workcopy.wanted(work_copy)  # at once: a bad PROBEGATE_WORK_COPY is a UsageError
+        self._work_copy: tuple[WorkCopy, str] | None = None  # decided at the first container
         self._fleet = Fleet(
             lambda: self.client,
             image,
@@ -66,6 +70,7 @@ class DockerSandbox:
             supervisor=self.supervisor,
             worker_id=self.worker_id,
             max_idle=max_idle or os.cpu_count() or 4,
+            work_copy=self.work_copy,
         )
 
     @property
@@ -78,6 +83,26 @@ class DockerSandbox:
     def image_id(self) -> str:
         """The ID of the image trials run in; raises SandboxError when it is not available."""
         return resolve_image_id(self.client, self.image)
+
+    def work_copy(self) -> tuple[WorkCopy, str]:
+        """The mode this sandbox's new containers are asked for, and why copy when it is copy: the
+        option or PROBEGATE_WORK_COPY, unless this host or engine cannot give overlay mode (decided
+        once; a container's supervisor may still fall back, and then says why)."""
+        with self._client_lock:
+            decided = self._work_copy
+        if decided is None:
+            mode, note = self._wanted
+            if mode is WorkCopy.OVERLAY:
+                refused = workcopy.engine_refusal(security_options(self.client))
+                mode, note = (WorkCopy.COPY, refused) if refused else (mode, note)
+            with self._client_lock:
+                decided = self._work_copy = self._work_copy or (mode, note)
+        return decided
+
+    def use_copy(self, why: str) -> None:
+        """Ask every container created from now on for copy mode, saying why (the preflight's finding)."""
+        with self._client_lock:
+            self._work_copy = (WorkCopy.COPY, why)
 
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
         """One observation per spec, in order, run in the spec's image (this sandbox's own when the
@@ -182,7 +207,7 @@ class DockerSandbox:
             if not warm.started:
                 warm.container.start()
                 warm.started = True
-            done = self._follow(warm.container, warm.stream, pending, image_id, started)
+            done = self._follow(warm, pending, image_id, started)
             if len(done) == len(pending):
                 keep = self._finished(warm, seq)
             return done
@@ -198,10 +223,9 @@ class DockerSandbox:
         item = warm.stream.next(self.grace_s)
         return isinstance(item, dict) and item.get("done") == seq and warm.run_id not in self._aborted
 
-    def _follow(
-        self, container: Container, stream: ReportStream, pending: list[TrialSpec], image_id: str, started: float
-    ) -> list[Observation]:
+    def _follow(self, warm: Warm, pending: list[TrialSpec], image_id: str, started: float) -> list[Observation]:
         """Turn report lines into observations, one trial at a time, each under deadline + grace."""
+        container, stream = warm.container, warm.stream
         done: list[Observation] = []
         for position, spec in enumerate(pending):
             budget = spec.deadline_s + self.grace_s
@@ -229,7 +253,7 @@ class DockerSandbox:
                 # The supervisor says when the tree or the probe broke the trial; nothing else is proven.
                 origin = PATCH if item.get("origin") == "patch" and "error" in item else UNKNOWN
                 return [*done, self._fault(spec, f"supervisor: {why}", image_id, origin)]
-            done.append(self._observation(spec, image_id, item))
+            done.append(self._observation(spec, image_id, item, warm.work_copy_note))
             started = time.monotonic()
         return done
 
@@ -262,8 +286,8 @@ class DockerSandbox:
         why = f"supervisor gave no report (container exit {code}): {last_line(tail)}"
         return self._fault(spec, why, image_id, UNKNOWN)
 
-    def _observation(self, spec: TrialSpec, image_id: str, report: dict) -> Observation:
+    def _observation(self, spec: TrialSpec, image_id: str, report: dict, note: str = "") -> Observation:
         try:
-            return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id)
+            return report_observation(spec, report, image_id=image_id, worker_id=self.worker_id, work_copy_note=note)
         except (KeyError, TypeError, ValueError) as exc:
             return self._fault(spec, f"supervisor report malformed: {last_line(exc)}", image_id, UNKNOWN)

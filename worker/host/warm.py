@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.errors import SandboxError
-from gate.core.trial import ClockSpec, Limits, TrialSpec
+from gate.core.trial import ClockSpec, Limits, TrialSpec, WorkCopy
 from worker.host.container import ReportStream
 from worker.host.engine import Container
 
@@ -79,6 +79,9 @@ class Warm:
         self.seq = 0  # the next batch file's number
         self.idle_since = time.monotonic()
         self._fixtures: set[str] = set()
+        # The mode asked of its supervisor at creation, and why copy when the host asked for it.
+        self.work_copy = WorkCopy.COPY
+        self.work_copy_note = ""
 
     @property
     def run_id(self) -> str:

@@ -1,0 +1,109 @@
+"""Which work copy the sandbox's containers are asked for, and what overlay mode asks of Docker.
+
+`overlay` (the default): each trial's /work is a copy-on-write layer over a read-only copy of the
+tree laid out once per container (worker/box/workdir.py), so a trial costs the same whatever the
+tree's size. The supervisor makes its own user and mount namespace for that, which Docker's
+default seccomp profile refuses without CAP_SYS_ADMIN: these containers get Docker's default
+profile (vendored verbatim in seccomp/, the engine's own version) plus exactly one rule allowing
+`unshare`, `mount` and `umount2`. Never seccomp=unconfined. The supervisor then installs a second
+filter (worker/box/nsfilter.py) that refuses new namespaces to every probe.
+
+`copy`: today's fresh copy and full read-back per trial. Forced by PROBEGATE_WORK_COPY=copy (or the
+sandbox's `work_copy` option), chosen where this host cannot give overlay mode, and chosen by a
+container's supervisor where its dry run fails; either way the observations say which mode ran
+and why copy did.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+from gate.core.errors import UsageError
+from gate.core.trial import WorkCopy
+
+ENV = "PROBEGATE_WORK_COPY"
+PROFILE = Path(__file__).resolve().parent / "seccomp" / "default.json"
+# The one rule added to Docker's profile: what the supervisor needs unprivileged, and nothing else.
+SUPERVISOR_RULE = {
+    "names": ["mount", "umount2", "unshare"],
+    "action": "SCMP_ACT_ALLOW",
+    "args": [],
+    "comment": "probegate: the supervisor's own user and mount namespace and per-trial overlays",
+    "includes": {},
+    "excludes": {},
+}
+
+
+def wanted(option: str | None = None) -> tuple[WorkCopy, str]:
+    """The mode a sandbox asks its containers for: `option` (the sandbox's), else PROBEGATE_WORK_COPY,
+    else overlay; and, for copy, why (the observations carry it). UsageError on another word."""
+    word = option or os.environ.get(ENV) or WorkCopy.OVERLAY.value
+    try:
+        mode = WorkCopy(word)
+    except ValueError:
+        raise UsageError(f"{ENV} (or work_copy) is {word!r}; it must be 'overlay' or 'copy'") from None
+    if mode is WorkCopy.COPY:
+        return mode, f"forced by {ENV}=copy" if not option else "forced by the sandbox's work_copy option"
+    refused = host_refusal()
+    return (WorkCopy.COPY, refused) if refused else (mode, "")
+
+
+def host_refusal(proc: Path = Path("/proc")) -> str | None:
+    """Why this host cannot give overlay mode, from its own settings; None when nothing here refuses
+    (the supervisor's dry run in the first container still decides)."""
+    checks = (
+        (proc / "sys/user/max_user_namespaces", "0", "user namespaces are disabled (user.max_user_namespaces=0)"),
+        (
+            proc / "sys/kernel/unprivileged_userns_clone",
+            "0",
+            "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0)",
+        ),
+        (
+            proc / "sys/kernel/apparmor_restrict_unprivileged_userns",
+            "1",
+            "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1)",
+        ),
+    )
+    for path, refusing, why in checks:
+        if _read(path) == refusing:
+            return why
+    filesystems = _read(proc / "filesystems")
+    if filesystems is not None and "overlay" not in filesystems.split():
+        return "this kernel has no overlayfs"
+    return None
+
+
+def engine_refusal(security_options: list[str]) -> str | None:
+    """Why the engine cannot give overlay mode, from its `docker info` SecurityOptions; None when
+    nothing there refuses."""
+    names = {option.split(",")[0].removeprefix("name=") for option in security_options}
+    if "apparmor" in names:
+        # Docker confines every container with its docker-default AppArmor profile, which denies mount.
+        return "the engine confines containers with AppArmor, whose docker-default profile denies mount"
+    return None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None  # absent on this kernel: nothing to refuse
+
+
+@functools.cache
+def seccomp_profile() -> str:
+    """Docker's default profile with SUPERVISOR_RULE added, as the JSON `seccomp=` takes."""
+    profile = json.loads(PROFILE.read_text())
+    profile["syscalls"].append(SUPERVISOR_RULE)
+    return json.dumps(profile, separators=(",", ":"))
+
+
+def security_options(mode: WorkCopy) -> list[str]:
+    """The container's security_opt for `mode`: no-new-privileges always; the profile for overlay."""
+    options = ["no-new-privileges"]
+    if mode is WorkCopy.OVERLAY:
+        options.append(f"seccomp={seccomp_profile()}")
+    return options
