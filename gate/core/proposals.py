@@ -71,16 +71,12 @@ def freeze_proposal(card: VerdictCard) -> FreezeFile | None:
     """The freeze entries for the card's contract flakes (a freeze file fragment), or None: owner
     empty, expiring `FREEZE_DAYS` after the run, `retry_allowed` false."""
     entries = [
-        FreezeEntry(
-            freeze_id=freeze_id(row.id, card.fixture.seal),
-            properties=(row.id,),
-            seal=card.fixture.seal,
-            reason=(
-                f"{row.id} changed colour on identical sealed bytes in run {card.run_id} ({_sides(row.colour_change)})"
-                f" and in that run's rerun on base {rerun.base_commit} ({_sides(rerun.colour_change)})"
-            ),
-            expires_at=card.created_at + timedelta(days=FREEZE_DAYS),
-            owner="",
+        _proposed(
+            row.id,
+            card.fixture.seal,
+            f"{row.id} changed colour on identical sealed bytes in run {card.run_id} ({_sides(row.colour_change)})"
+            f" and in that run's rerun on base {rerun.base_commit} ({_sides(rerun.colour_change)})",
+            card.created_at,
         )
         for row, rerun in _flakes(card)
         if row.band is Band.CONTRACT
@@ -176,17 +172,13 @@ def pair_freeze_proposal(
     """The freeze entries for contract properties whose colour differed between the nightly pair's two
     runs (safety is never proposed), each naming both run ids; owner empty, `FREEZE_DAYS` to expiry."""
     entries = [
-        FreezeEntry(
-            freeze_id=freeze_id(flake.property_id, flake.second.seal),
-            properties=(flake.property_id,),
-            seal=flake.second.seal,
-            reason=(
-                f"{flake.property_id} changed colour between two baseline runs of the same base commit"
-                f" {flake.second.commit or '(no commit)'}, seal and image: {flake.first.kind} in run"
-                f" {flake.first.run_id}, {flake.second.kind} in run {flake.second.run_id}"
-            ),
-            expires_at=created_at + timedelta(days=FREEZE_DAYS),
-            owner="",
+        _proposed(
+            flake.property_id,
+            flake.second.seal,
+            f"{flake.property_id} changed colour between two baseline runs of the same base commit"
+            f" {flake.second.commit or '(no commit)'}, seal and image: {flake.first.kind} in run"
+            f" {flake.first.run_id}, {flake.second.kind} in run {flake.second.run_id}",
+            created_at,
         )
         for flake in flakes
         if bands.get(flake.property_id) is Band.CONTRACT
@@ -249,3 +241,15 @@ def render_lift_note(lifts: Sequence[LiftProposal]) -> str | None:
             " Remove the entry from the freeze file by its own commit to the base branch.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _proposed(property_id: str, seal: str, reason: str, created_at: datetime) -> FreezeEntry:
+    """A proposed freeze of one property: no owner until a person takes it, `FREEZE_DAYS` to expiry."""
+    return FreezeEntry(
+        freeze_id=freeze_id(property_id, seal),
+        properties=(property_id,),
+        seal=seal,
+        reason=reason,
+        expires_at=created_at + timedelta(days=FREEZE_DAYS),
+        owner="",
+    )

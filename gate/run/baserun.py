@@ -11,7 +11,6 @@ the card's rows were folded from (`gate refold` re-derives the rows from them), 
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,13 +20,13 @@ from gate.core.checks import Check, Trial, judge
 from gate.core.errors import GateError
 from gate.core.evidence import TrialRecord
 from gate.core.flakes import BaseRerun, judge_base, needs_rerun
-from gate.core.plan import Planner
 from gate.core.proposals import flake_files
 from gate.core.stamp import RunFacts
 from gate.core.verdict import Outcome, Verdict
 from gate.io.base import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
+from gate.run.execute import planner_for
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle
 
@@ -93,18 +92,7 @@ def rerun_on_base(
     except GateError as exc:
         return {}, _failed(flickered, f"the base tree could not be laid out: {exc}")
     with inputs:
-        planner = Planner(
-            run_id=facts.run_id,
-            probe_argv=suite.config.probe,
-            tree_digest=inputs.tree_digest,
-            manifest=facts.seal.manifest,
-            clock=facts.clock,
-            limits=suite.config.limits,
-            suite_file=str(suite.path),
-            image_id=facts.image_id,
-            pythonpath=suite.config.pythonpath,
-            new_canary=lambda: secrets.token_hex(16),
-        )
+        planner = planner_for(facts, inputs.tree_digest)
         props = [by_id[v.property_id] for v in flickered]
         specs = [spec for prop in props for spec in planner.trials(prop, 0, prop.planned_trials())]
         wanted = {(s.property_id, s.trial_index) for s in specs}

@@ -42,18 +42,7 @@ def execute(
         facts = replace(facts, image_id=executor.image_id())
     except HarnessError as exc:
         return all_harness(suite, manifest, str(exc)), facts
-    planner = Planner(
-        run_id=facts.run_id,
-        probe_argv=suite.config.probe,
-        tree_digest=inputs.tree_digest,
-        manifest=manifest,
-        clock=facts.clock,
-        limits=suite.config.limits,
-        suite_file=str(suite.path),
-        image_id=facts.image_id,
-        pythonpath=suite.config.pythonpath,
-        new_canary=lambda: secrets.token_hex(16),
-    )
+    planner = planner_for(facts, inputs.tree_digest)
 
     def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
         trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
@@ -99,3 +88,20 @@ def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[
     return [
         harness_verdict(p.id, p.band, manifest.get(p.fixture, ""), detail, creditable=True) for p in suite.properties
     ]
+
+
+def planner_for(facts: RunFacts, tree_digest: str) -> Planner:
+    """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial."""
+    suite = facts.suite
+    return Planner(
+        run_id=facts.run_id,
+        probe_argv=suite.config.probe,
+        tree_digest=tree_digest,
+        manifest=facts.seal.manifest,
+        clock=facts.clock,
+        limits=suite.config.limits,
+        suite_file=str(suite.path),
+        image_id=facts.image_id,
+        pythonpath=suite.config.pythonpath,
+        new_canary=lambda: secrets.token_hex(16),
+    )
