@@ -21,7 +21,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from trial_overhead import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
+from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
 
 from gate.core.trial import Limits, Observation, TrialSpec
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
