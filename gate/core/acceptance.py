@@ -106,6 +106,7 @@ def recomputed_reasons(card: VerdictCard) -> list[str]:
             )
         if derived is not row.kind:
             reasons.append(f"card disagrees with itself: {where}.kind is {row.kind} but its counts give {derived}")
+        reasons += _colour_reasons(row, where)
         verdicts.append(_verdict(row))
     if reasons:
         return reasons
@@ -119,6 +120,21 @@ def recomputed_reasons(card: VerdictCard) -> list[str]:
         oracle_edits=card.new_oracle_edits,
     )
     return _decision_reasons(card, decision)
+
+
+def _colour_reasons(row: PropertyRow, where: str) -> list[str]:
+    """A safety/contract row has a colour change exactly when its counts hold hits and misses, one index
+    per counted trial on each side: a card cannot hide a flicker its counts show, nor claim one they lack."""
+    flickered = row.band is not Band.STATISTICAL and row.counts.hit > 0 and row.counts.miss > 0
+    change = row.colour_change
+    if change is None:
+        return [f"card disagrees with itself: {where} has hits and misses but no colour_change"] if flickered else []
+    if not flickered or (len(set(change.hits)), len(set(change.misses))) != (row.counts.hit, row.counts.miss):
+        return [
+            f"card disagrees with itself: {where}.colour_change lists {len(change.hits)} hits and "
+            f"{len(change.misses)} misses, its counts {row.counts.hit} and {row.counts.miss}"
+        ]
+    return []
 
 
 def _row_kind(row: PropertyRow) -> Kind:

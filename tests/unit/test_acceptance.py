@@ -13,7 +13,7 @@ from gate.core.card import VerdictCard
 from gate.core.ledger import LedgerAction
 from gate.core.policy import JobStatus
 from gate.core.trial import FaultOrigin, Observation
-from gate.core.verdict import Band, Kind
+from gate.core.verdict import Band, ColourChange, Kind, OutcomeCounts
 from gate.io.suite import load_suite
 
 from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, but, good, run, stdout
@@ -206,3 +206,18 @@ def test_a_card_written_before_selections_existed_still_reads(tmp_path: Path) ->
     old = VerdictCard.model_validate(raw)
     assert old.selection is None
     assert prove(old, **args).accepted
+
+
+def test_a_card_that_hides_or_invents_a_colour_change_is_refused(tmp_path: Path) -> None:
+    """A contract row whose counts hold hits and misses must carry its colour change, with one index per
+    counted trial on each side; a card that drops it, pads it or claims one the counts lack is refused."""
+    card, args = card_of(tmp_path)
+    counts = OutcomeCounts(hit=2, miss=2)
+    flicker = with_row(card, 1, kind=Kind.FAIL_CONTRACT, trials=4, hits=2, counts=counts)
+    refused(flicker, args, "has hits and misses but no colour_change")
+    padded = with_row(flicker, 1, colour_change=ColourChange(hits=(0, 2, 4), misses=(1, 3)))
+    refused(padded, args, "colour_change lists 3 hits and 2 misses, its counts 2 and 2")
+    invented = with_row(card, 1, colour_change=ColourChange(hits=(0,), misses=(1,)))
+    refused(invented, args, "colour_change lists 1 hits and 1 misses, its counts 1 and 0")
+    honest = with_row(flicker, 1, colour_change=ColourChange(hits=(0, 2), misses=(1, 3)))
+    assert not [r for r in prove(honest, **args).reasons if "colour_change" in r]
