@@ -21,10 +21,11 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[str, Run]:
-    """Every example patch, run once against the committed example."""
+    """Every example patch, run once against the committed example in the default work copy mode."""
     out = tmp_path_factory.mktemp("cards")
+    env = {k: v for k, v in os.environ.items() if k != "PROBEGATE_WORK_COPY"}
     return {
-        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", new_ledger=True)
+        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", env=env, new_ledger=True)
         for p in sorted((EXAMPLE / "patches").iterdir())
     }
 

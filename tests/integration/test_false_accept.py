@@ -25,6 +25,8 @@ RAISING = {
     "list_not_object": ("    return result\n", "    return [result]\n"),
 }
 
+pytestmark = pytest.mark.kinds
+
 
 def run(repo: Repo, card: Path, ledger: Path, *, new: bool) -> tuple[int, dict]:
     code, written, _ = script_run(repo, card, "--ledger", str(ledger), *(("--new-ledger",) if new else ()))

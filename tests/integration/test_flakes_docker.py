@@ -13,7 +13,7 @@ from test_init import SLUGIFY, card, commit_all, gate, git, repo
 
 from gate.core.errors import RET_BLOCKED, RET_OK
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kinds]
 __all__ = ["repo"]  # the fixture, imported so pytest finds it
 
 CONTRACT = "exact_answer"

@@ -30,7 +30,7 @@ def tool_row(card: dict) -> dict:
     return next(r for r in card["properties"] if r["id"] == "tool_choice_rate")
 
 
-@pytest.mark.parametrize("through", ["local", "celery"])
+@pytest.mark.parametrize("through", [pytest.param("local", marks=pytest.mark.kinds), "celery"])
 def test_sprt_stops_early_on_both_executors(sprt_example: Path, tmp_path: Path, through: str, request) -> None:
     """A clean patch passes after three waves and a noisy one is called below the band long before the cap."""
     extra: tuple[str, ...] = ()

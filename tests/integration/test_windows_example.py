@@ -70,6 +70,7 @@ def assert_earned(patch: str, ran: int, accepted: int, card: dict) -> None:
     assert card["image_id"].startswith("sha256:") and card["image_id"] != ""
 
 
+@pytest.mark.kinds
 @pytest.mark.parametrize("patch", sorted(EXPECTED))
 def test_each_patch_earns_its_kind_through_the_local_pool(patch: str, tmp_path: Path, sandbox_image: str) -> None:
     """Through the local pool, each patch gets the exit codes and kind of the example's table."""
