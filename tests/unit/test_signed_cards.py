@@ -104,7 +104,10 @@ def test_every_edit_and_substitution_is_refused(signed, tmp_path: Path) -> None:
             resigned(
                 body.model_copy(
                     update={
-                        "subject": (ResourceDescriptor(name="tree", digest={"probegateTree": "e" * 64}), *body.subject[1:])
+                        "subject": (
+                            ResourceDescriptor(name="tree", digest={"probegateTree": "e" * 64}),
+                            *body.subject[1:],
+                        ),
                     }
                 )
             ),
