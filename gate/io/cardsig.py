@@ -34,6 +34,15 @@ def write_signature(card_path: Path, card: VerdictCard, data: bytes, signer: Sig
     return target
 
 
+def drop_stale_signature(card_path: Path) -> None:
+    """Remove an envelope left beside the card by an earlier signed run: it signs another card."""
+    where = envelope_path(card_path)
+    try:
+        where.unlink(missing_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot remove the old card signature: {exc.strerror}", file=str(where)) from None
+
+
 def sign_card_file(card_path: Path, signer: Signer) -> Path:
     """`gate sign`: read the card file as it is (it must be a card, and the evidence store beside it, if
     any, must make its `evidence` digest), sign its bytes, write the envelope."""

@@ -29,7 +29,7 @@ from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import ImageSource, PropertySpec, Suite
 from gate.core.verdict import Verdict
 from gate.io.artifacts import card_bytes, check_writable, write_card
-from gate.io.cardsig import run_signing_key, write_signature
+from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
@@ -258,6 +258,8 @@ def _run(
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
     write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
+    if signer is None:
+        drop_stale_signature(card_path)  # an earlier run's envelope would only confuse a reader
     write_card(card_path, card)
     if signer is not None:
         write_signature(card_path, card, card_bytes(card), signer)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gate.cli.main import main
 from gate.core.card import VerdictCard
@@ -194,3 +196,25 @@ def test_keys_sign_and_refold_commands(signed, tmp_path: Path, capsys: pytest.Ca
     suite.card.write_bytes(edit(card, reasons=("forged",))[1])
     assert main(["refold", str(suite.card), "--key", str(public_path(new))]) == RET_BLOCKED
     assert "bytes changed after signing" in capsys.readouterr().out
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_any_changed_byte_of_the_card_is_refused(signed, data: st.DataObject) -> None:
+    """Whichever byte of the card file changes, and to whatever, the signature no longer proves it."""
+    _, key, card, raw = signed
+    envelope = sign_card(card, raw, key)
+    index = data.draw(st.integers(0, len(raw) - 1))
+    flip = data.draw(st.integers(1, 255))
+    changed = raw[:index] + bytes([raw[index] ^ flip]) + raw[index + 1 :]
+    assert (
+        problem(card, changed, envelope, key) == "the card file is not the signed card: its bytes changed after signing"
+    )
+
+
+def test_an_unsigned_run_removes_an_earlier_runs_envelope(signed) -> None:
+    """A run without a key over a card that an earlier run signed leaves no stale envelope beside the new card."""
+    suite, _, _, _ = signed
+    assert envelope_path(suite.card).exists()
+    run(Suite(replace(suite.request, sign_key=None, new_ledger=False), suite.fixtures, suite.card, suite.ledger), good)
+    assert not envelope_path(suite.card).exists()
