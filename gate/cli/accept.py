@@ -4,7 +4,9 @@ print the decision. Without `--card`/`--seal`, the suite's `[suite] card` and `[
 (relative to gate.toml's folder in the tree being merged; with `--base` the suite naming them is
 the base's).
 
-Exit 0 only when `gate.core.acceptance.prove` says so; a missing or unreadable card is a failed
+Exit 0 only when `gate.core.acceptance.prove` says so and, when a public key is named (--key,
+$PROBEGATE_ACCEPT_KEY or `[suite] public_key`), the card's envelope (gate.io.cardsig) proves the card
+file, the recomputed tree and the base under that key; a missing or unreadable card is a failed
 gate (1). Bad arguments (a missing seal file or suite, a workdir that is not a folder, a base that
 is not a commit) are usage errors as for every command.
 """
@@ -12,17 +14,22 @@ is not a commit) are usage errors as for every command.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gate.cli.signing import ACCEPT_KEY_ENV
 from gate.core.acceptance import prove
 from gate.core.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
 from gate.core.freezes import FreezeFile, dependent_freeze_reasons, resolve
 from gate.core.verdict import Band, Kind
-from gate.io.artifacts import read_card
+from gate.io.artifacts import parse_card
+from gate.io.cardsig import signature_reason
+from gate.io.inputs import read_input
+from gate.io.keys import VerifyKey, load_verify_key
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection
 from gate.run.oracle import OracleRequest, read_oracle
@@ -36,10 +43,12 @@ def run_accept(
     suite: Path,
     base: str | None = None,
     allow_unchecked_oracle: bool = False,
+    key: Path | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
     """Print one JSON line with the decision and its reasons; return the exit code. `card_path` or
-    `seal_path` None: the one the suite names; `now` is accept's own time, for the freezes."""
+    `seal_path` None: the one the suite names; `key` (else $PROBEGATE_ACCEPT_KEY, else the suite's
+    `public_key`): the public key whose signature the card must carry; `now` is accept's own time."""
     if not workdir.is_dir():
         raise InputMissingError("the tree being merged is not a folder", file=str(workdir), field="--workdir")
     request = OracleRequest(suite=suite, workdir=workdir, seal=seal_path, base=base, calibrated_deadlines=False)
@@ -49,8 +58,10 @@ def run_accept(
             raise UsageError("no card path: pass --card or set [suite] card", file=str(suite), field="--card")
         # The same selection the run's snapshot took (git's view, the suite's globs, the card left out).
         digest = tree_digest(workdir, tree_selection(oracle.suite, workdir, suite_file=suite))
+        verifier = _trusted_key(key, oracle.suite.public_key_path)
         try:
-            card = read_card(card_path)
+            data = read_input(card_path, "verdict card")
+            card = parse_card(data, card_path)
         except GateError as exc:
             return _print(None, Acceptance(accepted=False, reasons=(str(exc),)))
         result = prove(
@@ -70,7 +81,21 @@ def run_accept(
             result = Acceptance(accepted=False, reasons=(*earlier, *late))
         if oracle.base_commit is not None:
             result = _with_base(result, card, oracle.base_commit, oracle.edits)
-    return _print(card, result)
+        if verifier is not None:
+            # An extra check, never a replacement: everything above was recomputed all the same.
+            base = oracle.base_commit if oracle.base_commit is not None else card.base_rev
+            why = signature_reason(card_path, card, data, verifier, tree_digest=digest, base_commit=base)
+            if why is not None:
+                result = Acceptance(accepted=False, reasons=(why, *(() if result.accepted else result.reasons)))
+    return _print(card, result, key_id=verifier.key_id if verifier else None)
+
+
+def _trusted_key(named: Path | None, suite_key: Path | None) -> VerifyKey | None:
+    """The public key a signature is required by: --key, else $PROBEGATE_ACCEPT_KEY, else the suite's
+    `public_key` (with --base, the base's copy); None: no signature required."""
+    env = os.environ.get(ACCEPT_KEY_ENV)
+    path = named or (Path(env) if env else None) or suite_key
+    return load_verify_key(path) if path is not None else None
 
 
 def _freezes(freeze_file: FreezeFile | None, bands: dict[str, Band], card: VerdictCard) -> dict[str, str]:
@@ -92,9 +117,13 @@ def _with_base(result: Acceptance, card: VerdictCard, commit: str, edits: tuple[
     return Acceptance(accepted=not reasons, reasons=tuple(reasons) or result.reasons)
 
 
-def _print(card: VerdictCard | None, result: Acceptance) -> int:
-    line = {"accepted": result.accepted, "reasons": list(result.reasons)}
-    print(json.dumps({**line, "run_id": card.run_id} if card else line))
+def _print(card: VerdictCard | None, result: Acceptance, *, key_id: str | None = None) -> int:
+    line: dict[str, object] = {"accepted": result.accepted, "reasons": list(result.reasons)}
+    if card:
+        line["run_id"] = card.run_id
+    if key_id:
+        line["signature_key"] = key_id  # the key the card's signature was required by
+    print(json.dumps(line))
     word = "ACCEPTED" if result.accepted else "REJECTED"
     print(f"gate accept: {word}: {'; '.join(result.reasons)}", file=sys.stderr)
     return RET_OK if result.accepted else RET_BLOCKED

@@ -16,6 +16,7 @@ from gate.cli.init import add_init_parser
 from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
+from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
 from gate.io.cliargs import ArgParser
 
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
     add_new_ledger_argument(run)
     add_select_arguments(run)
+    add_sign_key_argument(run)
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
     add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_diff_parser(sub)
     add_refold_parser(sub)
     add_evidence_parser(sub)
+    add_signing_parsers(sub)
 
     sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
     which = sweep.add_mutually_exclusive_group()
@@ -139,6 +142,13 @@ def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
         "--allow-unchecked-oracle",
         action="store_true",
         help="accept a card from a run without --base, whose oracle edits nobody checked",
+    )
+    acc.add_argument(
+        "--key",
+        type=Path,
+        metavar="PUBLIC_KEY",
+        help=f"require the card's signature (CARD.dsse.json) by this public key (default ${ACCEPT_KEY_ENV}, "
+        "else the suite's `public_key`; with none of the three, no signature is required)",
     )
 
 

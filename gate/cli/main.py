@@ -1,5 +1,5 @@
 """The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
-image, power, sweep, schema. Every user mistake is one line on stderr and a documented exit code (see
+keys, sign, image, power, sweep, schema. Every user mistake is one line on stderr and a documented exit code (see
 gate.errors); only a bug in the gate prints a traceback.
 """
 
@@ -21,8 +21,10 @@ from gate.cli.executors import default_executor
 from gate.cli.images import build_for_run, run_image
 from gate.cli.power import run_from_args as run_power
 from gate.cli.report import report_targets
+from gate.cli.signing import sign_key_path
 from gate.core.errors import RET_INTERNAL, RET_OK, RET_PIPE, GateError, InputMissingError, UsageError
 from gate.io.artifacts import check_writable
+from gate.io.cardsig import envelope_path
 from gate.run.runner import RunRequest
 
 
@@ -77,6 +79,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             suite=args.suite,
             base=args.base,
             allow_unchecked_oracle=args.allow_unchecked_oracle,
+            key=args.key,
         )
     if args.command == "diff":
         from gate.cli.diff import run_diff
@@ -85,11 +88,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "refold":
         from gate.cli.refold import run_refold
 
-        return run_refold(args.card)
+        return run_refold(args.card, key=args.key)
     if args.command == "evidence":
         from gate.cli.evidence import run_evidence
 
         return run_evidence(args)
+    if args.command in ("keys", "sign"):
+        from gate.cli.signing import run_keys, run_sign
+
+        return run_keys(args) if args.command == "keys" else run_sign(args)
     if args.command == "report":
         from gate.cli.report import run_report
 
@@ -181,6 +188,9 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         raise InputMissingError("patched tree not found", file=str(args.workdir), field="--workdir")
     # The card and the ledger are written after every trial has run: refuse an unusable path now.
     outputs = {"--card": card} if card else {}
+    sign_key = sign_key_path(args) if args.command == "run" else None
+    if sign_key is not None and card is not None:
+        outputs["--sign-key envelope"] = envelope_path(card)
     reports = report_targets(args)
     outputs.update(reports.outputs())
     ledger = ledger_file(args)
@@ -190,7 +200,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         path = ledger or (card.parent / "ledger.json" if card else None)
         if path is not None:
             outputs["--ledger"] = path
-    _distinct(outputs, _inputs(args))
+    _distinct(outputs, {**_inputs(args), **({"--sign-key": sign_key} if sign_key else {})})
     for field, path in outputs.items():
         check_writable(path, field)
     return RunRequest(
@@ -214,6 +224,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         reports=reports,
         properties=tuple(getattr(args, "property", ())),
         keyword=getattr(args, "keyword", None),
+        sign_key=sign_key,
     )
 
 

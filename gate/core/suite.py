@@ -167,6 +167,9 @@ class SuiteConfig(BaseModel):
     # need no --seal/--card. The card is an output: left out of the tree's digest like `outputs`.
     seal: str | None = None
     card: str | None = None
+    # The card-signing key's public half (PEM), relative to gate.toml's folder: an oracle file, read
+    # from the base with --base. When set, `gate accept` requires the card's signature by it.
+    public_key: str | None = None
     # Outside a git work tree, which files make the patched tree (globs relative to it; in git the
     # tree is what git tracks plus untracked files it does not ignore). `exclude` applies in both.
     include: tuple[str, ...] = ("*",)
@@ -206,7 +209,9 @@ class SuiteConfig(BaseModel):
                 raise ValueError(f'{entry!r} must be a folder inside the patched tree, like "src"')
         return value
 
-    @field_validator("fixtures", "checks", "freeze_file", "calibration", "oracle", "seal", "card", "include", "exclude")
+    @field_validator(
+        "fixtures", "checks", "freeze_file", "calibration", "oracle", "seal", "card", "public_key", "include", "exclude"
+    )
     @classmethod
     def _no_nul(cls, value: Any) -> Any:
         paths = value if isinstance(value, tuple) else (value,)
@@ -273,6 +278,10 @@ class Suite(BaseModel):
             return None
         kind: Literal["dockerfile", "requirements"] = "dockerfile" if image.dockerfile else "requirements"
         return ImageSource(kind, definition or self.resolve(image.definition), label=image.definition)
+
+    @property
+    def public_key_path(self) -> Path | None:
+        return self.resolve(self.config.public_key) if self.config.public_key else None
 
     @property
     def freeze_path(self) -> Path | None:

@@ -70,13 +70,22 @@ def check_writable(path: Path, field: str) -> None:
         raise UsageError(f"cannot write here: {reason(exc)}", file=str(path), field=field) from None
 
 
+def card_bytes(card: VerdictCard) -> bytes:
+    """The card file's bytes, as `write_card` writes them (and `gate sign` signs them)."""
+    return (card.model_dump_json(indent=2) + "\n").encode("utf-8")
+
+
 def write_card(path: Path, card: VerdictCard) -> None:
-    write_output(path, (card.model_dump_json(indent=2) + "\n").encode("utf-8"), "verdict card")
+    write_output(path, card_bytes(card), "verdict card")
 
 
 def read_card(path: Path) -> VerdictCard:
     """Load a card; a missing or unreadable card raises (and `accept` treats it as a failed gate)."""
-    data = read_input(path, "verdict card")
+    return parse_card(read_input(path, "verdict card"), path)
+
+
+def parse_card(data: bytes, path: Path) -> VerdictCard:
+    """A card from the bytes read from `path`; malformed is a ConfigError naming the file and field."""
     try:
         return VerdictCard.model_validate_json(data)
     except ValidationError as exc:

@@ -74,6 +74,8 @@ def tree_selection(suite: Suite, workdir: Path, *, suite_file: Path) -> TreeSele
             # So are the flake files beside it (gate.io.proposals).
             outputs += [glob.escape(folder.joinpath(name).as_posix()) for name in (FREEZE_PROPOSAL, REPAIR_TASK)]
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix()))
+            # And its signature envelope (gate.io.cardsig: the card's name, `.dsse.json` appended).
+            outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix() + ".dsse.json"))
     return TreeSelection(include=suite.config.include, exclude=suite.config.exclude, outputs=tuple(outputs))
 
 

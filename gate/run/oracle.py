@@ -152,6 +152,9 @@ def _edits(
     files = [base.worktree(suite.path), base.worktree(suite.checks_path), seal]
     files += [request.workdir / entry] if entry else []
     files += [base.worktree(suite.freeze_path)] if suite.freeze_path else []
+    # The public key accept trusts: a patch that swaps it could sign its own cards.
+    key = suite.public_key_path
+    files += [base.worktree(key)] if key and key.is_relative_to(base.root) else []
     trees = [base.worktree(fixture_root)] if fixture_root.is_relative_to(base.root) else []
     if suite.config.image and suite.image_definition:
         # The image definition is oracle: a patch that edits it is refused, never built. A Dockerfile's

@@ -28,7 +28,8 @@ from gate.core.selection import select_ids
 from gate.core.stamp import RunFacts, stamp, verdict_lines
 from gate.core.suite import ImageSource, PropertySpec, Suite
 from gate.core.verdict import Verdict
-from gate.io.artifacts import check_writable, write_card
+from gate.io.artifacts import card_bytes, check_writable, write_card
+from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.ledgerfile import FileBooks
@@ -70,6 +71,7 @@ class RunRequest:
     reports: ReportTargets = field(default_factory=ReportTargets)  # JUnit XML / Markdown, written right after the card
     properties: tuple[str, ...] = ()  # --property: run only these ids (with `keyword`: either picks)
     keyword: str | None = None  # -k: run only ids holding this substring or matching this glob
+    sign_key: Path | None = None  # --sign-key: sign the card (its envelope beside it, gate.io.cardsig)
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,9 @@ def _run(
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)
     check_fits(tree, suite.config.limits, where=request.workdir)
+    signer = None
+    if request.sign_key is not None:  # read now: a key the sandbox could reach is refused before any trial
+        signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
     run_id = run_id or uuid.uuid4().hex
     request = _with_image(request, oracle.image, image_factory)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
@@ -253,7 +258,11 @@ def _run(
     decision = books.update(settle)
     card = stamp(facts, verdicts, decision)
     write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
+    if signer is None:
+        drop_stale_signature(card_path)  # an earlier run's envelope would only confuse a reader
     write_card(card_path, card)
+    if signer is not None:
+        write_signature(card_path, card, card_bytes(card), signer)
     write_reports(card, request.reports, records)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(

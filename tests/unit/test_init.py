@@ -123,8 +123,10 @@ def test_the_workflow_writes_the_reports_and_uploads_card_evidence_and_reports(s
     """The workflow's `gate run` line parses with the gate's own parser, names JUnit XML and the HTML report
     under .probegate/ (an output), and the upload step keeps the card, the evidence store and both reports."""
     text = (scaffold / ".github" / "workflows" / "probegate.yml").read_text()
-    step = text[text.index("- name: gate run") : text.index("- name: gate accept")]
-    command = " ".join(line.strip() for line in step.split("run: >-", 1)[1].splitlines() if line.strip())
+    start = text.index("- name: gate run")
+    step = text[start : text.index("- name:", start + 1)]
+    lines = step.split("run: >-", 1)[1].splitlines()
+    command = " ".join(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
     argv = shlex.split(command.replace('"$GATE"', "gate", 1).replace("$", ""))[1:]
     args = build_parser().parse_args(argv)
     assert (args.junitxml, args.report_html) == (Path(".probegate/junit.xml"), Path(".probegate/report.html"))
@@ -132,6 +134,21 @@ def test_the_workflow_writes_the_reports_and_uploads_card_evidence_and_reports(s
     kept_paths = ("verdict-card.json", "evidence/", "junit.xml", "report.html")
     for kept in (f".probegate/{name}" for name in kept_paths):
         assert f"\n            {kept}\n" in upload, kept
+
+
+def test_the_workflow_signs_the_card_between_run_and_accept_with_the_key_outside_the_checkout(scaffold: Path) -> None:
+    """The optional `gate sign` step sits after the run and before accept, writes the secret to a 0600 file
+    in $RUNNER_TEMP (never the checkout), removes it on exit, and the envelope is kept with the card."""
+    text = (scaffold / ".github" / "workflows" / "probegate.yml").read_text()
+    run, sign, accept = (text.index(f"- name: gate {name}") for name in ("run", "sign", "accept"))
+    assert run < sign < accept
+    step = text[sign:accept]
+    assert "secrets.PROBEGATE_SIGN_KEY" in step and 'key="$RUNNER_TEMP/' in step
+    assert "umask 077" in step and "trap 'rm -f \"$key\"' EXIT" in step
+    line = next(ln.strip() for ln in step.splitlines() if ln.strip().startswith('"$GATE" sign'))
+    args = build_parser().parse_args(shlex.split(line.replace('"$GATE"', "gate", 1).replace("$", ""))[1:])
+    assert args.card == Path(".probegate/verdict-card.json")
+    assert "\n            .probegate/verdict-card.json.dsse.json\n" in text
 
 
 @pytest.mark.parametrize("taken", WRITTEN)
@@ -229,7 +246,8 @@ def test_the_workflow_runs_the_nightly_pair_on_a_schedule(scaffold: Path) -> Non
     text = (scaffold / ".github" / "workflows" / "probegate.yml").read_text()
     assert "schedule:" in text and "if: github.event_name == 'pull_request'" in text
     step = text[text.index("- name: gate baseline --twice") : text.index("- name: Keep the nightly")]
-    command = " ".join(line.strip() for line in step.split("run: >-", 1)[1].splitlines() if line.strip())
+    lines = step.split("run: >-", 1)[1].splitlines()
+    command = " ".join(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
     argv = shlex.split(command.replace('"$GATE"', "gate", 1).replace("$", ""))[1:]
     args = build_parser().parse_args(argv)
     assert args.twice and args.ledger == "PROBEGATE_LEDGER" and args.base == "HEAD"

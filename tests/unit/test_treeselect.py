@@ -124,7 +124,8 @@ def test_outside_git_include_and_exclude_globs_pick_the_tree_and_dot_git_is_skip
 
 def test_the_suites_card_inside_the_tree_is_an_output(tmp_path: Path) -> None:
     """`[suite] card`, resolved from gate.toml's folder, is left out of the tree when it lies inside it,
-    even when its name holds glob characters, and so are the evidence folder and the flake files beside it."""
+    even when its name holds glob characters, and so are the evidence folder, the flake files and the
+    signature envelope beside it."""
     config = SuiteConfig(card="app/cards/[run]*.json", outputs=("books/*",))
     # Read from a checkout of the base (as with --base): the card is placed from the work tree's gate.toml.
     suite = Suite(path=tmp_path / "base" / "gate.toml", root=tmp_path / "base", sha256="", config=config, properties=())
@@ -135,7 +136,9 @@ def test_the_suites_card_inside_the_tree_is_an_output(tmp_path: Path) -> None:
         "cards/freeze-proposal.json",
         "cards/repair-task.md",
         "cards/[[]run][*].json",
+        "cards/[[]run][*].json.dsse.json",  # the card's signature envelope (gate.io.cardsig)
     )
+    assert selection.left_out("cards/[run]*.json.dsse.json") and not selection.left_out("cards/run1.json.dsse.json")
     assert selection.left_out("cards/[run]*.json") and not selection.left_out("cards/run1.json")
     assert selection.left_out("cards/evidence/" + "a" * 64 + ".json") and not selection.left_out("evidence/x.json")
     outside = tree_selection(suite, tmp_path / "elsewhere", suite_file=tmp_path / "gate.toml")
