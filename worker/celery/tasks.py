@@ -24,6 +24,7 @@ from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.blobs import BlobInputs, RedisBlobStore
 from worker.celery.images import Fetched, ensure_image
 from worker.celery.runs import open_runs  # also registers the close-run control command in the worker
+from worker.celery.signing import sign_result
 from worker.celery.wire import decode_batch, encode_observations
 
 MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
@@ -121,8 +122,11 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
         with open_runs(sandbox).serving({spec.run_id for spec in specs}):
             observed = sandbox().run_batch(specs, inputs())
     delivery = self.request.delivery_info or {}
+    observations = encode_observations(observed)
     return {
-        "observations": encode_observations(observed),
+        "observations": observations,
+        # Binds these exact bytes to the batch id and spec this worker was handed (gate.core.enrolment).
+        "signature": sign_result(self.request.id, batch, observations),
         "worker": worker_id(),
         "redelivered": bool(delivery.get("redelivered")),
         "fetched": None if fetched is None else {"via": fetched.via, "seconds": round(fetched.seconds, 3)},

@@ -1,0 +1,117 @@
+"""Per-worker broker credentials: one Redis ACL user per worker, holding only what a Celery worker on
+the kombu Redis transport needs (worked out against a real worker, see tests/integration/test_enrol.py).
+
+Each rule, and why it is there:
+
+    reset on >PASSWORD         a fresh user with its own generated password, no inherited rights
+    +ping +client|setname      health checks; Celery names its connections (CLIENT SETINFO: denied, harmless)
+    +select                    the URL's /DB (kombu and the result backend select it on connect)
+    +brpop +lpush +llen        take batches off the queues; put back a message on a warm shutdown (kombu lpush/rpush)
+    +rpush
+    +sadd +smembers +zadd      declare the worker's queues: kombu records bindings in _kombu.binding.* and
+    +evalsha +eval             their deadlines (a Lua script run by EVALSHA, EVAL the first time), the server's
+    +script|load +time         TIME inside it, SMEMBERS to route the control replies
+    +hset +hget +hdel +zrem    late acks: the unacked hash and its index zset (kombu's QoS), MULTI/EXEC around them,
+    +zrevrangebyscore +multi   WATCH/SET NX/DEL for the restore mutex that puts a dead worker's batches back
+    +exec +discard +watch
+    +unwatch +set +get +del
+    +setex +expire +publish    store the result (celery-task-meta-<id>, expiring) and publish it to its channel
+    +psubscribe +subscribe     the control broadcast (`probegate_close_run`, ping/inspect) on /DB.celery.pidbox
+    +punsubscribe +unsubscribe
+    ~probegate.*               the trial queues (probegate.trials, probegate.<image>, their priority lists)
+    ~_kombu.binding*           kombu's binding sets, deadlines and permanent sets
+    ~unacked ~unacked_index    kombu's unacked bookkeeping
+    ~unacked_mutex
+    ~celery-task-meta-*        results
+    ~*.celery.pidbox*          its own pidbox queue (declared, LLEN), and replies to the coordinator's ping/inspect
+    %R~probegate:blob:*        read-only: the blob store (trees, fixtures, image chunks) and its names;
+    %R~probegate:name:*        workers fetch by digest and never write there
+    &celery-task-meta-*        result channels
+    &/DB.celery.pidbox         the control fanout (kombu's fanout prefix is /DB.)
+    &/DB.celeryev*             worker heartbeats (Celery's event dispatcher)
+
+Everything else is denied: the books (`probegate:books:*`), blob writes, KEYS/SCAN, FLUSH*, CONFIG,
+ACL, CLIENT KILL, MONITOR, and every other user's connections.
+"""
+
+from __future__ import annotations
+
+import secrets
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import redis
+
+from worker.celery.broker import broker_call
+
+USER_PREFIX = "probegate-worker-"
+COMMANDS = str.split(
+    "+ping +client|setname +select "
+    "+brpop +rpop +lpush +rpush +llen +lrange +exists "
+    "+sadd +srem +smembers +zadd +zrem +zrange +zrangebyscore +evalsha +eval +script|load +script|exists +time "
+    "+hset +hget +hdel +multi +exec +discard +watch +unwatch +set +get +del +pexpire "
+    "+setex +expire +publish "
+    "+psubscribe +subscribe +punsubscribe +unsubscribe"
+)
+KEYS = [
+    "~probegate.*",
+    "~_kombu.binding*",
+    "~unacked",
+    "~unacked_index",
+    "~unacked_mutex",
+    "~celery-task-meta-*",
+    "~*.celery.pidbox*",
+    "%R~probegate:blob:*",
+    "%R~probegate:name:*",
+]
+
+
+def acl_user(name: str) -> str:
+    """The ACL user of the worker enrolled as `name`."""
+    return USER_PREFIX + name
+
+
+def worker_rules(db: int, password: str) -> list[str]:
+    """The ACL SETUSER arguments for one worker on database `db` (the module docstring says why each is there)."""
+    channels = ["&celery-task-meta-*", f"&/{db}.celery.pidbox", f"&/{db}.celeryev*"]
+    return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *KEYS, *channels]
+
+
+def _db(url: str) -> int:
+    path = urlsplit(url).path.strip("/")
+    return int(path) if path.isdigit() else 0
+
+
+def create_worker_user(admin_url: str, name: str) -> tuple[str, str]:
+    """Create (or reset) `name`'s ACL user with a new password; returns (user, the worker's broker URL)."""
+    user, password = acl_user(name), secrets.token_urlsafe(32)
+    with broker_call("creating the worker's ACL user"):
+        client = redis.Redis.from_url(admin_url)
+        try:
+            client.execute_command("ACL", "SETUSER", user, *worker_rules(_db(admin_url), password))
+        finally:
+            client.close()
+    return user, worker_url(admin_url, user, password)
+
+
+def delete_worker_user(admin_url: str, user: str) -> int:
+    """Delete the ACL user and close every connection it holds now; returns how many were closed."""
+    with broker_call("deleting the worker's ACL user"):
+        client = redis.Redis.from_url(admin_url)
+        try:
+            # Deleting first: a connection killed afterwards cannot log in again.
+            client.execute_command("ACL", "DELUSER", user)
+            return int(client.execute_command("CLIENT", "KILL", "USER", user, "SKIPME", "yes"))
+        except redis.exceptions.ResponseError as exc:
+            if "No such user" in str(exc):  # no connections left: nothing to kill
+                return 0
+            raise
+        finally:
+            client.close()
+
+
+def worker_url(admin_url: str, user: str, password: str) -> str:
+    """The admin URL with the worker's user and password in place of the admin's."""
+    parts = urlsplit(admin_url)
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
