@@ -98,13 +98,15 @@ def delete_worker_user(admin_url: str, user: str) -> int:
     with broker_call("deleting the worker's ACL user"):
         client = redis.Redis.from_url(admin_url)
         try:
-            # Deleting first: a connection killed afterwards cannot log in again.
+            try:
+                closed = int(client.execute_command("CLIENT", "KILL", "USER", user, "SKIPME", "yes"))
+            except redis.exceptions.ResponseError as exc:
+                if "No such user" not in str(exc):
+                    raise
+                closed = 0  # deleted before (or never made): nothing left to close
+            # DELUSER also drops any connection that logged in again since the kill.
             client.execute_command("ACL", "DELUSER", user)
-            return int(client.execute_command("CLIENT", "KILL", "USER", user, "SKIPME", "yes"))
-        except redis.exceptions.ResponseError as exc:
-            if "No such user" in str(exc):  # no connections left: nothing to kill
-                return 0
-            raise
+            return closed
         finally:
             client.close()
 
