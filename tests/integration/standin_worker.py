@@ -62,7 +62,7 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
     if mode == "other_batch":
         batch_id = "never-issued-" + batch_id
     elif mode == "other_spec":
-        spec = spec_digest({**batch, "indices": list(reversed(batch["indices"])) + [999]})
+        spec = spec_digest({**batch, "indices": [*reversed(batch["indices"]), 999]})
     if mode != "unsigned":
         result["signature"] = _signature(batch_id, spec, observations, os.environ.get("STANDIN_CLAIM"))
     return result

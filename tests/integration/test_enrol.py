@@ -30,6 +30,7 @@ from worker.celery.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
+CELERY = [sys.executable, "-m", "celery", "-A", "standin_worker", "worker", "--without-gossip", "--without-mingle"]
 
 
 class Fleet(Workers):
@@ -47,8 +48,7 @@ class Fleet(Workers):
         }
         log = (self.tmp / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "standin_worker", "worker", "-Q", "probegate.trials"]
-            + ["-c", "1", "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            [*CELERY, "-Q", "probegate.trials", "-c", "1", "-n", f"{name}@%h", "--loglevel", "INFO"],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -258,3 +258,87 @@ def test_per_worker_acl_users(
     observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
     assert all(o.fault is None and o.exit_code == 0 and o.worker_id == "w2" for o in observations), observations
     shutil.rmtree(tmp_path / "tree", ignore_errors=True)
+
+
+HOSTILE_PROBE = """import json, os, sys
+json.load(sys.stdin)
+open("../../escaped.txt", "w").write("outside the map")
+print(json.dumps({"token": os.environ.get("API_TOKEN", "")}))
+"""
+
+SAFETY_SUITE = """[suite]
+probe = "python3 probe.py"
+fixtures = "fixtures"
+checks = "checks.py"
+
+[[property]]
+id = "no_unmapped_write"
+band = "safety"
+fixture = "a.json"
+check = "builtin:no_unmapped_write"
+deadline_s = 5.0
+params = { write_map = ["out", "out/*"] }
+
+[[property]]
+id = "no_secret_in_output"
+band = "safety"
+fixture = "a.json"
+check = "builtin:no_secret_in_output"
+deadline_s = 5.0
+"""
+
+
+def safety_run(root: Path, card: Path, broker: RedisServer, *extra: str) -> tuple[int, dict, int]:
+    """`gate run` of the hostile patch over the broker, then `gate accept`; (run exit, card, accept exit)."""
+    oracle = ["--suite", str(root / "gate.toml"), "--workdir", str(root / "patch"), "--seal", str(root / "seal")]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gate.run",
+            *oracle,
+            "--card",
+            str(card),
+            "--new-ledger",
+            "--broker",
+            broker.url,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    accept = subprocess.run(
+        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, "--allow-unchecked-oracle"],
+        capture_output=True,
+        timeout=60,
+    )
+    return done.returncode, json.loads(card.read_text()), accept.returncode
+
+
+def test_gate_run_refuses_an_unsigned_standin(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate run --workers`: a stand-in passing a patch that writes outside its map and prints its canary
+    is accepted without a registry (the attack) and, with one, ends as harness_error and is not accepted."""
+    root = tmp_path / "suite"
+    (root / "fixtures").mkdir(parents=True)
+    (root / "fixtures" / "a.json").write_text("{}\n")
+    (root / "fixtures" / "clock.json").write_text('{"frozen_at": "2026-03-01T00:00:00Z", "zone": "UTC"}\n')
+    (root / "gate.toml").write_text(SAFETY_SUITE)
+    (root / "checks.py").write_text("")
+    (root / "patch").mkdir()
+    (root / "patch" / "probe.py").write_text(HOSTILE_PROBE)
+    assert gate_main(["seal", str(root / "fixtures"), "--write", str(root / "seal")]) == 0
+    registry = tmp_path / "workers.json"
+    gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
+    fleet.standin("standin", "unsigned")
+    fleet.wait_ready()
+
+    code, card, accepted = safety_run(root, tmp_path / "open" / "card.json", broker)
+    assert (code, accepted) == (0, 0)  # what the stand-in buys where results are not checked
+    code, card, accepted = safety_run(root, tmp_path / "enrolled" / "card.json", broker, "--workers", str(registry))
+    assert code == 2 and accepted != 0
+    assert {row["kind"] for row in card["properties"]} == {"harness_error"}
+    assert "unsigned_result" in {event["kind"] for event in card["harness_events"]}
