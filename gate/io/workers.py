@@ -8,6 +8,7 @@ where the caller says so (enrolling the first worker), never when results are be
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -66,8 +67,14 @@ def save_roster(path: Path, roster: Roster) -> None:
 
 def verify_pem(public_pem: str, signature: bytes, message: bytes) -> bool:
     """gate.core.enrolment's Verify over a registry entry's PEM; a garbled entry verifies nothing."""
+    key = _parsed(public_pem)
+    return key is not None and key.verify(signature, message)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(public_pem: str) -> VerifyKey | None:
+    # Parsed once per key, not once per batch: a run checks every result against a handful of keys.
     try:
-        key = VerifyKey.from_pem(public_pem.encode())
+        return VerifyKey.from_pem(public_pem.encode())
     except KeyFileError:
-        return False
-    return key.verify(signature, message)
+        return None
