@@ -64,3 +64,24 @@ def test_run_checks_results_only_with_a_registry(tmp_path: Path, monkeypatch: py
     (tmp_path / ".probegate" / "workers.json").write_text('{"workers": []}')
     found = enrolled_workers(None)  # the default file, found
     assert found is not None and found().workers == ()
+
+
+def test_worker_acl_rules_are_narrow() -> None:
+    """A worker's ACL user starts from nothing, names its database's channels, reads blobs only, and
+    gets no admin command; its URL carries its own user and password in place of the admin's."""
+    from urllib.parse import urlsplit
+
+    from worker.celery.acl import worker_rules, worker_url
+
+    rules = worker_rules(3, "pw")
+    assert rules[:4] == ["reset", "on", ">pw", "resetchannels"]
+    assert "&/3.celery.pidbox" in rules and "%R~probegate:blob:*" in rules
+    assert not {"~*", "allkeys", "+@all", "allchannels", "+acl", "+config", "+keys", "+flushall"} & set(rules)
+    assert not any(r.startswith("~probegate:") for r in rules)  # the books, and blobs for writing
+    url = urlsplit(worker_url("rediss://:admin@h:6380/0?ssl_cert_reqs=required", "probegate-worker-a", "p/w"))
+    assert (url.username, url.password, url.port, url.query) == (
+        "probegate-worker-a",
+        "p%2Fw",
+        6380,
+        "ssl_cert_reqs=required",
+    )

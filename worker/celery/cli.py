@@ -119,12 +119,11 @@ def _ensure_image(image: str | None) -> None:
 
 def _worker_key(path: Path | None) -> SigningKey:
     """The key at `path` (or the default), created when missing; later processes find it via the env."""
-    from gate.io.keys import load_or_create
-    from worker.celery.signing import ENV_KEY, key_path
+    from worker.celery import signing
 
     if path is not None:
-        os.environ[ENV_KEY] = str(path.resolve())
-    return load_or_create(key_path())
+        os.environ[signing.ENV_KEY] = str(path.resolve())
+    return signing.worker_key()  # kept in the module: forked pool processes inherit it
 
 
 def _key(args: argparse.Namespace) -> int:

@@ -104,7 +104,8 @@ def bounded_wait(value: object) -> float:
 
 @shared_task(name=TASK_RUN_BATCH, bind=True)
 def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
-    """Run a batch of trial specs; returns the observations, whether this was a redelivery and, when
+    """Run a batch of trial specs; returns the observations, signed with this worker's key over this
+    task's id and the batch as received (worker.celery.signing), whether this was a redelivery and, when
     this worker had to fetch the run's image first, how. `image_wait_s` > 0: the coordinator was
     still publishing the image when it sent the batch."""
     specs = decode_batch(batch)
