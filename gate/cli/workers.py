@@ -24,7 +24,7 @@ from typing import Any
 from gate.core.enrolment import EnrolledWorker, EnrolmentRefused, enrol, revoke
 from gate.core.errors import RET_OK, UsageError
 from gate.io.keys import load_verify_key
-from gate.io.workers import ENV_REGISTRY, load_roster, registry_path, save_roster
+from gate.io.workers import ENV_REGISTRY, load_roster, locked, registry_path, save_roster
 
 ENV_ADMIN = "PROBEGATE_REDIS_ADMIN"
 _REDIS = ("redis://", "rediss://")
@@ -72,9 +72,10 @@ def run_workers(args: argparse.Namespace) -> int:
         for worker in load_roster(path, missing_ok=True).workers:
             print(json.dumps(_row(worker)))
         return RET_OK
-    if args.action == "enrol":
-        return _enrol(path, args.pubkey, args.name, admin)
-    return _revoke(path, args.name, admin)
+    with locked(path):
+        if args.action == "enrol":
+            return _enrol(path, args.pubkey, args.name, admin)
+        return _revoke(path, args.name, admin)
 
 
 def _enrol(path: Path, pubkey: Path, name: str, admin: str | None) -> int:

@@ -151,7 +151,7 @@ def check_result(
         return Refusal.UNKNOWN_KEY, f"signed by key {sig.key_id[:16]}, which is not enrolled"
     if not worker.active:
         return Refusal.REVOKED, f"signed by {worker.name!r} (key {sig.key_id[:16]}), revoked {worker.revoked_at}"
-    if sig.batch_id != batch_id:
+    if batch_id not in issued or sig.batch_id != batch_id:
         if sig.batch_id not in issued:
             return Refusal.UNISSUED, f"{worker.name!r} signed batch {sig.batch_id[:36]!r}, never issued"
         return Refusal.REPLAYED, f"{worker.name!r} signed batch {sig.batch_id[:36]}, returned as {batch_id}"

@@ -8,10 +8,13 @@ where the caller says so (enrolling the first worker), never when results are be
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from gate.core.enrolment import Roster
@@ -58,6 +61,21 @@ def load_roster(path: Path, *, missing_ok: bool = False) -> Roster:
         raise RegistryFileError(
             f"not a worker registry: {exc.errors()[0]['msg']}", file=str(path), field=where
         ) from None
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout_s: float = 30.0) -> Iterator[None]:
+    """Hold `<registry>.lock` for one read-change-write, so two enrolments at once both land."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(path.name + ".lock")), timeout=timeout_s)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RegistryFileError(f"the worker registry stayed locked for {timeout_s:.0f} s", file=str(path)) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def save_roster(path: Path, roster: Roster) -> None:

@@ -85,3 +85,18 @@ def test_worker_acl_rules_are_narrow() -> None:
         6380,
         "ssl_cert_reqs=required",
     )
+
+
+def test_gate_worker_key(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gate-worker key` makes the key on first use (0600) and prints the same public key and id after."""
+    import worker.celery.signing as signing
+    from worker.celery.cli import main as worker_main
+
+    monkeypatch.setattr(signing, "_key", None)
+    monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "w.key"))  # restored after: --key sets it
+    assert worker_main(["key", "--key", str(tmp_path / "w.key")]) == 0
+    first = capsys.readouterr().out
+    monkeypatch.setattr(signing, "_key", None)
+    assert worker_main(["key", "--key", str(tmp_path / "w.key")]) == 0
+    assert capsys.readouterr().out == first and "BEGIN PUBLIC KEY" in first and "key id: " in first
+    assert (tmp_path / "w.key").stat().st_mode & 0o777 == 0o600
