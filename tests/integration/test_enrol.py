@@ -262,8 +262,9 @@ def test_per_worker_acl_users(
 
 HOSTILE_PROBE = """import json, os, sys
 json.load(sys.stdin)
-open("../../escaped.txt", "w").write("outside the map")
 print(json.dumps({"token": os.environ.get("API_TOKEN", "")}))
+with open("escaped.txt", "w") as out:  # the write map allows out/ only
+    out.write("outside the map")
 """
 
 SAFETY_SUITE = """[suite]
@@ -317,12 +318,8 @@ def safety_run(root: Path, card: Path, broker: RedisServer, *extra: str) -> tupl
     return done.returncode, json.loads(card.read_text()), accept.returncode
 
 
-def test_gate_run_refuses_an_unsigned_standin(
-    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`gate run --workers`: a stand-in passing a patch that writes outside its map and prints its canary
-    is accepted without a registry (the attack) and, with one, ends as harness_error and is not accepted."""
-    root = tmp_path / "suite"
+def hostile_suite(root: Path) -> Path:
+    """A suite of two safety properties over a patch that writes outside its map and prints its canary."""
     (root / "fixtures").mkdir(parents=True)
     (root / "fixtures" / "a.json").write_text("{}\n")
     (root / "fixtures" / "clock.json").write_text('{"frozen_at": "2026-03-01T00:00:00Z", "zone": "UTC"}\n')
@@ -331,6 +328,35 @@ def test_gate_run_refuses_an_unsigned_standin(
     (root / "patch").mkdir()
     (root / "patch" / "probe.py").write_text(HOSTILE_PROBE)
     assert gate_main(["seal", str(root / "fixtures"), "--write", str(root / "seal")]) == 0
+    return root
+
+
+def test_gate_run_with_enrolled_workers_catches_the_patch(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], docker_client, sandbox_image
+) -> None:
+    """`gate run --workers` over an enrolled gate-worker in Docker: its signed results count, and the
+    patch's unmapped write and leaked canary fail both safety properties (exit 1, not accepted)."""
+    root = hostile_suite(tmp_path / "suite")
+    registry = tmp_path / "workers.json"
+    gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
+    fleet.start("w1")
+    fleet.wait_ready(timeout=120)
+    code, card, accepted = safety_run(root, tmp_path / "card.json", broker, "--workers", str(registry))
+    assert code == 1 and accepted != 0
+    assert {row["id"]: row["kind"] for row in card["properties"]} == {
+        "no_unmapped_write": "fail_safety",
+        "no_secret_in_output": "fail_safety",
+    }
+    refusals = {"unsigned_result", "unknown_worker_key", "revoked_worker", "forged_result", "replayed_result"}
+    assert not refusals & {event["kind"] for event in card["harness_events"]}
+
+
+def test_gate_run_refuses_an_unsigned_standin(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate run --workers`: a stand-in passing a patch that writes outside its map and prints its canary
+    is accepted without a registry (the attack) and, with one, ends as harness_error and is not accepted."""
+    root = hostile_suite(tmp_path / "suite")
     registry = tmp_path / "workers.json"
     gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
     fleet.standin("standin", "unsigned")
