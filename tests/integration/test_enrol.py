@@ -244,6 +244,7 @@ def test_per_worker_acl_users(
         ("FLUSHALL",),
         ("KEYS", "*"),
         ("MONITOR",),
+        ("PUBLISH", "/0.celery.pidbox", "{}"),  # a control broadcast to every worker (shutdown, revoke)
     ]
     for command in denied:
         with pytest.raises(redis.exceptions.NoPermissionError):

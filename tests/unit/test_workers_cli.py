@@ -75,7 +75,8 @@ def test_worker_acl_rules_are_narrow() -> None:
 
     rules = worker_rules(3, "pw")
     assert rules[:4] == ["reset", "on", ">pw", "resetchannels"]
-    assert "&/3.celery.pidbox" in rules and "%R~probegate:blob:*" in rules
+    assert "&/3.celery.pidbox" in rules and "%R~probegate:blob:*" in rules and "+publish" not in rules
+    assert rules[-1] == "(+publish &celery-task-meta-* &/3.celeryev*)"  # never on the control channel
     assert not {"~*", "allkeys", "+@all", "allchannels", "+acl", "+config", "+keys", "+flushall"} & set(rules)
     assert not any(r.startswith("~probegate:") for r in rules)  # the books, and blobs for writing
     url = urlsplit(worker_url("rediss://:admin@h:6380/0?ssl_cert_reqs=required", "probegate-worker-a", "p/w"))

@@ -15,9 +15,9 @@ Each rule, and why it is there:
     +zrevrangebyscore +multi   WATCH/SET NX/DEL for the restore mutex that puts a dead worker's batches back
     +exec +discard +watch
     +unwatch +set +get +del
-    +setex +expire +publish    store the result (celery-task-meta-<id>, expiring) and publish it to its channel
-    +psubscribe +subscribe     the control broadcast (`probegate_close_run`, ping/inspect) on /DB.celery.pidbox
-    +punsubscribe +unsubscribe
+    +setex +expire             store the result (celery-task-meta-<id>, expiring)
+    +psubscribe +subscribe     listen to the control broadcast (`probegate_close_run`, ping/inspect) on
+    +punsubscribe +unsubscribe /DB.celery.pidbox
     ~probegate.*               the trial queues (probegate.trials, probegate.<image>, their priority lists)
     ~_kombu.binding*           kombu's binding sets, deadlines and permanent sets
     ~unacked ~unacked_index    kombu's unacked bookkeeping
@@ -26,9 +26,10 @@ Each rule, and why it is there:
     ~*.celery.pidbox*          its own pidbox queue (declared, LLEN), and replies to the coordinator's ping/inspect
     %R~probegate:blob:*        read-only: the blob store (trees, fixtures, image chunks) and its names;
     %R~probegate:name:*        workers fetch by digest and never write there
-    &celery-task-meta-*        result channels
-    &/DB.celery.pidbox         the control fanout (kombu's fanout prefix is /DB.)
-    &/DB.celeryev*             worker heartbeats (Celery's event dispatcher)
+    &/DB.celery.pidbox         the control fanout (kombu's fanout prefix is /DB.), to subscribe to only:
+    (+publish                  PUBLISH lives in a selector of its own, on the result channels and the
+     &celery-task-meta-*        worker heartbeats (Celery's event dispatcher) alone, so a worker cannot
+     &/DB.celeryev*)            broadcast control commands (shutdown, revoke, close a run) to the others
 
 Everything else is denied: the books (`probegate:books:*`), blob writes, KEYS/SCAN, FLUSH*, CONFIG,
 ACL, CLIENT KILL, MONITOR, and every other user's connections.
@@ -49,7 +50,7 @@ COMMANDS = str.split(
     "+brpop +rpop +lpush +rpush +llen +lrange +exists "
     "+sadd +srem +smembers +zadd +zrem +zrange +zrangebyscore +evalsha +eval +script|load +script|exists +time "
     "+hset +hget +hdel +multi +exec +discard +watch +unwatch +set +get +del +pexpire "
-    "+setex +expire +publish "
+    "+setex +expire "
     "+psubscribe +subscribe +punsubscribe +unsubscribe"
 )
 KEYS = [
@@ -72,8 +73,8 @@ def acl_user(name: str) -> str:
 
 def worker_rules(db: int, password: str) -> list[str]:
     """The ACL SETUSER arguments for one worker on database `db` (the module docstring says why each is there)."""
-    channels = ["&celery-task-meta-*", f"&/{db}.celery.pidbox", f"&/{db}.celeryev*"]
-    return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *KEYS, *channels]
+    publish = f"(+publish &celery-task-meta-* &/{db}.celeryev*)"
+    return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *KEYS, f"&/{db}.celery.pidbox", publish]
 
 
 def _db(url: str) -> int:
