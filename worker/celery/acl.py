@@ -6,15 +6,18 @@ Each rule, and why it is there:
     reset on >PASSWORD         a fresh user with its own generated password, no inherited rights
     +ping +client|setname      health checks; Celery names its connections (CLIENT SETINFO: denied, harmless)
     +select                    the URL's /DB (kombu and the result backend select it on connect)
-    +brpop +lpush +llen        take batches off the queues; put back a message on a warm shutdown (kombu lpush/rpush)
-    +rpush
-    +sadd +smembers +zadd      declare the worker's queues: kombu records bindings in _kombu.binding.* and
-    +evalsha +eval             their deadlines (a Lua script run by EVALSHA, EVAL the first time), the server's
-    +script|load +time         TIME inside it, SMEMBERS to route the control replies
-    +hset +hget +hdel +zrem    late acks: the unacked hash and its index zset (kombu's QoS), MULTI/EXEC around them,
-    +zrevrangebyscore +multi   WATCH/SET NX/DEL for the restore mutex that puts a dead worker's batches back
-    +exec +discard +watch
-    +unwatch +set +get +del
+    +brpop +rpop +llen         take batches off the queues (BRPOP; RPOP/LLEN when kombu polls or sizes a queue),
+    +lpush +rpush +lrange      put a message back (warm shutdown, restoring a dead worker's unacked batches),
+    +exists                    reply to the coordinator's ping/inspect (LPUSH to its reply queue)
+    +sadd +srem +smembers      declare the worker's queues: kombu records bindings in _kombu.binding.*, their
+    +zadd +zrem +zrange        deadlines in a zset (a Lua script: EVALSHA, EVAL and SCRIPT LOAD/EXISTS the
+    +zrangebyscore +evalsha    first time, TIME inside it) and sweeps expired ones; SMEMBERS routes replies
+    +eval +script|load
+    +script|exists +time
+    +hset +hget +hdel          late acks: the unacked hash and its index zset (kombu's QoS) under MULTI/EXEC,
+    +multi +exec +discard      WATCH/SET NX/GET/DEL/PEXPIRE for the mutex around restoring a dead worker's
+    +watch +unwatch +set       batches
+    +get +del +pexpire
     +setex +expire             store the result (celery-task-meta-<id>, expiring)
     +psubscribe +subscribe     listen to the control broadcast (`probegate_close_run`, ping/inspect) on
     +punsubscribe +unsubscribe /DB.celery.pidbox
