@@ -7,8 +7,8 @@ Each rule, and why it is there:
     +ping +client|setname      health checks; Celery names its connections (CLIENT SETINFO: denied, harmless)
     +select                    the URL's /DB (kombu and the result backend select it on connect)
     +brpop +rpop +llen         take batches off the queues (BRPOP; RPOP/LLEN when kombu polls or sizes a queue),
-    +lpush +rpush +lrange      put a message back (warm shutdown, restoring a dead worker's unacked batches),
-    +exists                    reply to the coordinator's ping/inspect (LPUSH to its reply queue)
+    +lpush +rpush +lrange      put a message back (warm shutdown, restoring a dead worker's unacked batches);
+    +exists                    LPUSH also answers the coordinator's ping/inspect; EXISTS in the binding sweep
     +sadd +srem +smembers      declare the worker's queues: kombu records bindings in _kombu.binding.*, their
     +zadd +zrem +zrange        deadlines in a zset (a Lua script: EVALSHA, EVAL and SCRIPT LOAD/EXISTS the
     +zrangebyscore +evalsha    first time, TIME inside it) and sweeps expired ones; SMEMBERS routes replies
