@@ -4,6 +4,13 @@ Trials are trivial (no container: workers run `gate-worker serve --sandbox null`
 measured is the cost of planning, shipping, gathering and de-duplicating results — the overhead a
 broker adds on top of the trial work. Prints both rates and their ratio (Celery / local).
 
+Signed results, in the same run: Celery again with a worker registry (every result's signature
+checked, gate.core.enrolment) against Celery without one, as trials/s and as a ratio; and the cost
+of signing plus verifying one batch's result, timed alone, as a ratio to the unsigned path's whole
+round trip per batch (the unverified Celery run's time divided by its batches). Workers sign
+every result whatever the coordinator checks, so the end-to-end ratio shows the verifying side
+and the per-batch ratio both.
+
     .venv/bin/python benchmarks/dispatch.py [--trials 10000] [--workers 2] [--repeat 3]
 
 Starts its own redis-server on a free 127.0.0.1 port and stops it, and its workers, at the end.
@@ -26,12 +33,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from datetime import UTC, datetime
+
+from gate.core.enrolment import EnrolledWorker, Roster, check_result, spec_digest
 from gate.core.testing import MockSandbox, make_spec
 from gate.core.trial import TrialSpec
+from gate.io.keys import SigningKey, load_verify_key
 from gate.io.snapshot import LocalInputs
+from gate.io.workers import verify_pem
 from gate.run.executor import LocalExecutor
 from worker.celery.dispatch import CeleryExecutor
+from worker.celery.signing import sign_result
 from worker.celery.tasks import null_observation
+from worker.celery.wire import encode_batch, encode_observations
 
 
 def specs(n: int, tree_digest: str, fixture_digest: str, run_id: str) -> list[TrialSpec]:
@@ -92,6 +106,8 @@ def main() -> int:
                 f"bench{i}@%h",
                 "--cache",
                 str(tmp / f"cache{i}"),
+                "--key",
+                str(tmp / f"key{i}"),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -109,11 +125,24 @@ def main() -> int:
             discovered = time.perf_counter()
             processes = celery.discover()
             discovery_s = time.perf_counter() - discovered
-            local_rates, celery_rates = [], []
+            roster = enrolled_roster([tmp / f"key{i}.pub" for i in range(args.workers)])
+            signed = CeleryExecutor(
+                url, image="probegate/sandbox-python:trixie-1", worker_wait_s=60, batch_size=args.batch,
+                enrolled=lambda: roster,
+            )  # fmt: skip
+            signed.discover()
+            local_rates, celery_rates, signed_rates, batches = [], [], [], []
             for round_ in range(args.repeat):
                 plan = specs(args.trials, inputs.tree_digest, digest, f"bench-{round_}")
                 local_rates.append(timed(local, plan, inputs))
+                issued = len(celery._issued)
                 celery_rates.append(timed(celery, plan, inputs))
+                batches.append(len(celery._issued) - issued)
+                plan = specs(args.trials, inputs.tree_digest, digest, f"bench-signed-{round_}")
+                signed_rates.append(timed(signed, plan, inputs))
+                assert not signed.events, signed.events[:3]  # every result verified
+            per_batch = statistics.median(batches)
+            sign_s, verify_s = sign_and_verify(args.trials // max(1, per_batch))
     finally:
         for proc in workers:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -129,7 +158,61 @@ def main() -> int:
     print(f"local pool (median)     {best_local:10,.0f} trials/s  (runs: {_rates(local_rates)})")
     print(f"celery (median)         {best_celery:10,.0f} trials/s  (runs: {_rates(celery_rates)})")
     print(f"ratio celery/local      {best_celery / best_local:10.2f}")
+    best_signed = statistics.median(signed_rates)
+    unsigned_batch_s = args.trials / best_celery / per_batch
+    print(f"celery verified (median){best_signed:10,.0f} trials/s  (runs: {_rates(signed_rates)})")
+    print(f"ratio verified/unverified{best_signed / best_celery:9.2f}")
+    print(f"batches per run         {per_batch} ({args.trials // max(1, per_batch)} trials each)")
+    print(
+        f"sign+verify per batch   {(sign_s + verify_s) * 1e6:10,.0f} µs  (sign {sign_s * 1e6:,.0f} µs on the worker, "
+        f"verify {verify_s * 1e6:,.0f} µs on the coordinator)"
+    )
+    print(f"unsigned batch (median) {unsigned_batch_s * 1e6:10,.0f} µs  (a whole round trip: run time / batches)")
+    print(f"ratio sign+verify/batch {(sign_s + verify_s) / unsigned_batch_s:10.3f}")
     return 0
+
+
+def enrolled_roster(public_keys: list[Path]) -> Roster:
+    """Every benchmark worker's key enrolled (the workers made them at start)."""
+    now = datetime.now(UTC)
+    keys = [load_verify_key(path) for path in public_keys]
+    return Roster(
+        workers=tuple(
+            EnrolledWorker(name=f"bench{i}", key_id=k.key_id, public_key=k.pem().decode(), enrolled_at=now)
+            for i, k in enumerate(keys)
+        )
+    )
+
+
+def sign_and_verify(size: int, rounds: int = 200) -> tuple[float, float]:
+    """Seconds to sign one batch's result of `size` observations, and to verify it, medians of `rounds`."""
+    import worker.celery.signing as signing
+
+    signing._key = key = SigningKey.generate()
+    batch = [make_spec(i, run_id="sig", tree_digest="t", fixture_digest="f") for i in range(size)]
+    payload = encode_batch(batch)
+    observations = encode_observations([null_observation(s, b"") for s in batch])
+    roster = Roster(
+        workers=(
+            EnrolledWorker(
+                name="w", key_id=key.key_id, public_key=key.public().pem().decode(), enrolled_at=datetime.now(UTC)
+            ),
+        )
+    )
+    signs, verifies = [], []
+    for i in range(rounds):
+        started = time.perf_counter()
+        claim = sign_result(f"task-{i}", payload, observations)
+        signed_at = time.perf_counter()
+        # The coordinator's side: the digest of what it sent (taken in _send), then the check.
+        checked = check_result(
+            roster, {f"task-{i}": spec_digest(payload)}, f"task-{i}", observations, claim, verify_pem
+        )
+        done = time.perf_counter()
+        assert isinstance(checked, EnrolledWorker)
+        signs.append(signed_at - started)
+        verifies.append(done - signed_at)
+    return statistics.median(signs), statistics.median(verifies)
 
 
 def _rates(rates: list[float]) -> str:

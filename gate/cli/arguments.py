@@ -17,6 +17,7 @@ from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
 from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
+from gate.cli.workers import add_registry_argument, add_workers_parser
 from gate.io.cliargs import ArgParser
 
 
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="remove every probe container, also of live runs")
 
     add_image_arguments(sub)
+    add_workers_parser(sub)
 
     schema = sub.add_parser("schema", help="print a JSON schema")
     schema.add_argument("what", choices=["card", "suite"], help="card: the verdict card; suite: gate.toml")
@@ -120,6 +122,9 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         type=seconds,
         metavar="S",
         help="with --broker: give up on unreported batches after S seconds (default: derived)",
+    )
+    add_registry_argument(
+        run, also="; with --broker, when it exists, only results signed by its enrolled workers count"
     )
 
 

@@ -111,6 +111,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return RET_OK
     if args.command == "image":
         return run_image(args)
+    if args.command == "workers":
+        from gate.cli.workers import run_workers
+
+        return run_workers(args)
     if args.command == "init":
         from gate.cli.init import run_init
 
@@ -218,6 +222,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         broker=args.broker,
         registry=args.registry or os.environ.get("PROBEGATE_REGISTRY") or None,
         queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
+        workers=args.workers,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
         calibration=args.calibration if args.command == "run" else None,

@@ -64,6 +64,7 @@ class RunRequest:
     broker: str | None = None
     registry: str | None = None  # with a broker: where the run's image is pushed for workers to pull
     queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
+    workers: Path | None = None  # with a broker: the worker registry (None: $PROBEGATE_WORKERS or the default file)
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
     calibration: Path | None = None

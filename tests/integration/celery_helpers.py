@@ -140,13 +140,23 @@ class RegistryServer:
 
 
 class Workers:
-    """`gate-worker serve` processes against one broker; stopped (and their containers swept) at teardown."""
+    """`gate-worker serve` processes against one broker; stopped (and their containers swept) at teardown.
+    Each signs with its own key, `<tmp>/<name>.key`; `urls` gives a worker its own broker URL (an ACL
+    user), and `control_url` is what wait_ready pings with (default: `url`)."""
 
-    def __init__(self, url: str, tmp: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, url: str, tmp: Path, env: dict[str, str] | None = None, *, control_url: str | None = None
+    ) -> None:
         self.url = url
+        self.control_url = control_url or url
         self.tmp = tmp
         self.env = {**os.environ, **(env or {})}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.urls: dict[str, str] = {}
+
+    def key(self, name: str) -> Path:
+        """Where worker `name` keeps its signing key (created at its first start)."""
+        return self.tmp / f"{name}.key"
 
     def start(self, name: str, *extra: str, concurrency: int = 1) -> None:
         log = (self.tmp / f"{name}.log").open("wb")
@@ -155,7 +165,9 @@ class Workers:
                 *WORKER,
                 "serve",
                 "--broker",
-                self.url,
+                self.urls.get(name, self.url),
+                "--key",
+                str(self.key(name)),
                 "--concurrency",
                 str(concurrency),
                 "--name",
@@ -171,7 +183,7 @@ class Workers:
         )
 
     def wait_ready(self, timeout: float = 60) -> None:
-        app = make_app(self.url)
+        app = make_app(self.control_url)
         give_up = time.monotonic() + timeout
         while time.monotonic() < give_up:
             for name, proc in self.procs.items():

@@ -2,6 +2,7 @@
 
     gate-worker --broker redis://:PASSWORD@HOST:6379/0 [--concurrency N]   (same as `serve`)
     gate-worker preflight
+    gate-worker key [--key FILE]                 (this worker's public key, for `gate workers enrol`)
     gate-worker beat --broker URL --fixture DIR --seal FILE
 
 `serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
@@ -9,6 +10,8 @@ frozen clock and the closed network with a preflight probe, removes containers a
 this host left behind, then consumes the shared queue (or the one `--queue` pins) and its image's
 queue. A batch names its run's image by ID; one this engine lacks is fetched by content, from
 `--registry` when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
+Every result is signed with this worker's own key (`--key`, default $PROBEGATE_WORKER_KEY or
+~/.config/probegate/worker.key), created at first start; `key` prints its public half to enrol.
 """
 
 from __future__ import annotations
@@ -20,15 +23,22 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import RET_OK, GateError, SandboxError, UsageError
 from gate.io.cliargs import ArgParser
+
+if TYPE_CHECKING:
+    from gate.io.keys import SigningKey
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "sandbox_images" / "python" / "build-offline.sh"
 
 
 BROKER_HELP = "redis:// or rediss:// URL (default $PROBEGATE_BROKER, which keeps the password out of ps)"
 REGISTRY_HELP = "registry host[:port] to pull run images from by digest (default $PROBEGATE_REGISTRY)"
+KEY_HELP = (
+    "this worker's signing key, created when missing (default $PROBEGATE_WORKER_KEY or ~/.config/probegate/worker.key)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
     pre = sub.add_parser("preflight", help="prove the frozen clock and the closed network on this engine")
     pre.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
+    key = sub.add_parser("key", help="print this worker's public key (PEM) and key id, creating the key when missing")
+    key.add_argument("--key", type=Path, help=KEY_HELP)
     serve = sub.add_parser("serve", help="consume trial batches from the broker")
+    serve.add_argument("--key", type=Path, help=KEY_HELP)
     serve.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
     serve.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes")
     serve.add_argument(
@@ -72,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "preflight":
             print(json.dumps(_preflight(args.image)))
             return RET_OK
+        if args.command == "key":
+            return _key(args)
         if args.command == "serve":
             return _serve(args)
         return _beat(args)
@@ -102,9 +117,27 @@ def _ensure_image(image: str | None) -> None:
             raise SandboxError(f"building {tag} failed; see the output above") from None
 
 
+def _worker_key(path: Path | None) -> SigningKey:
+    """The key at `path` (or the default), created when missing; later processes find it via the env."""
+    from worker.celery import signing
+
+    if path is not None:
+        os.environ[signing.ENV_KEY] = str(path.resolve())
+    return signing.worker_key()  # kept in the module: forked pool processes inherit it
+
+
+def _key(args: argparse.Namespace) -> int:
+    key = _worker_key(args.key)
+    sys.stdout.write(key.public().pem().decode())
+    print(f"key id: {key.key_id}")
+    return RET_OK
+
+
 def _serve(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    key = _worker_key(args.key)  # before anything else: a bad key file stops the worker here
+    print(f"gate-worker: signing results with key {key.key_id}", file=sys.stderr)
     from worker.celery.runs import run_idle_s
 
     try:

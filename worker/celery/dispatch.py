@@ -9,6 +9,11 @@ batch that never reports (worker gone, broker restarted without persistence) tur
 faults after the result timeout: the run ends as harness_error, never as a false pass. Workers
 keep a run's containers warm between its batches; `close` broadcasts that the run is over so
 every worker removes them at once.
+
+With a worker registry (`enrolled`), every result must be signed by an enrolled, unrevoked key over
+the batch id and spec digest this coordinator issued (gate.core.enrolment): anything else is a
+harness event and harness faults for its trials, never an observation; an accepted observation
+carries the enrolled name as its worker id, whatever the worker wrote.
 """
 
 from __future__ import annotations
@@ -17,16 +22,18 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from celery.exceptions import TimeoutError as ResultTimeout
 
 from gate.core.card import HarnessEvent
+from gate.core.enrolment import EnrolledWorker, Refusal, Roster, check_result, spec_digest
 from gate.core.errors import BrokerError, GateError
 from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
+from gate.io.workers import verify_pem
 from worker.celery.app import CONTROL_CLOSE_RUN, SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.broker import broker_call
@@ -44,7 +51,8 @@ PUBLISH_WAIT_S = 300.0  # the most a worker lacking the run's image waits for it
 class CeleryExecutor:
     """Dispatches trial batches to `gate-worker serve` processes over Redis. `queue` pins batches to
     a fleet started with `--queue` (default: the shared queue every worker consumes); `registry`
-    (host[:port]) carries the run's image instead of the blob store."""
+    (host[:port]) carries the run's image instead of the blob store; `enrolled` (the worker registry,
+    read at each run) makes signed results from enrolled workers the only ones taken."""
 
     def __init__(
         self,
@@ -60,6 +68,7 @@ class CeleryExecutor:
         visibility_timeout_s: float = VISIBILITY_TIMEOUT_S,
         batch_size: int | None = None,
         poll_s: float = 0.02,
+        enrolled: Callable[[], Roster] | None = None,
     ) -> None:
         self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
         self.blobs = blobs or RedisBlobStore(broker)
@@ -73,6 +82,9 @@ class CeleryExecutor:
         self.events: list[HarnessEvent] = []
         self._processes = 0
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
+        self.enrolled = enrolled
+        self._roster: Roster | None = None
+        self._issued: dict[str, str] = {}  # every batch id this coordinator sent -> digest of the spec it sent
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
         wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
         self.images = RunImages(
@@ -114,6 +126,8 @@ class CeleryExecutor:
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         if not specs:
             return
+        # Read before any batch goes out: a registry that cannot be read stops the run (GateError).
+        self._roster = self.enrolled() if self.enrolled is not None else None
         processes = self.discover()
         if processes == 0:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
@@ -168,15 +182,17 @@ class CeleryExecutor:
     def _send(self, specs: Sequence[TrialSpec], processes: int) -> dict[str, list[TrialSpec]]:
         sent: dict[str, list[TrialSpec]] = {}
         for batch in batches(specs, self.batch_size_for(specs, processes)):
+            payload = encode_batch(batch)
             # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
             result = self.app.send_task(
                 TASK_RUN_BATCH,
-                args=[encode_batch(batch)],
+                args=[payload],
                 kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
                 queue=self.queue,
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
             sent[result.id] = batch
+            self._issued[result.id] = spec_digest(payload)  # what a signed result must name
             self._dispatched.update(spec.run_id for spec in batch)
         return sent
 
@@ -199,7 +215,7 @@ class CeleryExecutor:
                         arrived = self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s)
                         for task_id, meta in arrived:
                             pending.discard(task_id)
-                            yield from self._observations(sent[task_id], meta)
+                            yield from self._observations(sent[task_id], meta, task_id)
                     broker_down_since = None
                 except ResultTimeout:
                     continue
@@ -226,13 +242,21 @@ class CeleryExecutor:
             detail = f"no result within {timeout:.0f}s (worker or broker lost)"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
 
-    def _observations(self, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
+    def _observations(self, batch: list[TrialSpec], meta: dict[str, Any], task_id: str) -> Iterator[Observation]:
         if meta.get("status") != "SUCCESS":
             detail = f"worker task {meta.get('status')}: {str(meta.get('result'))[:300]}"
             # A task that raised on the worker is a fault nobody has shown to be outside the patch.
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.UNKNOWN) for s in batch)
             return
         result = meta["result"]
+        signer: EnrolledWorker | None = None
+        if self._roster is not None:
+            checked = self._signer(task_id, result)
+            if not isinstance(checked, EnrolledWorker):
+                # UNKNOWN, never HARNESS: a credit would let whoever forged it silence the property.
+                yield from (Observation.harness_fault(s, checked, origin=FaultOrigin.UNKNOWN) for s in batch)
+                return
+            signer = checked
         if fetched := result.get("fetched"):
             self.events.append(
                 HarnessEvent(
@@ -253,7 +277,8 @@ class CeleryExecutor:
         wanted = {spec.key for spec in batch}
         for obs in decode_observations(result["observations"]):
             if obs.key in wanted:
-                yield obs
+                # The enrolled name, never what the worker wrote about itself.
+                yield obs if signer is None else obs.model_copy(update={"worker_id": signer.name})
             else:
                 self.events.append(
                     HarnessEvent(
@@ -262,3 +287,19 @@ class CeleryExecutor:
                         detail=f"trial {obs.trial_index} was not in its batch; ignored",
                     )
                 )
+
+    def _signer(self, task_id: str, result: Any) -> EnrolledWorker | str:
+        """The enrolled worker whose signature binds this result to the batch we issued, or (after
+        recording a HarnessEvent of the refusal's kind) the fault detail for its trials."""
+        assert self._roster is not None
+        observations = result.get("observations") if isinstance(result, dict) else None
+        if not isinstance(observations, str):
+            checked: EnrolledWorker | tuple[Any, str] = (Refusal.UNSIGNED, "the result carries no observations")
+        else:
+            claim = result.get("signature")
+            checked = check_result(self._roster, self._issued, task_id, observations, claim, verify_pem)
+        if isinstance(checked, EnrolledWorker):
+            return checked
+        kind, detail = checked
+        self.events.append(HarnessEvent(kind=str(kind), detail=f"batch {task_id}: {detail}"[:300]))
+        return f"result refused ({kind}): {detail}"[:300]

@@ -24,6 +24,7 @@ from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.blobs import BlobInputs, RedisBlobStore
 from worker.celery.images import Fetched, ensure_image
 from worker.celery.runs import open_runs  # also registers the close-run control command in the worker
+from worker.celery.signing import sign_result
 from worker.celery.wire import decode_batch, encode_observations
 
 MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
@@ -103,7 +104,8 @@ def bounded_wait(value: object) -> float:
 
 @shared_task(name=TASK_RUN_BATCH, bind=True)
 def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
-    """Run a batch of trial specs; returns the observations, whether this was a redelivery and, when
+    """Run a batch of trial specs; returns the observations, signed with this worker's key over this
+    task's id and the batch as received (worker.celery.signing), whether this was a redelivery and, when
     this worker had to fetch the run's image first, how. `image_wait_s` > 0: the coordinator was
     still publishing the image when it sent the batch."""
     specs = decode_batch(batch)
@@ -121,8 +123,11 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
         with open_runs(sandbox).serving({spec.run_id for spec in specs}):
             observed = sandbox().run_batch(specs, inputs())
     delivery = self.request.delivery_info or {}
+    observations = encode_observations(observed)
     return {
-        "observations": encode_observations(observed),
+        "observations": observations,
+        # Binds these exact bytes to the batch id and spec this worker was handed (gate.core.enrolment).
+        "signature": sign_result(self.request.id, batch, observations),
         "worker": worker_id(),
         "redelivered": bool(delivery.get("redelivered")),
         "fetched": None if fetched is None else {"via": fetched.via, "seconds": round(fetched.seconds, 3)},

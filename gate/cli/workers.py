@@ -1,0 +1,142 @@
+"""`gate workers enrol | list | revoke`: the coordinator's registry of worker keys, and with
+`--redis-admin-url` each worker's own broker credential (a Redis ACL user, worker.celery.acl).
+
+    gate workers enrol worker.pub --name box1 [--redis-admin-url redis://:ADMIN@HOST:6379/0]
+    gate workers list
+    gate workers revoke box1 [--redis-admin-url ...]
+
+The registry is a file on the coordinator (--workers, $PROBEGATE_WORKERS, or .probegate/workers.json);
+a run with --broker checks every result against it when it exists (see default_executor). One JSON
+line per worker on stdout; `enrol` with an admin URL prints the worker's broker URL, password included,
+once: hand it to the worker as PROBEGATE_BROKER.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gate.core.enrolment import EnrolledWorker, EnrolmentRefused, enrol, revoke
+from gate.core.errors import RET_OK, UsageError
+from gate.io.keys import load_verify_key
+from gate.io.workers import ENV_REGISTRY, load_roster, locked, registry_path, save_roster
+
+ENV_ADMIN = "PROBEGATE_REDIS_ADMIN"
+_REDIS = ("redis://", "rediss://")
+
+
+def add_workers_parser(sub: Any) -> None:
+    """The `workers` subcommand and its three actions."""
+    workers = sub.add_parser("workers", help="enrol, list and revoke the workers whose results are accepted")
+    actions = workers.add_subparsers(dest="action", required=True, parser_class=type(workers))
+    enrol_p = actions.add_parser("enrol", help="enrol a worker's public key (from `gate-worker key`) under a name")
+    enrol_p.add_argument("pubkey", type=Path, metavar="PUBKEY_FILE", help="the worker's public key, PEM")
+    enrol_p.add_argument("--name", required=True, help="the worker's name: its observations carry it")
+    list_p = actions.add_parser("list", help="every enrolled key, revoked ones included")
+    revoke_p = actions.add_parser("revoke", help="refuse this worker's results from now on; drop its broker user")
+    revoke_p.add_argument("name")
+    for action in (enrol_p, list_p, revoke_p):
+        add_registry_argument(action)
+    for action in (enrol_p, revoke_p):
+        action.add_argument(
+            "--redis-admin-url",
+            default=os.environ.get(ENV_ADMIN),
+            metavar="URL",
+            help=f"an admin connection to the broker: create (enrol) or delete (revoke) the worker's ACL user "
+            f"(default ${ENV_ADMIN}, which keeps the password out of ps)",
+        )
+
+
+def add_registry_argument(parser: argparse.ArgumentParser, *, also: str = "") -> None:
+    """--workers FILE: the worker registry."""
+    parser.add_argument(
+        "--workers",
+        type=Path,
+        metavar="FILE",
+        help=f"the worker registry (default ${ENV_REGISTRY}, else .probegate/workers.json){also}",
+    )
+
+
+def run_workers(args: argparse.Namespace) -> int:
+    """Do one `gate workers` action; prints one JSON line per worker touched."""
+    path = registry_path(args.workers)
+    admin = getattr(args, "redis_admin_url", None)
+    if admin is not None and not admin.startswith(_REDIS):
+        raise UsageError("must be a redis:// or rediss:// URL", field="--redis-admin-url")
+    if args.action == "list":
+        for worker in load_roster(path, missing_ok=True).workers:
+            print(json.dumps(_row(worker)))
+        return RET_OK
+    with locked(path):
+        if args.action == "enrol":
+            return _enrol(path, args.pubkey, args.name, admin)
+        return _revoke(path, args.name, admin)
+
+
+def _enrol(path: Path, pubkey: Path, name: str, admin: str | None) -> int:
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise UsageError("a worker name is letters, digits, '-', '_' and '.'", field="--name")
+    key = load_verify_key(pubkey)
+    roster = load_roster(path, missing_ok=True)
+    from worker.celery.acl import acl_user  # late: redis loads only when a broker user is made
+
+    worker = EnrolledWorker(
+        name=name,
+        key_id=key.key_id,
+        public_key=key.pem().decode(),
+        enrolled_at=datetime.now(UTC),
+        acl_user=acl_user(name) if admin else None,
+    )
+    try:
+        updated = enrol(roster, worker)
+    except EnrolmentRefused as exc:
+        raise UsageError(str(exc), file=str(path)) from None
+    row = _row(worker)
+    if admin:
+        from worker.celery.acl import create_worker_user
+
+        _, row["broker_url"] = create_worker_user(admin, name)
+    save_roster(path, updated)
+    print(json.dumps({**row, "registry": str(path)}))
+    return RET_OK
+
+
+def _revoke(path: Path, name: str, admin: str | None) -> int:
+    roster = load_roster(path)
+    try:
+        updated, worker = revoke(roster, name, datetime.now(UTC))
+    except EnrolmentRefused as exc:
+        # Revoked before without an admin URL: this second revoke only deletes the broker user.
+        if (gone := roster.by_name(name)) is None or not (gone.acl_user and admin):
+            raise UsageError(str(exc), file=str(path)) from None
+        updated, worker = roster, gone
+    save_roster(path, updated)  # first: its results are refused even if the broker is unreachable
+    row = _row(updated.by_key(worker.key_id) or worker)
+    if worker.acl_user and admin:
+        from worker.celery.acl import delete_worker_user
+
+        row["connections_closed"] = delete_worker_user(admin, worker.acl_user)
+    elif worker.acl_user:
+        print(
+            f"gate: warning: {name}'s broker user {worker.acl_user} still exists; "
+            f"revoke again with --redis-admin-url (or ${ENV_ADMIN}) to delete it",
+            file=sys.stderr,
+        )
+    print(json.dumps({**row, "registry": str(path)}))
+    return RET_OK
+
+
+def _row(worker: EnrolledWorker) -> dict[str, Any]:
+    return {
+        "name": worker.name,
+        "key_id": worker.key_id,
+        "state": "enrolled" if worker.active else "revoked",
+        "enrolled_at": worker.enrolled_at.isoformat(),
+        "revoked_at": worker.revoked_at.isoformat() if worker.revoked_at else None,
+        "acl_user": worker.acl_user,
+    }

@@ -1,0 +1,98 @@
+"""The worker registry on the coordinator's disk: a JSON file of enrolled keys (gate.core.enrolment).
+
+It lives with the books, on the coordinator (default `.probegate/workers.json`, or the file
+$PROBEGATE_WORKERS names), never in the broker: nothing a worker's broker credential reaches can
+enrol a key or un-revoke one. Written whole and atomically; a missing file is an empty roster only
+where the caller says so (enrolling the first worker), never when results are being checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from pydantic import ValidationError
+
+from gate.core.enrolment import Roster
+from gate.core.errors import ConfigError, InputMissingError
+from gate.io.artifacts import write_atomic
+from gate.io.keys import KeyFileError, VerifyKey
+
+DEFAULT_REGISTRY = Path(".probegate") / "workers.json"
+ENV_REGISTRY = "PROBEGATE_WORKERS"
+ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"  # "1": a run with --broker refuses to start without a registry
+
+
+class RegistryFileError(ConfigError):
+    """A worker registry file that does not parse; `file` names it."""
+
+
+def registry_path(given: Path | None = None) -> Path:
+    """--workers, else $PROBEGATE_WORKERS, else `.probegate/workers.json`."""
+    if given is not None:
+        return given
+    env = os.environ.get(ENV_REGISTRY)
+    return Path(env) if env else DEFAULT_REGISTRY
+
+
+def signing_required() -> bool:
+    """Whether the environment demands signed results ($PROBEGATE_REQUIRE_SIGNED=1)."""
+    return os.environ.get(ENV_REQUIRE, "").strip().lower() in ("1", "true", "yes")
+
+
+def load_roster(path: Path, *, missing_ok: bool = False) -> Roster:
+    """The roster in `path`; a missing file is an empty roster only with `missing_ok`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        if missing_ok:
+            return Roster()
+        raise InputMissingError("worker registry not found", file=str(path)) from None
+    except OSError as exc:
+        raise RegistryFileError(f"cannot read the worker registry ({exc.strerror})", file=str(path)) from exc
+    try:
+        return Roster.model_validate_json(data)
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "(top)"
+        raise RegistryFileError(
+            f"not a worker registry: {exc.errors()[0]['msg']}", file=str(path), field=where
+        ) from None
+
+
+@contextlib.contextmanager
+def locked(path: Path, timeout_s: float = 30.0) -> Iterator[None]:
+    """Hold `<registry>.lock` for one read-change-write, so two enrolments at once both land."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path.with_name(path.name + ".lock")), timeout=timeout_s)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RegistryFileError(f"the worker registry stayed locked for {timeout_s:.0f} s", file=str(path)) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def save_roster(path: Path, roster: Roster) -> None:
+    """Replace the registry file in one rename (mode 0644: public keys only, nothing secret)."""
+    write_atomic(path, roster.model_dump_json(indent=2).encode() + b"\n")
+
+
+def verify_pem(public_pem: str, signature: bytes, message: bytes) -> bool:
+    """gate.core.enrolment's Verify over a registry entry's PEM; a garbled entry verifies nothing."""
+    key = _parsed(public_pem)
+    return key is not None and key.verify(signature, message)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(public_pem: str) -> VerifyKey | None:
+    # Parsed once per key, not once per batch: a run checks every result against a handful of keys.
+    try:
+        return VerifyKey.from_pem(public_pem.encode())
+    except KeyFileError:
+        return None

@@ -1,0 +1,371 @@
+"""Enrolled workers against real redis-server and real workers: results are taken only when signed by
+an enrolled, unrevoked key over the batch the coordinator issued; each worker's own ACL user can be
+revoked alone and cannot touch the books, the blob store or the other users.
+
+The stand-in worker (standin_worker.py) fabricates passing observations without running anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from celery_helpers import RedisServer, Workers
+
+from gate.cli.main import main as gate_main
+from gate.core.testing import make_specs
+from gate.core.trial import Observation
+from gate.io.keys import write_new_key
+from gate.io.snapshot import LocalInputs
+from gate.io.workers import load_roster
+from worker.celery.dispatch import CeleryExecutor
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).resolve().parent
+CELERY = [sys.executable, "-m", "celery", "-A", "standin_worker", "worker", "--without-gossip", "--without-mingle"]
+
+
+class Fleet(Workers):
+    """Workers plus stand-ins, all on one broker; `admin` is the broker's default (unrestricted) user."""
+
+    def standin(self, name: str, mode: str, *, key: Path | None = None, claim: str | None = None) -> None:
+        """Start a stand-in worker that fabricates passing observations, signed as `mode` says."""
+        env = {
+            **self.env,
+            "PROBEGATE_BROKER": self.urls.get(name, self.url),
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            "STANDIN_MODE": mode,
+            **({"STANDIN_KEY": str(key)} if key else {}),
+            **({"STANDIN_CLAIM": claim} if claim else {}),
+        }
+        log = (self.tmp / f"{name}.log").open("wb")
+        self.procs[name] = subprocess.Popen(
+            [*CELERY, "-Q", "probegate.trials", "-c", "1", "-n", f"{name}@%h", "--loglevel", "INFO"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            cwd=self.tmp,
+        )
+
+    def stop(self, name: str) -> None:
+        self.kill(name)
+        del self.procs[name]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fleet(broker: RedisServer, tmp_path: Path) -> Iterator[Fleet]:
+    pool = Fleet(broker.url, tmp_path, env={"PROBEGATE_VISIBILITY_TIMEOUT": "30"})
+    yield pool
+    pool.stop_all()
+
+
+def gate(*argv: str, capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    """Run `gate` in this process; the JSON lines it printed (exit 0 asserted)."""
+    capsys.readouterr()
+    code = gate_main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def public_key(fleet: Fleet, name: str) -> Path:
+    """The public half of worker `name`'s key, created as its first start would."""
+    if not fleet.key(name).exists():
+        write_new_key(fleet.key(name))
+    return fleet.key(name).with_name(fleet.key(name).name + ".pub")
+
+
+def run_trials(broker: RedisServer, tmp: Path, registry: Path | None, n: int = 12, *, executor=None):
+    """Send `n` trivial trials through a CeleryExecutor checking `registry`; (observations, executor)."""
+    tree = tmp / "tree"
+    tree.mkdir(exist_ok=True)
+    (tree / "probe.py").write_text("print('{}')\n")
+    fixture = b"{}"
+    digest = hashlib.sha256(fixture).hexdigest()
+    if executor is None:
+        enrolled = (lambda: load_roster(registry)) if registry else None
+        executor = CeleryExecutor(broker.url, worker_wait_s=30, result_timeout_s=90, batch_size=3, enrolled=enrolled)
+    with LocalInputs(tree, {digest: fixture}) as inputs:
+        specs = make_specs(n, run_id="enrol", tree_digest=inputs.tree_digest, fixture_digest=digest)
+        seen = {o.key: o for o in executor.run(specs, inputs)}
+    assert len(seen) == n
+    return list(seen.values()), executor
+
+
+def refused(observations: list[Observation], executor: CeleryExecutor, kind: str) -> None:
+    """Every trial is a harness fault (none passes), and the refusal is a harness event of `kind`."""
+    assert all(o.fault is not None and o.exit_code is None for o in observations), observations[0]
+    assert all(f"({kind})" in (o.fault or "") for o in observations), observations[0].fault
+    assert {e.kind for e in executor.events} == {kind}, executor.events
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [
+        ("unsigned", "unsigned_result"),
+        ("sign", "unknown_worker_key"),
+        ("claim", "forged_result"),
+        ("other_batch", "unissued_batch"),
+        ("other_spec", "replayed_result"),
+    ],
+)
+def test_standin_results_are_refused(
+    mode: str, kind: str, fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stand-in fabricating passes is refused whether unsigned, signed by an unknown key, claiming an
+    enrolled key, or signed by an enrolled key for a batch id or spec the coordinator did not issue."""
+    registry = tmp_path / "workers.json"
+    gate(
+        "workers",
+        "enrol",
+        str(public_key(fleet, "honest")),
+        "--name",
+        "honest",
+        "--workers",
+        str(registry),
+        capsys=capsys,
+    )
+    enrolled_key, own_key = fleet.key("honest"), public_key(fleet, "rogue").with_suffix("")
+    key = enrolled_key if mode in ("other_batch", "other_spec") else own_key
+    claim = load_roster(registry).workers[0].key_id if mode == "claim" else None
+    fleet.standin("standin", mode, key=key, claim=claim)
+    fleet.wait_ready()
+    observations, executor = run_trials(broker, tmp_path, registry)
+    refused(observations, executor, kind)
+
+
+def test_without_a_registry_the_standin_would_pass(fleet: Fleet, broker: RedisServer, tmp_path: Path) -> None:
+    """The attack the registry stops: with no registry the stand-in's fabricated clean exits are taken."""
+    fleet.standin("standin", "unsigned")
+    fleet.wait_ready()
+    observations, _ = run_trials(broker, tmp_path, None)
+    assert all(o.fault is None and o.exit_code == 0 and o.worker_id == "honest-box" for o in observations)
+
+
+def test_honest_workers_accepted_revoked_refused(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Enrolled gate-workers' results count under their enrolled names; once revoked, a worker's are refused."""
+    registry = tmp_path / "workers.json"
+    for name in ("w1", "w2"):
+        gate(
+            "workers",
+            "enrol",
+            str(public_key(fleet, name)),
+            "--name",
+            f"box-{name}",
+            "--workers",
+            str(registry),
+            capsys=capsys,
+        )
+        fleet.start(name, "--sandbox", "null")
+    fleet.wait_ready()
+    observations, executor = run_trials(broker, tmp_path, registry)
+    assert all(o.fault is None and o.exit_code == 0 for o in observations)
+    assert {o.worker_id for o in observations} <= {"box-w1", "box-w2"}  # never the worker's own word
+    assert executor.events == []
+    gate("workers", "revoke", "box-w1", "--workers", str(registry), capsys=capsys)
+    fleet.stop("w2")
+    observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
+    refused(observations, executor, "revoked_worker")
+
+
+def test_a_replayed_signed_result_is_refused(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An enrolled worker's genuine signed result, copied by a stand-in into another batch's answer, is refused."""
+    registry = tmp_path / "workers.json"
+    gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
+    fleet.start("w1", "--sandbox", "null")
+    fleet.wait_ready()
+    observations, executor = run_trials(broker, tmp_path, registry, n=3)
+    assert all(o.fault is None for o in observations)
+    fleet.stop("w1")
+    fleet.standin("standin", "replay")
+    fleet.wait_ready()
+    observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
+    refused(observations, executor, "replayed_result")
+
+
+def test_per_worker_acl_users(
+    fleet: Fleet,
+    broker: RedisServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    docker_client,
+    sandbox_image: str,
+) -> None:
+    """Each worker runs under its own ACL user (one in Docker, fetching blobs); revoking one closes its
+    connections and bars it, the other keeps working; neither can write the books, blobs or users."""
+    registry, admin = tmp_path / "workers.json", broker.url
+    for name in ("w1", "w2"):
+        row = gate(
+            "workers", "enrol", str(public_key(fleet, name)), "--name", name,
+            "--workers", str(registry), "--redis-admin-url", admin, capsys=capsys,
+        )[0]  # fmt: skip
+        assert row["acl_user"] == f"probegate-worker-{name}"
+        fleet.urls[name] = row["broker_url"]
+    fleet.start("w1", "--sandbox", "null")
+    fleet.start("w2")  # the Docker sandbox: it fetches the tree and fixture from the blob store
+    fleet.control_url = admin
+    fleet.wait_ready(timeout=120)
+    observations, executor = run_trials(broker, tmp_path, registry)
+    assert all(o.fault is None and o.exit_code == 0 for o in observations), observations
+    assert redis.Redis.from_url(admin).execute_command("ACL", "LOG") == []  # the rules denied nothing it needs
+
+    w1 = redis.Redis.from_url(fleet.urls["w1"])
+    w1.ping()
+    denied = [
+        ("SET", "probegate:books:invoice", "{}"),  # the books
+        ("SET", "probegate:workers", "{}"),  # where a registry in Redis would live
+        ("SET", "probegate:blob:" + "0" * 64, "x"),  # the blob store is read-only
+        ("SET", "probegate:name:tree:x", "y"),
+        ("ACL", "SETUSER", "probegate-worker-w2", "off"),  # another worker's user
+        ("ACL", "SETUSER", "probegate-worker-w1", "+@all", "~*"),  # its own rights
+        ("CLIENT", "KILL", "USER", "probegate-worker-w2"),
+        ("CONFIG", "SET", "requirepass", "x"),
+        ("FLUSHALL",),
+        ("KEYS", "*"),
+        ("MONITOR",),
+        ("PUBLISH", "/0.celery.pidbox", "{}"),  # a control broadcast to every worker (shutdown, revoke)
+    ]
+    for command in denied:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            w1.execute_command(*command)
+    assert w1.get("probegate:blob:" + "0" * 64) is None  # reading the blob store is allowed
+    w1.close()
+
+    row = gate("workers", "revoke", "w1", "--workers", str(registry), "--redis-admin-url", admin, capsys=capsys)[0]
+    assert row["state"] == "revoked" and row["connections_closed"] >= 1
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis.from_url(fleet.urls["w1"]).ping()
+    observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
+    assert all(o.fault is None and o.exit_code == 0 and o.worker_id == "w2" for o in observations), observations
+    shutil.rmtree(tmp_path / "tree", ignore_errors=True)
+
+
+HOSTILE_PROBE = """import json, os, sys
+json.load(sys.stdin)
+print(json.dumps({"token": os.environ.get("API_TOKEN", "")}))
+with open("escaped.txt", "w") as out:  # the write map allows out/ only
+    out.write("outside the map")
+"""
+
+SAFETY_SUITE = """[suite]
+probe = "python3 probe.py"
+fixtures = "fixtures"
+checks = "checks.py"
+
+[[property]]
+id = "no_unmapped_write"
+band = "safety"
+fixture = "a.json"
+check = "builtin:no_unmapped_write"
+deadline_s = 5.0
+params = { write_map = ["out", "out/*"] }
+
+[[property]]
+id = "no_secret_in_output"
+band = "safety"
+fixture = "a.json"
+check = "builtin:no_secret_in_output"
+deadline_s = 5.0
+"""
+
+
+def safety_run(root: Path, card: Path, broker: RedisServer, *extra: str) -> tuple[int, dict, int]:
+    """`gate run` of the hostile patch over the broker, then `gate accept`; (run exit, card, accept exit)."""
+    oracle = ["--suite", str(root / "gate.toml"), "--workdir", str(root / "patch"), "--seal", str(root / "seal")]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gate.run",
+            *oracle,
+            "--card",
+            str(card),
+            "--new-ledger",
+            "--broker",
+            broker.url,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    accept = subprocess.run(
+        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, "--allow-unchecked-oracle"],
+        capture_output=True,
+        timeout=60,
+    )
+    return done.returncode, json.loads(card.read_text()), accept.returncode
+
+
+def hostile_suite(root: Path) -> Path:
+    """A suite of two safety properties over a patch that writes outside its map and prints its canary."""
+    (root / "fixtures").mkdir(parents=True)
+    (root / "fixtures" / "a.json").write_text("{}\n")
+    (root / "fixtures" / "clock.json").write_text('{"frozen_at": "2026-03-01T00:00:00Z", "zone": "UTC"}\n')
+    (root / "gate.toml").write_text(SAFETY_SUITE)
+    (root / "checks.py").write_text("")
+    (root / "patch").mkdir()
+    (root / "patch" / "probe.py").write_text(HOSTILE_PROBE)
+    assert gate_main(["seal", str(root / "fixtures"), "--write", str(root / "seal")]) == 0
+    return root
+
+
+def test_gate_run_with_enrolled_workers_catches_the_patch(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], docker_client, sandbox_image
+) -> None:
+    """`gate run --workers` over an enrolled gate-worker in Docker: its signed results count, and the
+    patch's unmapped write and leaked canary fail both safety properties (exit 1, not accepted)."""
+    root = hostile_suite(tmp_path / "suite")
+    registry = tmp_path / "workers.json"
+    gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
+    fleet.start("w1")
+    fleet.wait_ready(timeout=120)
+    code, card, accepted = safety_run(root, tmp_path / "card.json", broker, "--workers", str(registry))
+    assert code == 1 and accepted != 0
+    assert {row["id"]: row["kind"] for row in card["properties"]} == {
+        "no_unmapped_write": "fail_safety",
+        "no_secret_in_output": "fail_safety",
+    }
+    refusals = {"unsigned_result", "unknown_worker_key", "revoked_worker", "forged_result", "replayed_result"}
+    assert not refusals & {event["kind"] for event in card["harness_events"]}
+
+
+def test_gate_run_refuses_an_unsigned_standin(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`gate run --workers`: a stand-in passing a patch that writes outside its map and prints its canary
+    is accepted without a registry (the attack) and, with one, ends as harness_error and is not accepted."""
+    root = hostile_suite(tmp_path / "suite")
+    registry = tmp_path / "workers.json"
+    gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
+    fleet.standin("standin", "unsigned")
+    fleet.wait_ready()
+
+    code, card, accepted = safety_run(root, tmp_path / "open" / "card.json", broker)
+    assert (code, accepted) == (0, 0)  # what the stand-in buys where results are not checked
+    code, card, accepted = safety_run(root, tmp_path / "enrolled" / "card.json", broker, "--workers", str(registry))
+    assert code == 2 and accepted != 0
+    assert {row["kind"] for row in card["properties"]} == {"harness_error"}
+    assert "unsigned_result" in {event["kind"] for event in card["harness_events"]}
