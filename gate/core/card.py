@@ -112,6 +112,9 @@ class VerdictCard(BaseModel):
     flake_files: FlakeFiles | None = None
     # Freezes whose property passed enough recorded runs in a row to be lifted (`gate baseline --twice`).
     lift_proposals: tuple[LiftProposal, ...] = ()
+    # What the run added to the flake history for its frozen properties, or why it added nothing (only
+    # runs on the base's own tree count, `gate.run.runhistory`); "" when no property was frozen.
+    flake_history: str = ""
 
 
 class Acceptance(BaseModel):
