@@ -82,6 +82,8 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
         console.print(_text(files_line(card.flake_files), "bold yellow"))
     for lift in card.lift_proposals:
         console.print(_text(lift.line(), "bold green"))
+    if card.flake_history:
+        console.print(_text(f"flake history: {card.flake_history}", "dim"))
     if card.new_oracle_edits:
         console.print(_text(f"oracle files edited by the patch: {', '.join(card.new_oracle_edits)}", "bold red"))
     status = str(card.status)

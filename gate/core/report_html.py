@@ -194,6 +194,8 @@ def _lists(body: ET.Element, card: VerdictCard) -> None:
         el(freezes, "li", f"{prop}: inactive ({why})", **{"class": "freeze"}, data_property=prop, data_active="false")
     for lift in card.lift_proposals:
         el(freezes, "li", html_text(lift.line(), _CELL_CHARS), **{"class": "lift"}, data_property=lift.property_id)
+    if card.flake_history:
+        el(freezes, "li", html_text(f"flake history: {card.flake_history}", _CELL_CHARS), **{"class": "flake-history"})
     if card.flake_files is not None and not any(row.colour_change for row in card.properties):
         el(freezes, "li", html_text(files_line(card.flake_files), _CELL_CHARS), **{"class": "flake-files"})
     if not card.freeze_set and not card.freezes_inactive:

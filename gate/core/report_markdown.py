@@ -97,6 +97,8 @@ def render_markdown(card: VerdictCard) -> str:
     if card.lift_proposals:
         lifts = [f"- {md_inline(lift.line())}" for lift in card.lift_proposals]
         lines += ["**Freezes due to be lifted**", "", *lifts, ""]
+    if card.flake_history:  # whether this run counts towards lifting its freezes (only on the base's tree)
+        lines += [f"Flake history: {md_inline(card.flake_history)}", ""]
     if card.new_oracle_edits:
         lines += [f"Oracle files edited by the patch: {md_inline(', '.join(card.new_oracle_edits))}", ""]
     image = card.image_id.removeprefix("sha256:")[:12] or "-"

@@ -92,6 +92,7 @@ def test_a_contract_property_that_changes_colour_between_the_runs_is_proposed_na
     proposal = json.loads((suite.card.parent / "freeze-proposal.json").read_text())
     (entry,) = proposal["freezes"]
     assert entry["properties"] == [CONTRACT] and entry["owner"] == "" and entry["retry_allowed"] is False
+    assert entry["created_at"] == NOW.isoformat().replace("+00:00", "Z")  # the second run's start
     assert all(run_id in entry["reason"] for run_id in RUNS)
     task = (suite.card.parent / "repair-task.md").read_text()
     assert all(run_id in task for run_id in RUNS) and entry["seal"] in task
