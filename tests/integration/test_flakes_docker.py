@@ -98,3 +98,85 @@ def test_a_base_flake_is_proposed_and_the_owned_freeze_holds_on_the_next_run(sui
     frozen = row(suite_repo, CONTRACT)
     assert (frozen["voting"], frozen["frozen_by"]) == (False, entry["freeze_id"])
     assert gate(suite_repo, "accept", "--base", "HEAD~1").returncode == RET_OK
+
+
+# Wrong with probability 1/2 on the contract's fixture, drawn from os.urandom inside the sandbox: trials are
+# seeded by index and the clock is frozen, so only such a draw can make two runs of one commit differ.
+COIN = SLUGIFY.replace(
+    '    """Lowercase ASCII words joined by \'-\'."""\n',
+    '    """Lowercase ASCII words joined by \'-\'."""\n'
+    "    import os\n\n"
+    '    if text.startswith("Hello") and os.urandom(1)[0] < 128:\n'
+    "        return text\n",
+)
+# Each pair's colours differ with probability 1/2 (pass+fail or fail+pass, 1/4 each), independently of the
+# other pairs. The test needs one pair of each sort, so it fails by chance only if the first MAX_PAIRS
+# pairs all come out alike: 2 * 2**-12 = 1/2048 (about 0.05%). It stops as soon as it has seen both.
+MAX_PAIRS = 12
+
+
+def coin_suite(repo: Path) -> None:
+    """Cut the suite to its safety and contract properties, one trial each (the two statistical properties
+    and the contract's `repeat = 4` would only slow the pairs down), over the coin-tossing textkit."""
+    toml = repo / "gate.toml"
+    text = toml.read_text().replace("repeat = 4\n", "", 1)
+    head = text[: text.index('id = "answer_rate"')]
+    toml.write_text(head[: head.rindex("[[property]]")])
+    (repo / "src" / "textkit.py").write_text(COIN)
+    commit_all(repo, "the suite, over a textkit that tosses a coin")
+
+
+def nightly_pair(repo: Path) -> tuple[int, dict, dict, dict]:
+    """`gate baseline --twice --base HEAD`, as the nightly job runs it: (exit, nightly line, first card, card)."""
+    done = gate(
+        repo, "--log-level", "warning", "baseline", "--twice", "--base", "HEAD",
+        "--calibration", ".probegate/calibration.json",
+    )  # fmt: skip
+    assert done.returncode in (RET_OK, RET_BLOCKED), done.stderr
+    line = json.loads(done.stdout.splitlines()[-1])["nightly"]
+    first = json.loads((repo / ".probegate" / "baseline-card.first.json").read_text())
+    second = json.loads((repo / ".probegate" / "baseline-card.json").read_text())
+    return done.returncode, line, first, second
+
+
+def kind(card_data: dict, pid: str) -> str:
+    return next(r["kind"] for r in card_data["properties"] if r["id"] == pid)
+
+
+def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_ones_nothing(suite_repo: Path) -> None:
+    """Real `gate baseline --twice` pairs over a contract property that fails at random on the base: a pair
+    whose colours differ exits 1 with a freeze proposal and repair task naming both run ids, recorded in the
+    books' history; a pair whose colours agree writes no proposal (and removes an earlier one)."""
+    coin_suite(suite_repo)
+    head = git(suite_repo, "rev-parse", "HEAD").strip()
+    proposal_file = suite_repo / ".probegate" / "freeze-proposal.json"
+    task_file = suite_repo / ".probegate" / "repair-task.md"
+    seen = {"alike": 0, "differ": 0}
+    for _ in range(MAX_PAIRS):
+        code, line, first, second = nightly_pair(suite_repo)
+        runs = [first["run_id"], second["run_id"]]
+        assert line["runs"] == runs and runs[0] != runs[1]
+        assert kind(first, "stays_in_bounds") == kind(second, "stays_in_bounds") == "pass"
+        colours = (kind(first, CONTRACT), kind(second, CONTRACT))
+        assert set(colours) <= {"pass", "fail_contract"}, colours
+        if colours[0] != colours[1]:
+            seen["differ"] += 1
+            assert code == RET_BLOCKED
+            (entry,) = json.loads(proposal_file.read_text())["freezes"]
+            assert (entry["properties"], entry["owner"], entry["seal"]) == ([CONTRACT], "", second["fixture"]["seal"])
+            assert all(run_id in entry["reason"] for run_id in runs) and head in entry["reason"]
+            assert entry["created_at"].replace("Z", "+00:00") == second["created_at"].replace("Z", "+00:00")
+            assert line["freezes_proposed"] == [entry["freeze_id"]]
+            assert all(run_id in task_file.read_text() for run_id in runs)
+            assert second["flake_files"]["freeze_ids"] == [entry["freeze_id"]]
+        else:
+            seen["alike"] += 1
+            assert code == (RET_OK if colours[0] == "pass" else RET_BLOCKED)
+            assert line["flakes"] == [] and line["freezes_proposed"] == []
+            assert not proposal_file.exists() and not task_file.exists()
+            assert second["flake_files"] is None
+        history = json.loads((suite_repo / ".probegate" / "ledger.json").read_text())["history"][CONTRACT]
+        assert [e["run_id"] for e in history[-2:]] == runs and {e["commit"] for e in history[-2:]} == {head}
+        if seen["alike"] and seen["differ"]:
+            break
+    assert seen["alike"] and seen["differ"], seen
