@@ -1,17 +1,22 @@
 """Flakes found on the base, on real Docker and git, as a user meets them: a repository made by `gate init`
 whose probe calls the project's `textkit`, the contract property run four times (`repeat = 4`). A patch
 that makes it flicker on a steady base is refused with no proposal; a base that flickers itself yields a
-freeze proposal, which, given an owner and committed to the base, freezes the property on the next run."""
+freeze proposal, which, given an owner and committed to the base, freezes the property on the next run.
+Cut to its safety and contract properties, one trial each: nightly pairs (`gate baseline --twice`) over a
+base that fails at random propose a freeze only when their colours differ, and only a run on the base's
+own tree joins the flake history."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from test_init import SLUGIFY, card, commit_all, gate, git, repo
 
 from gate.core.errors import RET_BLOCKED, RET_OK
+from gate.io.fixtures import seal_tree
 
 pytestmark = pytest.mark.integration
 __all__ = ["repo"]  # the fixture, imported so pytest finds it
@@ -115,13 +120,18 @@ COIN = SLUGIFY.replace(
 MAX_PAIRS = 12
 
 
-def coin_suite(repo: Path) -> None:
-    """Cut the suite to its safety and contract properties, one trial each (the two statistical properties
-    and the contract's `repeat = 4` would only slow the pairs down), over the coin-tossing textkit."""
+def small_suite(repo: Path) -> None:
+    """Cut the suite to its safety and contract properties, one trial each: the two statistical properties
+    and the contract's `repeat = 4` would only slow these runs down."""
     toml = repo / "gate.toml"
     text = toml.read_text().replace("repeat = 4\n", "", 1)
     head = text[: text.index('id = "answer_rate"')]
     toml.write_text(head[: head.rindex("[[property]]")])
+
+
+def coin_suite(repo: Path) -> None:
+    """The small suite over the coin-tossing textkit, committed."""
+    small_suite(repo)
     (repo / "src" / "textkit.py").write_text(COIN)
     commit_all(repo, "the suite, over a textkit that tosses a coin")
 
@@ -180,3 +190,39 @@ def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_one
         if seen["alike"] and seen["differ"]:
             break
     assert seen["alike"] and seen["differ"], seen
+
+
+def test_a_run_on_the_base_tree_joins_the_flake_history_and_a_patch_run_does_not(suite_repo: Path) -> None:
+    """With an owned freeze of the contract property committed, `gate run --base HEAD` on the base's own
+    tree records the frozen property in the books' history; a patch's `gate run --base HEAD~1`, passing
+    it just the same, adds nothing, and its card says its tree differs from the base's."""
+    small_suite(suite_repo)
+    now = datetime.now(UTC)
+    entry = {
+        "freeze_id": "flake-exact",
+        "properties": [CONTRACT],
+        "seal": seal_tree(suite_repo / "fixtures").digest,
+        "reason": "flickered on the base",
+        "created_at": (now - timedelta(hours=1)).isoformat(),
+        "expires_at": (now + timedelta(days=7)).isoformat(),
+        "owner": "@textkit-team",
+    }
+    (suite_repo / "flake-freeze.json").write_text(json.dumps({"freezes": [entry]}))
+    commit_all(suite_repo, "the suite, with a freeze")
+    ledger = suite_repo / ".probegate" / "ledger.json"
+    ran = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD")
+    assert ran.returncode == RET_OK, ran.stderr
+    on_base = card(suite_repo)
+    assert on_base["freeze_set"] == {CONTRACT: "flake-exact"}
+    assert on_base["flake_history"].startswith("recorded in the flake history")
+    (recorded,) = json.loads(ledger.read_text())["history"][CONTRACT]
+    assert (recorded["run_id"], recorded["kind"]) == (on_base["run_id"], "pass")
+
+    (suite_repo / "src" / "textkit.py").write_text(SLUGIFY + "\n# a patch that changes nothing the probe sees\n")
+    commit_all(suite_repo, "a patch")
+    again = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD~1")
+    assert again.returncode == RET_OK, again.stderr
+    patch_card = card(suite_repo)
+    assert row(suite_repo, CONTRACT)["kind"] == "pass"
+    assert "the tree differs from base" in patch_card["flake_history"]
+    assert [e["run_id"] for e in json.loads(ledger.read_text())["history"][CONTRACT]] == [on_base["run_id"]]
