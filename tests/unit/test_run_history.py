@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from gate.cli.summary import print_summary
 from gate.core.errors import FreezeFileError
 from gate.core.history import HistoryEntry, record
+from gate.core.report_html import render_html
 from gate.core.report_markdown import render_markdown
 from gate.core.suite import LedgerConfig, SamplerConfig
 from gate.core.testing import MockExecutor
@@ -138,6 +140,10 @@ def test_a_run_on_the_base_tree_records_its_frozen_property(tmp_path: Path) -> N
     assert set(books) == {CONTRACT}
     assert result.card.flake_history.startswith("recorded in the flake history")
     assert "recorded in the flake history" in render_markdown(result.card)
+    assert 'class="flake-history"' in render_html(result.card)
+    out = io.StringIO()
+    print_summary(result.card, file=out, terminal=False)
+    assert "flake history: recorded" in out.getvalue()
 
 
 def test_a_patch_run_that_passes_a_frozen_property_many_times_earns_no_lift(tmp_path: Path) -> None:
