@@ -78,6 +78,8 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
             _text("  ".join(notes)),
         )
     console.print(table)
+    for flake in card.pair_flakes:
+        console.print(_text(flake.line(), "bold yellow"))
     if card.flake_files is not None:
         console.print(_text(files_line(card.flake_files), "bold yellow"))
     for lift in card.lift_proposals:

@@ -92,7 +92,13 @@ def render_markdown(card: VerdictCard) -> str:
         if card.flake_files is not None:
             lines.append(f"- {md_inline(files_line(card.flake_files))}")
         lines.append("")
-    elif card.flake_files is not None:  # the nightly pair's flakes: colour changes between two runs
+    elif card.pair_flakes:  # the nightly pair's flakes: colour changes between its two runs
+        lines += ["**Colour changes between the nightly runs**", ""]
+        lines += [f"- {md_inline(flake.line())}" for flake in card.pair_flakes]
+        if card.flake_files is not None:
+            lines.append(f"- {md_inline(files_line(card.flake_files))}")
+        lines.append("")
+    elif card.flake_files is not None:
         lines += [f"**Flakes** {md_inline(files_line(card.flake_files))}", ""]
     if card.lift_proposals:
         lifts = [f"- {md_inline(lift.line())}" for lift in card.lift_proposals]

@@ -108,7 +108,7 @@ def settle_pair(
             broken_safety=broken,
         )
     # The second run's card names what the pair wrote beside it and the freezes due to be lifted.
-    card = second.model_copy(update={"flake_files": files, "lift_proposals": lifts})
+    card = second.model_copy(update={"flake_files": files, "lift_proposals": lifts, "pair_flakes": flakes})
     write_card(card_path, card)
     return NightlyOutcome(
         card=card,

@@ -179,12 +179,14 @@ def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_one
             assert line["freezes_proposed"] == [entry["freeze_id"]]
             assert all(run_id in task_file.read_text() for run_id in runs)
             assert second["flake_files"]["freeze_ids"] == [entry["freeze_id"]]
+            (flake,) = second["pair_flakes"]
+            assert (flake["first"]["run_id"], flake["second"]["run_id"]) == tuple(runs)
         else:
             seen["alike"] += 1
             assert code == (RET_OK if colours[0] == "pass" else RET_BLOCKED)
             assert line["flakes"] == [] and line["freezes_proposed"] == []
             assert not proposal_file.exists() and not task_file.exists()
-            assert second["flake_files"] is None
+            assert second["flake_files"] is None and second["pair_flakes"] == []
         history = json.loads((suite_repo / ".probegate" / "ledger.json").read_text())["history"][CONTRACT]
         assert [e["run_id"] for e in history[-2:]] == runs and {e["commit"] for e in history[-2:]} == {head}
         if seen["alike"] and seen["differ"]:
