@@ -78,10 +78,14 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
             _text("  ".join(notes)),
         )
     console.print(table)
+    for flake in card.pair_flakes:
+        console.print(_text(flake.line(), "bold yellow"))
     if card.flake_files is not None:
         console.print(_text(files_line(card.flake_files), "bold yellow"))
     for lift in card.lift_proposals:
         console.print(_text(lift.line(), "bold green"))
+    if card.flake_history:
+        console.print(_text(f"flake history: {card.flake_history}", "dim"))
     if card.new_oracle_edits:
         console.print(_text(f"oracle files edited by the patch: {', '.join(card.new_oracle_edits)}", "bold red"))
     status = str(card.status)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import Interval
 from gate.core.flakes import BaseRerun, FlakeFiles
-from gate.core.history import LiftProposal
+from gate.core.history import LiftProposal, PairFlake
 from gate.core.ledger import LedgerAction, LedgerEntry
 from gate.core.policy import JobStatus, PolicyInputs
 from gate.core.trial import ClockSpec
@@ -110,8 +110,14 @@ class VerdictCard(BaseModel):
     evidence: str | None = None
     # Files written beside the card for flakes established on the base (freeze proposal, repair task).
     flake_files: FlakeFiles | None = None
+    # The nightly pair's flakes: safety/contract properties whose kind differed between its two runs,
+    # each with both runs' entries (`gate baseline --twice`; empty on any other card).
+    pair_flakes: tuple[PairFlake, ...] = ()
     # Freezes whose property passed enough recorded runs in a row to be lifted (`gate baseline --twice`).
     lift_proposals: tuple[LiftProposal, ...] = ()
+    # What the run added to the flake history for its frozen properties, or why it added nothing (only
+    # runs on the base's own tree count, `gate.run.runhistory`); "" when no property was frozen.
+    flake_history: str = ""
 
 
 class Acceptance(BaseModel):

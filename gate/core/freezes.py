@@ -28,6 +28,10 @@ class FreezeEntry(BaseModel):
     seal: str = Field(pattern=r"^[0-9a-f]{64}$")
     reason: str = Field(min_length=1)
     expires_at: AwareDatetime
+    # When the freeze was proposed (the run that found the flake): the lift streak counts only runs after
+    # it. Entries written before this field existed leave it out, and their streak starts after the
+    # last non-pass, as it always did.
+    created_at: AwareDatetime | None = None
     # Who repairs the property and lifts the freeze; empty in a proposal until a person takes it.
     owner: str = Field("", max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
     retry_allowed: Literal[False] = False
@@ -47,7 +51,7 @@ class FreezeState(BaseModel):
 
 
 def resolve(
-    freeze_file: FreezeFile,
+    freeze_file: FreezeFile | None,
     *,
     bands: Mapping[str, Band],
     seal: str,
@@ -55,6 +59,8 @@ def resolve(
     source: str = "freeze file",
 ) -> FreezeState:
     """Apply the freeze file to this run: refuse safety freezes, skip expired or foreign-seal ones."""
+    if freeze_file is None:
+        return FreezeState()
     check_properties(freeze_file, bands=bands, source=source)
     frozen: dict[str, str] = {}
     inactive: dict[str, str] = {}
@@ -72,8 +78,16 @@ def resolve(
 
 
 def check_properties(freeze_file: FreezeFile, *, bands: Mapping[str, Band], source: str = "freeze file") -> None:
-    """Refuse a file naming a property the suite lacks, or a safety property (never frozen)."""
-    for entry in freeze_file.freezes:
+    """Refuse a file naming a property the suite lacks, a safety property (never frozen), or an entry
+    created at or after its own expiry (a typo that would hide the streak a lift needs)."""
+    for index, entry in enumerate(freeze_file.freezes):
+        if entry.created_at is not None and entry.created_at >= entry.expires_at:
+            raise FreezeFileError(
+                f"freeze {entry.freeze_id} is created at {entry.created_at.isoformat()}, not before it expires"
+                f" at {entry.expires_at.isoformat()}",
+                file=source,
+                field=f"freezes.{index}.created_at",
+            )
         for pid in entry.properties:
             if pid not in bands:
                 raise FreezeFileError(f"freeze {entry.freeze_id} names unknown property {pid}", file=source)
@@ -82,6 +96,18 @@ def check_properties(freeze_file: FreezeFile, *, bands: Mapping[str, Band], sour
                     f"freeze {entry.freeze_id} names safety property {pid}; safety is never frozen",
                     file=source,
                 )
+
+
+def created(freeze_file: FreezeFile | None, frozen: Mapping[str, str]) -> dict[str, datetime]:
+    """When each frozen property's freeze (`frozen`: property id -> freeze id) was created, where its
+    entry says: the lift streak counts only runs after that."""
+    entries = {entry.freeze_id: entry for entry in (freeze_file.freezes if freeze_file else ())}
+    found = {}
+    for pid, fid in frozen.items():
+        entry = entries.get(fid)
+        if entry is not None and entry.created_at is not None:
+            found[pid] = entry.created_at
+    return found
 
 
 def dependent_freeze_reasons(

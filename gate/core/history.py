@@ -1,8 +1,11 @@
 """Flake history: what each recorded run showed per property, kept in the books beside the ledger.
 
-For each run that records it (the nightly pair, `gate baseline --twice`), every property gets one
-`HistoryEntry` — run id, time, seal, base commit, image, kind, trials and hits — and only the last
-`HISTORY_LIMIT` per property are kept, so the books stay small. From the history come two
+Two kinds of run record it. The nightly pair (`gate baseline --twice`) gives every property one
+`HistoryEntry` — run id, time, seal, base commit, image, kind, trials and hits. An ordinary full
+`gate run` gives one to each property it holds frozen, but only when it ran on the base's own bytes
+(`base_run_refusal`: with `--base`, and a tree digest equal to the base commit's): a patched tree is
+the patch's data, so it may neither start nor end a lift streak, nor push the base's entries out.
+Only the last `HISTORY_LIMIT` per property are kept, so the books stay small. From the history come two
 decisions: two runs of the same commit, seal and image whose kinds differ name a flake with both
 run ids (`pair_flakes`), and a frozen property that has passed enough consecutive runs under its
 seal since the freeze is proposed for lifting (`lift_due`): with zero failures in n runs the 95%
@@ -19,7 +22,7 @@ from datetime import datetime
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from gate.core.verdict import Kind
+from gate.core.verdict import Kind, Verdict
 
 # Entries kept per property: room for the 60 passes in a row the default target needs, and more.
 HISTORY_LIMIT = 100
@@ -63,6 +66,42 @@ def record(history: History, entries: Mapping[str, HistoryEntry], limit: int = H
 def bounded(history: History, limit: int = HISTORY_LIMIT) -> History:
     """`history` with only the last `limit` entries per property (books written with a larger limit)."""
     return history.model_copy(update={"runs": {pid: runs[-limit:] for pid, runs in history.runs.items() if runs}})
+
+
+def base_run_refusal(*, partial: bool, base_commit: str | None, tree_digest: str, base_digest: str | None) -> str:
+    """Why an ordinary run may not add to the flake history ("" when it may). Only a full run whose
+    snapshot is the base commit's own tree counts: a patch that passes (or fails) a frozen property says
+    nothing of the base, and counted it could lift a freeze the base still needs, or keep one forever."""
+    if partial:
+        return "a partial run (-k/--property) writes no books"
+    if base_commit is None:
+        return "no --base: the tree cannot be shown to be the base's"
+    if base_digest is None:
+        return f"the tree of base {base_commit[:12]} could not be laid out"
+    if base_digest != tree_digest:
+        return f"the tree differs from base {base_commit[:12]}'s (only runs on the base's own tree count)"
+    return ""
+
+
+def run_entries(
+    verdicts: Iterable[Verdict],
+    properties: Iterable[str],
+    *,
+    run_id: str,
+    at: datetime,
+    seal: str,
+    commit: str,
+    image_id: str,
+) -> dict[str, HistoryEntry]:
+    """One entry for each of `properties` that the run judged (an ordinary run records its frozen ones)."""
+    wanted = set(properties)
+    return {
+        v.property_id: HistoryEntry(
+            run_id=run_id, at=at, seal=seal, commit=commit, image_id=image_id, kind=v.kind, trials=v.trials, hits=v.hits
+        )
+        for v in verdicts
+        if v.property_id in wanted
+    }
 
 
 class PairFlake(BaseModel):

@@ -244,12 +244,14 @@ def render_lift_note(lifts: Sequence[LiftProposal]) -> str | None:
 
 
 def _proposed(property_id: str, seal: str, reason: str, created_at: datetime) -> FreezeEntry:
-    """A proposed freeze of one property: no owner until a person takes it, `FREEZE_DAYS` to expiry."""
+    """A proposed freeze of one property: no owner until a person takes it, `FREEZE_DAYS` to expiry, created
+    at the run that found the flake (the lift streak counts only runs after it)."""
     return FreezeEntry(
         freeze_id=freeze_id(property_id, seal),
         properties=(property_id,),
         seal=seal,
         reason=reason,
+        created_at=created_at,
         expires_at=created_at + timedelta(days=FREEZE_DAYS),
         owner="",
     )

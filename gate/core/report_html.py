@@ -164,12 +164,16 @@ def _table(body: ET.Element, card: VerdictCard) -> None:
 
 
 def _flakes(body: ET.Element, card: VerdictCard) -> None:
-    """Rows that changed colour on identical bytes, their base reruns, and the flake files written."""
+    """Rows that changed colour on identical bytes, their base reruns, the nightly pair's colour changes
+    between its runs, and the flake files written."""
     changed = [row for row in card.properties if row.colour_change is not None]
-    if not changed:
+    if not changed and not card.pair_flakes:
         return
     el(body, "h2", "Colour changes")
     items = el(body, "ul", id="flakes")
+    for flake in card.pair_flakes:
+        text = html_text(flake.line(), _CELL_CHARS)
+        el(items, "li", text, **{"class": "pair-flake"}, data_property=flake.property_id)
     for row in changed:
         rerun = row.base_rerun
         el(
@@ -194,7 +198,10 @@ def _lists(body: ET.Element, card: VerdictCard) -> None:
         el(freezes, "li", f"{prop}: inactive ({why})", **{"class": "freeze"}, data_property=prop, data_active="false")
     for lift in card.lift_proposals:
         el(freezes, "li", html_text(lift.line(), _CELL_CHARS), **{"class": "lift"}, data_property=lift.property_id)
-    if card.flake_files is not None and not any(row.colour_change for row in card.properties):
+    if card.flake_history:
+        el(freezes, "li", html_text(f"flake history: {card.flake_history}", _CELL_CHARS), **{"class": "flake-history"})
+    shown = card.pair_flakes or any(row.colour_change for row in card.properties)  # in "Colour changes"
+    if card.flake_files is not None and not shown:
         el(freezes, "li", html_text(files_line(card.flake_files), _CELL_CHARS), **{"class": "flake-files"})
     if not card.freeze_set and not card.freezes_inactive:
         el(freezes, "li", "no freezes", **{"class": "none"})

@@ -92,11 +92,19 @@ def render_markdown(card: VerdictCard) -> str:
         if card.flake_files is not None:
             lines.append(f"- {md_inline(files_line(card.flake_files))}")
         lines.append("")
-    elif card.flake_files is not None:  # the nightly pair's flakes: colour changes between two runs
+    elif card.pair_flakes:  # the nightly pair's flakes: colour changes between its two runs
+        lines += ["**Colour changes between the nightly runs**", ""]
+        lines += [f"- {md_inline(flake.line())}" for flake in card.pair_flakes]
+        if card.flake_files is not None:
+            lines.append(f"- {md_inline(files_line(card.flake_files))}")
+        lines.append("")
+    elif card.flake_files is not None:
         lines += [f"**Flakes** {md_inline(files_line(card.flake_files))}", ""]
     if card.lift_proposals:
         lifts = [f"- {md_inline(lift.line())}" for lift in card.lift_proposals]
         lines += ["**Freezes due to be lifted**", "", *lifts, ""]
+    if card.flake_history:  # whether this run counts towards lifting its freezes (only on the base's tree)
+        lines += [f"Flake history: {md_inline(card.flake_history)}", ""]
     if card.new_oracle_edits:
         lines += [f"Oracle files edited by the patch: {md_inline(', '.join(card.new_oracle_edits))}", ""]
     image = card.image_id.removeprefix("sha256:")[:12] or "-"

@@ -50,6 +50,7 @@ class RunFacts:
     base_reruns: Mapping[str, BaseRerun] = field(default_factory=dict)  # property id -> its rerun on the base
     flake_files: FlakeFiles | None = None
     work_copy: str | None = None  # "overlay", "copy" or "mixed" (work_copy_facts)
+    flake_history: str = ""  # what the run added to the flake history, or why nothing (gate.run.runhistory)
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -113,6 +114,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         reasons=decision.reasons,
         evidence=facts.evidence,
         flake_files=facts.flake_files,
+        flake_history=facts.flake_history,
     )
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gate.core.errors import FixtureTreeError, InputMissingError, UsageError
-from gate.core.proposals import FREEZE_PROPOSAL, REPAIR_TASK
+from gate.core.proposals import FREEZE_PROPOSAL, LIFT_PROPOSAL, REPAIR_TASK
 from gate.core.seal import sort_key
 from gate.core.suite import Suite
 from gate.io.fixtures import matches_any
@@ -72,7 +72,9 @@ def tree_selection(suite: Suite, workdir: Path, *, suite_file: Path) -> TreeSele
             folder = card.parent.relative_to(workdir.resolve())
             outputs.append(glob.escape(folder.joinpath("evidence").as_posix()))
             # So are the flake files beside it (gate.io.proposals).
-            outputs += [glob.escape(folder.joinpath(name).as_posix()) for name in (FREEZE_PROPOSAL, REPAIR_TASK)]
+            outputs += [
+                glob.escape(folder.joinpath(name).as_posix()) for name in (FREEZE_PROPOSAL, REPAIR_TASK, LIFT_PROPOSAL)
+            ]
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix()))
             # And its signature envelope (gate.io.cardsig: the card's name, `.dsse.json` appended).
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix() + ".dsse.json"))

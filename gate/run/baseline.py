@@ -116,7 +116,15 @@ def run_baseline(
     print(json.dumps({"calibration": str(calibration_path), "seal": card.fixture.seal, "findings": findings}), file=out)
     nightly = None
     if store is not None and request.card is not None:
-        nightly = settle_pair(store, results[0].card, card, suite.bands(), card_path=request.card, target=lift_target)
+        nightly = settle_pair(
+            store,
+            results[0].card,
+            card,
+            suite.bands(),
+            card_path=request.card,
+            target=lift_target,
+            freeze_file=result.freeze_file,
+        )
         print(json.dumps(_nightly_line(results[0].card.run_id, card.run_id, nightly)), file=out)
         html = request.reports.report_html is not None
         write_reports(nightly.card, request.reports, stored_records(nightly.card, request.card) if html else [])

@@ -5,8 +5,10 @@ Redis store `gate run` uses; only the history changes, never a credit or the sam
 - a safety or contract property whose colour (kind) differs between the two runs is a flake named
   with both run ids: a contract flake gets a freeze proposal (owner empty) and both get a repair task,
   beside the baseline card (`gate.core.proposals`); a safety flake is reported broken, never proposed;
-- a frozen property that has passed `runs_needed(target)` recorded runs in a row under the seal is
-  proposed for lifting (`lift-proposal.md` beside the card).
+- a frozen property that has passed `runs_needed(target)` recorded runs in a row under the seal — the
+  nightly pairs' and those of ordinary runs on the base's own tree (`gate.run.runhistory`), counted
+  after the freeze's `created_at` when its entry has one — is proposed for lifting (`lift-proposal.md`
+  beside the card).
 
 The second run's card is then written again with `flake_files` and `lift_proposals` filled in.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from gate.core.card import VerdictCard
 from gate.core.flakes import FLAKE_BANDS, FlakeFiles
+from gate.core.freezes import FreezeFile, created
 from gate.core.history import (
     LIFT_TARGET,
     History,
@@ -76,8 +79,10 @@ def settle_pair(
     *,
     card_path: Path,
     target: float = LIFT_TARGET,
+    freeze_file: FreezeFile | None = None,
 ) -> NightlyOutcome:
-    """Record both runs in the store's history (one transaction), then write the flake and lift files."""
+    """Record both runs in the store's history (one transaction), then write the flake and lift files;
+    `freeze_file` (as the second run's oracle read it) says when each freeze began."""
     one, two = entries_of(first), entries_of(second)
     seen: list[History] = []
 
@@ -88,7 +93,8 @@ def settle_pair(
 
     store.update(lambda ledger, window: (None, ledger, window), history=add)
     flakes = tuple(f for f in pair_flakes(one, two) if bands.get(f.property_id) in FLAKE_BANDS)
-    lifts = lift_due(seen[0], second.freeze_set, seal=second.fixture.seal, target=target)
+    since = created(freeze_file, second.freeze_set)
+    lifts = lift_due(seen[0], second.freeze_set, seal=second.fixture.seal, since=since, target=target)
     proposal = pair_freeze_proposal(flakes, bands, created_at=second.created_at)
     task = render_pair_repair_task(flakes, bands, second.suite)
     write_nightly_files(card_path, proposal, task, render_lift_note(lifts))
@@ -102,7 +108,7 @@ def settle_pair(
             broken_safety=broken,
         )
     # The second run's card names what the pair wrote beside it and the freezes due to be lifted.
-    card = second.model_copy(update={"flake_files": files, "lift_proposals": lifts})
+    card = second.model_copy(update={"flake_files": files, "lift_proposals": lifts, "pair_flakes": flakes})
     write_card(card_path, card)
     return NightlyOutcome(
         card=card,

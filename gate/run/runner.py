@@ -20,7 +20,7 @@ from gate.core.calibration import deadline_source
 from gate.core.card import VerdictCard
 from gate.core.errors import SealDriftError, UsageError
 from gate.core.evidence import TrialRecord
-from gate.core.freezes import FreezeFile, FreezeState, resolve
+from gate.core.freezes import FreezeFile, resolve
 from gate.core.ledger import Ledger
 from gate.core.plan import check_fixtures
 from gate.core.policy import Decision, decide
@@ -44,6 +44,7 @@ from gate.run.execute import all_harness, execute
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.progress import NO_PROGRESS, Progress
+from gate.run.runhistory import run_history
 
 log = structlog.get_logger("gate.run")
 
@@ -79,6 +80,7 @@ class RunRequest:
 class RunResult:
     card: VerdictCard
     verdicts: tuple[Verdict, ...]
+    freeze_file: FreezeFile | None = None  # as the oracle read it (the nightly pair reads creation times)
 
 
 ExecutorFactory = Callable[[RunRequest], Executor]
@@ -207,7 +209,9 @@ def _run(
             retries=request.retries,
             base=oracle.base_commit,
             oracle_edits=oracle_edits,
-            freezes=_freezes(whole, freeze_file, current.digest, started),
+            freezes=resolve(
+                freeze_file, bands=whole.bands(), seal=current.digest, now=started, source=str(whole.freeze_path)
+            ),
             deadline_sources={
                 p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
             },
@@ -236,8 +240,12 @@ def _run(
         )
     finally:
         executor.close(run_id)
+    # Frozen properties' results join the flake history only from a run on the base's own tree.
+    recorded = run_history(
+        facts, verdicts, oracle=oracle, selection=selection, fixtures=fixtures, partial=chosen is not None
+    )
     # Every judged trial kept by content before the card that binds their digest is written.
-    facts = replace(facts, evidence=write_evidence(store, records))
+    facts = replace(facts, evidence=write_evidence(store, records), flake_history=recorded.note)
 
     def settle(ledger: Ledger, window: SamplerWindow) -> tuple[Decision, Ledger, SamplerWindow]:
         decision = decide(
@@ -256,7 +264,7 @@ def _run(
         return decision, decision.ledger.pruned(started), decision.window
 
     # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
-    decision = books.update(settle)
+    decision = books.update(settle, history=recorded.update if recorded.entries else None)
     card = stamp(facts, verdicts, decision)
     write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
     if signer is None:
@@ -272,7 +280,7 @@ def _run(
     for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
-    return RunResult(card=card, verdicts=tuple(verdicts))
+    return RunResult(card=card, verdicts=tuple(verdicts), freeze_file=freeze_file)
 
 
 def _only(suite: Suite, chosen: tuple[str, ...]) -> tuple[PropertySpec, ...]:
@@ -288,13 +296,6 @@ def _with_image(request: RunRequest, source: ImageSource | None, image_factory: 
     if image_factory is None:
         raise UsageError("the suite names a project image, but this command cannot build images")
     return replace(request, image=image_factory(source))
-
-
-def _freezes(suite: Suite, parsed: FreezeFile | None, seal: str, now: datetime) -> FreezeState:
-    """The freezes in force for this seal at `now`."""
-    if parsed is None:
-        return FreezeState()
-    return resolve(parsed, bands=suite.bands(), seal=seal, now=now, source=str(suite.freeze_path))
 
 
 def file_books(request: RunRequest, suite: Suite) -> BooksStore:

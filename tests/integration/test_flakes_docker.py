@@ -1,17 +1,22 @@
 """Flakes found on the base, on real Docker and git, as a user meets them: a repository made by `gate init`
 whose probe calls the project's `textkit`, the contract property run four times (`repeat = 4`). A patch
 that makes it flicker on a steady base is refused with no proposal; a base that flickers itself yields a
-freeze proposal, which, given an owner and committed to the base, freezes the property on the next run."""
+freeze proposal, which, given an owner and committed to the base, freezes the property on the next run.
+Cut to its safety and contract properties, one trial each: nightly pairs (`gate baseline --twice`) over a
+base that fails at random propose a freeze only when their colours differ, and only a run on the base's
+own tree joins the flake history."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from test_init import SLUGIFY, card, commit_all, gate, git, repo
 
 from gate.core.errors import RET_BLOCKED, RET_OK
+from gate.io.fixtures import seal_tree
 
 pytestmark = [pytest.mark.integration, pytest.mark.kinds]
 __all__ = ["repo"]  # the fixture, imported so pytest finds it
@@ -98,3 +103,128 @@ def test_a_base_flake_is_proposed_and_the_owned_freeze_holds_on_the_next_run(sui
     frozen = row(suite_repo, CONTRACT)
     assert (frozen["voting"], frozen["frozen_by"]) == (False, entry["freeze_id"])
     assert gate(suite_repo, "accept", "--base", "HEAD~1").returncode == RET_OK
+
+
+# Wrong with probability 1/2 on the contract's fixture, drawn from os.urandom inside the sandbox: trials are
+# seeded by index and the clock is frozen, so only such a draw can make two runs of one commit differ.
+COIN = SLUGIFY.replace(
+    '    """Lowercase ASCII words joined by \'-\'."""\n',
+    '    """Lowercase ASCII words joined by \'-\'."""\n'
+    "    import os\n\n"
+    '    if text.startswith("Hello") and os.urandom(1)[0] < 128:\n'
+    "        return text\n",
+)
+# Each pair's colours differ with probability 1/2 (pass+fail or fail+pass, 1/4 each), independently of the
+# other pairs. The test needs one pair of each sort, so it fails by chance only if the first MAX_PAIRS
+# pairs all come out alike: 2 * 2**-12 = 1/2048 (about 0.05%). It stops as soon as it has seen both.
+MAX_PAIRS = 12
+
+
+def small_suite(repo: Path) -> None:
+    """Cut the suite to its safety and contract properties, one trial each: the two statistical properties
+    and the contract's `repeat = 4` would only slow these runs down."""
+    toml = repo / "gate.toml"
+    text = toml.read_text().replace("repeat = 4\n", "", 1)
+    head = text[: text.index('id = "answer_rate"')]
+    toml.write_text(head[: head.rindex("[[property]]")])
+
+
+def coin_suite(repo: Path) -> None:
+    """The small suite over the coin-tossing textkit, committed."""
+    small_suite(repo)
+    (repo / "src" / "textkit.py").write_text(COIN)
+    commit_all(repo, "the suite, over a textkit that tosses a coin")
+
+
+def nightly_pair(repo: Path) -> tuple[int, dict, dict, dict]:
+    """`gate baseline --twice --base HEAD`, as the nightly job runs it: (exit, nightly line, first card, card)."""
+    done = gate(
+        repo, "--log-level", "warning", "baseline", "--twice", "--base", "HEAD",
+        "--calibration", ".probegate/calibration.json",
+    )  # fmt: skip
+    assert done.returncode in (RET_OK, RET_BLOCKED), done.stderr
+    line = json.loads(done.stdout.splitlines()[-1])["nightly"]
+    first = json.loads((repo / ".probegate" / "baseline-card.first.json").read_text())
+    second = json.loads((repo / ".probegate" / "baseline-card.json").read_text())
+    return done.returncode, line, first, second
+
+
+def kind(card_data: dict, pid: str) -> str:
+    return next(r["kind"] for r in card_data["properties"] if r["id"] == pid)
+
+
+def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_ones_nothing(suite_repo: Path) -> None:
+    """Real `gate baseline --twice` pairs over a contract property that fails at random on the base: a pair
+    whose colours differ exits 1 with a freeze proposal and repair task naming both run ids, recorded in the
+    books' history; a pair whose colours agree writes no proposal (and removes an earlier one)."""
+    coin_suite(suite_repo)
+    head = git(suite_repo, "rev-parse", "HEAD").strip()
+    proposal_file = suite_repo / ".probegate" / "freeze-proposal.json"
+    task_file = suite_repo / ".probegate" / "repair-task.md"
+    seen = {"alike": 0, "differ": 0}
+    for _ in range(MAX_PAIRS):
+        code, line, first, second = nightly_pair(suite_repo)
+        runs = [first["run_id"], second["run_id"]]
+        assert line["runs"] == runs and runs[0] != runs[1]
+        assert kind(first, "stays_in_bounds") == kind(second, "stays_in_bounds") == "pass"
+        colours = (kind(first, CONTRACT), kind(second, CONTRACT))
+        assert set(colours) <= {"pass", "fail_contract"}, colours
+        if colours[0] != colours[1]:
+            seen["differ"] += 1
+            assert code == RET_BLOCKED
+            (entry,) = json.loads(proposal_file.read_text())["freezes"]
+            assert (entry["properties"], entry["owner"], entry["seal"]) == ([CONTRACT], "", second["fixture"]["seal"])
+            assert all(run_id in entry["reason"] for run_id in runs) and head in entry["reason"]
+            assert entry["created_at"].replace("Z", "+00:00") == second["created_at"].replace("Z", "+00:00")
+            assert line["freezes_proposed"] == [entry["freeze_id"]]
+            assert all(run_id in task_file.read_text() for run_id in runs)
+            assert second["flake_files"]["freeze_ids"] == [entry["freeze_id"]]
+            (flake,) = second["pair_flakes"]
+            assert (flake["first"]["run_id"], flake["second"]["run_id"]) == tuple(runs)
+        else:
+            seen["alike"] += 1
+            assert code == (RET_OK if colours[0] == "pass" else RET_BLOCKED)
+            assert line["flakes"] == [] and line["freezes_proposed"] == []
+            assert not proposal_file.exists() and not task_file.exists()
+            assert second["flake_files"] is None and second["pair_flakes"] == []
+        history = json.loads((suite_repo / ".probegate" / "ledger.json").read_text())["history"][CONTRACT]
+        assert [e["run_id"] for e in history[-2:]] == runs and {e["commit"] for e in history[-2:]} == {head}
+        if seen["alike"] and seen["differ"]:
+            break
+    assert seen["alike"] and seen["differ"], seen
+
+
+def test_a_run_on_the_base_tree_joins_the_flake_history_and_a_patch_run_does_not(suite_repo: Path) -> None:
+    """With an owned freeze of the contract property committed, `gate run --base HEAD` on the base's own
+    tree records the frozen property in the books' history; a patch's `gate run --base HEAD~1`, passing
+    it just the same, adds nothing, and its card says its tree differs from the base's."""
+    small_suite(suite_repo)
+    now = datetime.now(UTC)
+    entry = {
+        "freeze_id": "flake-exact",
+        "properties": [CONTRACT],
+        "seal": seal_tree(suite_repo / "fixtures").digest,
+        "reason": "flickered on the base",
+        "created_at": (now - timedelta(hours=1)).isoformat(),
+        "expires_at": (now + timedelta(days=7)).isoformat(),
+        "owner": "@textkit-team",
+    }
+    (suite_repo / "flake-freeze.json").write_text(json.dumps({"freezes": [entry]}))
+    commit_all(suite_repo, "the suite, with a freeze")
+    ledger = suite_repo / ".probegate" / "ledger.json"
+    ran = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD")
+    assert ran.returncode == RET_OK, ran.stderr
+    on_base = card(suite_repo)
+    assert on_base["freeze_set"] == {CONTRACT: "flake-exact"}
+    assert on_base["flake_history"].startswith("recorded in the flake history")
+    (recorded,) = json.loads(ledger.read_text())["history"][CONTRACT]
+    assert (recorded["run_id"], recorded["kind"]) == (on_base["run_id"], "pass")
+
+    (suite_repo / "src" / "textkit.py").write_text(SLUGIFY + "\n# a patch that changes nothing the probe sees\n")
+    commit_all(suite_repo, "a patch")
+    again = gate(suite_repo, "--log-level", "warning", "run", "--base", "HEAD~1")
+    assert again.returncode == RET_OK, again.stderr
+    patch_card = card(suite_repo)
+    assert row(suite_repo, CONTRACT)["kind"] == "pass"
+    assert "the tree differs from base" in patch_card["flake_history"]
+    assert [e["run_id"] for e in json.loads(ledger.read_text())["history"][CONTRACT]] == [on_base["run_id"]]

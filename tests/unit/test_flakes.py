@@ -165,6 +165,7 @@ def test_a_flicker_on_both_trees_is_a_flake_with_a_proposal_and_a_repair_task(tm
         False,
     )
     assert entry.expires_at == NOW + timedelta(days=FREEZE_DAYS)
+    assert entry.created_at == NOW  # the lift streak counts only runs after the run that found it
     assert RUN_ID in entry.reason and r.base in entry.reason
     assert '"owner": ""' in beside(r, "freeze-proposal.json").read_text()  # shown, waiting to be filled in
 

@@ -11,9 +11,11 @@ import pytest
 
 from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError
+from gate.core.freezes import FreezeEntry, FreezeFile, created
 from gate.core.history import (
     History,
     HistoryEntry,
+    base_run_refusal,
     bounded,
     consecutive_passes,
     lift_due,
@@ -179,3 +181,32 @@ def test_record_keeps_entries_in_time_order() -> None:
     """A run recorded after a later one (concurrent runs deciding out of order) lands in its time's place."""
     history = record(record(History(), {"p": entry(5)}), {"p": entry(3)})
     assert [e.run_id for e in history.of("p")] == ["run-3", "run-5"]
+
+
+@pytest.mark.parametrize(
+    ("partial", "commit", "tree", "base", "why"),
+    [
+        (False, "c" * 40, "t1", "t1", ""),
+        (True, "c" * 40, "t1", "t1", "partial run"),
+        (False, None, "t1", "t1", "no --base"),
+        (False, "c" * 40, "t1", None, "could not be laid out"),
+        (False, "c" * 40, "t1", "t2", "the tree differs from base"),
+    ],
+)
+def test_only_a_full_run_on_the_bases_own_tree_may_join_the_history(partial, commit, tree, base, why) -> None:
+    """`base_run_refusal` is empty only for a full run with a base whose tree digest equals the run's."""
+    refusal = base_run_refusal(partial=partial, base_commit=commit, tree_digest=tree, base_digest=base)
+    assert (refusal == "") if not why else (why in refusal)
+
+
+def test_created_reads_each_frozen_propertys_freeze_creation() -> None:
+    """`created` maps a frozen property to its freeze's created_at, leaving out entries without one."""
+    entries = [
+        FreezeEntry(
+            freeze_id=f, properties=(p,), seal=SEAL, reason="r", expires_at=T0 + timedelta(days=9), created_at=c
+        )
+        for f, p, c in (("new", "a", T0), ("old", "b", None))
+    ]
+    frozen = {"a": "new", "b": "old", "c": "gone"}
+    assert created(FreezeFile(freezes=tuple(entries)), frozen) == {"a": T0}
+    assert created(None, frozen) == {}

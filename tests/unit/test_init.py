@@ -251,3 +251,17 @@ def test_the_workflow_runs_the_nightly_pair_on_a_schedule(scaffold: Path) -> Non
     argv = shlex.split(command.replace('"$GATE"', "gate", 1).replace("$", ""))[1:]
     args = build_parser().parse_args(argv)
     assert args.twice and args.ledger == "PROBEGATE_LEDGER" and args.base == "HEAD"
+
+
+def test_the_workflow_runs_the_gate_on_pushes_to_the_default_branch(scaffold: Path) -> None:
+    """A push to the default branch (only) runs `gate run --base HEAD` on the ledger, a line the gate's own
+    parser takes: the base's own tree, whose frozen properties join the flake history."""
+    text = (scaffold / ".github" / "workflows" / "probegate.yml").read_text()
+    assert "\n  push:\n" in text
+    job = text[text.index("\n  default-branch:") :]
+    assert "if: github.event_name == 'push' && github.ref_name == github.event.repository.default_branch" in job
+    step = job[job.index("- name: gate run on the default branch") : job.index("- name: Keep the card")]
+    command = " ".join(line.strip() for line in step.split("run: >-", 1)[1].splitlines() if line.strip())
+    argv = shlex.split(command.replace('"$GATE"', "gate", 1).replace("$", ""))[1:]
+    args = build_parser().parse_args(argv)
+    assert (args.command, args.base, args.ledger) == ("run", "HEAD", "PROBEGATE_LEDGER")

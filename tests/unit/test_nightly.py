@@ -92,6 +92,7 @@ def test_a_contract_property_that_changes_colour_between_the_runs_is_proposed_na
     proposal = json.loads((suite.card.parent / "freeze-proposal.json").read_text())
     (entry,) = proposal["freezes"]
     assert entry["properties"] == [CONTRACT] and entry["owner"] == "" and entry["retry_allowed"] is False
+    assert entry["created_at"] == NOW.isoformat().replace("+00:00", "Z")  # the second run's start
     assert all(run_id in entry["reason"] for run_id in RUNS)
     task = (suite.card.parent / "repair-task.md").read_text()
     assert all(run_id in task for run_id in RUNS) and entry["seal"] in task
@@ -101,12 +102,18 @@ def test_a_contract_property_that_changes_colour_between_the_runs_is_proposed_na
 
 
 def test_the_pair_writes_its_reports_from_the_final_card(suite: Suite, tmp_path: Path) -> None:
-    """The Markdown summary and HTML report of the pair name the flake files written beside the card."""
+    """The Markdown summary and HTML report of the pair name the flake files written beside the card, and
+    the colour change between the runs with both run ids (on the card as `pair_flakes`)."""
     md, page = tmp_path / "summary.md", tmp_path / "report.html"
     reports = ReportTargets(summary_md=md, report_html=page)
     suite = replace(suite, request=replace(suite.request, reports=reports))
     nightly(suite, flicker(CONTRACT), tmp_path)
     assert "freeze-proposal.json" in md.read_text() and "freeze-proposal.json" in page.read_text()
+    (flake,) = json.loads(suite.card.read_text())["pair_flakes"]
+    assert (flake["property_id"], flake["first"]["run_id"], flake["second"]["run_id"]) == (CONTRACT, *RUNS)
+    assert "Colour changes between the nightly runs" in md.read_text()
+    assert all(f"run {run_id}" in md.read_text() for run_id in RUNS)
+    assert 'class="pair-flake"' in page.read_text() and all(run_id in page.read_text() for run_id in RUNS)
 
 
 def test_a_safety_property_that_changes_colour_is_reported_broken_never_proposed(suite: Suite, tmp_path: Path) -> None:
