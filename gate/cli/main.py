@@ -210,6 +210,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
+        cross_check=args.cross_check,
         calibration=args.calibration if args.command == "run" else None,
         reports=reports,
         properties=tuple(getattr(args, "property", ())),
