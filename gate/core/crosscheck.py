@@ -69,8 +69,9 @@ def facts(obs: Observation) -> dict[str, object]:
         "signal": obs.signal,
         "timed_out": obs.timed_out,
         "oom_killed": obs.oom_killed,
-        "stdout": (obs.stdout.sha256, obs.stdout.length),
-        "stderr": (obs.stderr.sha256, obs.stderr.length),
+        # The claimed digest and length, and the returned head itself: a worker may claim either.
+        "stdout": (obs.stdout.sha256, obs.stdout.length, hashlib.sha256(obs.stdout.data).hexdigest()),
+        "stderr": (obs.stderr.sha256, obs.stderr.length, hashlib.sha256(obs.stderr.data).hexdigest()),
         "writes": tuple(sorted((w.path, str(w.change)) for w in obs.writes)),
         "canary_seen": obs.canary_seen,
     }
@@ -151,8 +152,10 @@ def combine(first: tuple[Observation, Outcome], second: tuple[Observation, Outco
     """Two workers' judged observations of one trial: the worse counts (its observation is kept with it,
     so a re-fold agrees), and any difference in outcome or facts is a disagreement naming both."""
     (oa, a), (ob, b) = first, second
-    counted = worse(a, b)
-    kept = oa if counted is a else ob
+    # Equal outcomes fall back to the observations' content, so the kept one does not depend on order.
+    kept, counted = max(
+        first, second, key=lambda pair: (RANK[pair[1].kind], pair[1].model_dump_json(), pair[0].model_dump_json())
+    )
     differs = differing(oa, ob) if observed(oa) and observed(ob) else ()
     disagreement = None
     if a.kind is not b.kind or differs:
