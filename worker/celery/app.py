@@ -7,6 +7,7 @@ its own with `make_app(url)`. Tasks live in `worker.celery.tasks` and are addres
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 
@@ -31,6 +32,16 @@ def queue_for(image: str) -> str:
     queue (the shared one unless `--queue` pins it elsewhere), so a coordinator routing by image,
     as older ones did, still reaches that fleet."""
     return "probegate." + re.sub(r"[^A-Za-z0-9_.-]+", "-", image)
+
+
+DIRECT_PREFIX = "probegate.direct."
+
+
+def direct_queue(worker_id: str) -> str:
+    """The queue only the worker named `worker_id` consumes: cross-checks reach a chosen other worker
+    through it. The name's hash part keeps two ids that read alike apart."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", worker_id)[:40]
+    return f"{DIRECT_PREFIX}{readable}.{hashlib.sha256(worker_id.encode()).hexdigest()[:12]}"
 
 
 def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: float | None = None) -> Celery:

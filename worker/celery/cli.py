@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -141,15 +142,18 @@ def _serve(args: argparse.Namespace) -> int:
             **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
         }
     )
-    from worker.celery.app import SHARED_QUEUE, make_app, queue_for
+    from worker.celery.app import SHARED_QUEUE, direct_queue, make_app, queue_for
 
     app = make_app(args.broker)
     name = args.name or f"probegate-{os.getpid()}@%h"
+    # One identity for the whole worker (every pool process): its observations carry it, and its own
+    # direct queue is named after it, so a cross-check can be sent anywhere but here.
+    identity = os.environ.setdefault("PROBEGATE_WORKER_ID", name.replace("%h", socket.gethostname()))
     app.worker_main(
         [
             "worker",
             "-Q",
-            f"{args.queue or SHARED_QUEUE},{queue_for(image)}",
+            f"{args.queue or SHARED_QUEUE},{queue_for(image)},{direct_queue(identity)}",
             "-c",
             str(args.concurrency),
             "-n",

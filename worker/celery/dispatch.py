@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -27,7 +28,15 @@ from gate.core.errors import BrokerError, GateError
 from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
-from worker.celery.app import CONTROL_CLOSE_RUN, SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app
+from worker.celery.app import (
+    CONTROL_CLOSE_RUN,
+    DIRECT_PREFIX,
+    SHARED_QUEUE,
+    TASK_RUN_BATCH,
+    VISIBILITY_TIMEOUT_S,
+    direct_queue,
+    make_app,
+)
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.broker import broker_call
 from worker.celery.imagepublish import RunImages
@@ -73,6 +82,7 @@ class CeleryExecutor:
         self.events: list[HarnessEvent] = []
         self._processes = 0
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
+        self._direct: tuple[str, ...] | None = None  # every worker's own queue, asked once (cross-checks)
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
         wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
         self.images = RunImages(
@@ -132,6 +142,43 @@ class CeleryExecutor:
         yield from self._gather(sent, self._timeout(specs, processes))
         self.images.note_failures()
 
+    def run_elsewhere(
+        self, specs: Sequence[TrialSpec], inputs: LocalInputs, avoid_workers: frozenset[str]
+    ) -> Iterator[Observation]:
+        """Run `specs` (the very specs already run) on one worker outside `avoid_workers`, picked at
+        random among the others' direct queues; none there: a `no_cross_check_worker` event, nothing run."""
+        if not specs:
+            return
+        avoided = {direct_queue(worker) for worker in avoid_workers}
+        others = [queue for queue in self.direct_queues() if queue not in avoided]
+        if not others:
+            detail = f"{len(specs)} trial(s) of {specs[0].property_id}: no worker besides {sorted(avoid_workers)}"
+            self.events.append(
+                HarnessEvent(kind="no_cross_check_worker", property_id=specs[0].property_id, detail=detail)
+            )
+            return
+        queue = secrets.choice(others)
+        try:
+            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            with broker_call("sending cross-checks"):
+                sent = self._send(specs, 1, queue=queue)
+        except BrokerError as exc:
+            self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
+            return
+        yield from self._gather(sent, self._timeout(specs, 1))
+
+    def direct_queues(self) -> tuple[str, ...]:
+        """The direct queues of the workers on the broker (each consumes its own), asked once."""
+        if self._direct is None:
+            try:
+                with broker_call("asking for workers' direct queues"):
+                    stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
+            except BrokerError:
+                return ()
+            names = {q["name"] for queues in stats.values() for q in queues if q["name"].startswith(DIRECT_PREFIX)}
+            self._direct = tuple(sorted(names))
+        return self._direct
+
     def batch_size_for(self, specs: Sequence[TrialSpec], processes: int) -> int:
         """Big enough that broker overhead stays small, small enough to spread over every process
         and to finish well inside the visibility timeout (else Redis would redeliver it)."""
@@ -165,7 +212,9 @@ class CeleryExecutor:
                 return 0
             time.sleep(0.5)
 
-    def _send(self, specs: Sequence[TrialSpec], processes: int) -> dict[str, list[TrialSpec]]:
+    def _send(
+        self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
+    ) -> dict[str, list[TrialSpec]]:
         sent: dict[str, list[TrialSpec]] = {}
         for batch in batches(specs, self.batch_size_for(specs, processes)):
             # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
@@ -173,7 +222,7 @@ class CeleryExecutor:
                 TASK_RUN_BATCH,
                 args=[encode_batch(batch)],
                 kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
-                queue=self.queue,
+                queue=queue or self.queue,
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
             sent[result.id] = batch
