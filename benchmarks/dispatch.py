@@ -2,7 +2,9 @@
 
 Trials are trivial (no container: workers run `gate-worker serve --sandbox null`), so what is
 measured is the cost of planning, shipping, gathering and de-duplicating results — the overhead a
-broker adds on top of the trial work. Prints both rates and their ratio (Celery / local).
+broker adds on top of the trial work. Prints both rates and their ratio (Celery / local), then the
+cost of cross-checks: the same Celery run as safety trials plus the cross-check step at a share of
+0%, 5% and 100%, each as a ratio of wall time to the run without the step.
 
     .venv/bin/python benchmarks/dispatch.py [--trials 10000] [--workers 2] [--repeat 3]
 
@@ -26,9 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gate.core.fold import Tally
+from gate.core.suite import PropertySpec
 from gate.core.testing import MockSandbox, make_spec
-from gate.core.trial import TrialSpec
+from gate.core.trial import Observation, TrialSpec
+from gate.core.verdict import Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
+from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import LocalExecutor
 from worker.celery.dispatch import CeleryExecutor
 from worker.celery.tasks import null_observation
@@ -47,6 +53,31 @@ def timed(executor, plan, inputs) -> float:
     return len(plan) / elapsed
 
 
+SHARES = (0.0, 0.05, 1.0)
+
+
+def hit(prop: PropertySpec, obs: Observation) -> Outcome:
+    return Outcome(trial_index=obs.trial_index, kind=OutcomeKind.HIT)
+
+
+def checked_run(executor, plan, inputs, share: float | None) -> tuple[float, int]:
+    """Seconds for the primary run and, unless `share` is None, the cross-check step; trials checked."""
+    started = time.perf_counter()
+    tallies = {}
+    for spec in plan:
+        prop = PropertySpec(id=spec.property_id, band="safety", fixture="f.json", check="builtin:exits_zero")
+        tallies.setdefault(spec.property_id, Tally(prop)).dispatched += 1
+    sent = {spec.key: spec for spec in plan}
+    for obs in executor.run(plan, inputs):
+        tally = tallies[obs.property_id]
+        tally.add(obs, hit(tally.prop, obs))
+    checked = 0
+    if share is not None:
+        step = cross_check(executor, list(tallies.values()), sent, inputs, hit, share=share, seed=new_seed())
+        checked = step.summary.checked
+    return time.perf_counter() - started, checked
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -59,6 +90,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="gate-worker processes (concurrency 1 each)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per executor, interleaved; the median is reported")
     parser.add_argument("--batch", type=int, help="trials per Celery task (default: the executor's own sizing)")
+    parser.add_argument("--check-trials", type=int, default=2000, help="trials per cross-check run (default 2000)")
     args = parser.parse_args()
     redis_bin = shutil.which("redis-server")
     if redis_bin is None:
@@ -114,6 +146,20 @@ def main() -> int:
                 plan = specs(args.trials, inputs.tree_digest, digest, f"bench-{round_}")
                 local_rates.append(timed(local, plan, inputs))
                 celery_rates.append(timed(celery, plan, inputs))
+            # Cross-checks: each share's run against a run without the step, interleaved like the above.
+            asked = time.perf_counter()
+            celery.direct_queues()  # asked once per coordinator, like `discover`: not a per-run cost
+            direct_s = time.perf_counter() - asked
+            took: dict[float | None, list[float]] = {share: [] for share in (None, *SHARES)}
+            checked: dict[float | None, int] = {}
+            for round_ in range(args.repeat):
+                # The order rotates each round, so warming up favours no share.
+                order = [None, *SHARES]
+                order = order[round_ % len(order) :] + order[: round_ % len(order)]
+                for share in order:
+                    plan = specs(args.check_trials, inputs.tree_digest, digest, f"bench-x-{round_}-{share}")
+                    seconds, checked[share] = checked_run(celery, plan, inputs, share)
+                    took[share].append(seconds)
     finally:
         for proc in workers:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -129,6 +175,13 @@ def main() -> int:
     print(f"local pool (median)     {best_local:10,.0f} trials/s  (runs: {_rates(local_rates)})")
     print(f"celery (median)         {best_celery:10,.0f} trials/s  (runs: {_rates(celery_rates)})")
     print(f"ratio celery/local      {best_celery / best_local:10.2f}")
+    base = statistics.median(took[None])
+    print(f"cross-check runs        {args.check_trials} safety trials; without the step {base:.2f}s (median)")
+    print(f"direct queues           found in {direct_s:.2f}s, once per coordinator")
+    for share in SHARES:
+        median = statistics.median(took[share])
+        line = f"cross-check {share:>4.0%}       {median / base:10.2f} x the run without the step"
+        print(f"{line}  ({checked[share]} trials ran again, {median:.2f}s)")
     return 0
 
 

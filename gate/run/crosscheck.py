@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from gate.core.card import HarnessEvent
@@ -23,7 +24,6 @@ from gate.core.crosscheck import (
     choose,
     combine,
     settle,
-    with_coordinator_canary,
 )
 from gate.core.crosscheck_summary import CrossCheckSummary, summarize
 from gate.core.fold import Judge, Tally
@@ -32,9 +32,11 @@ from gate.core.trial import Observation, TrialSpec
 from gate.core.verdict import Band, Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
+from gate.run.waves import coordinator_canary
 
 Key = tuple[str, str, int]
 RunElsewhere = Callable[[Sequence[TrialSpec], LocalInputs, frozenset[str]], Iterator[Observation]]
+MAX_GROUPS_AT_ONCE = 8  # groups (one per avoided worker set) in flight together
 LOCAL_NOTE = "local pool: one trusted machine, nothing to cross-check against"
 
 
@@ -161,8 +163,8 @@ class _Step:
         for key, workers in avoid.items():
             groups.setdefault(workers, []).extend([self.sent[key]] * times)
         got: dict[Key, list[tuple[Observation, Outcome]]] = {}
-        for workers, specs in groups.items():
-            for obs in self.elsewhere(specs, self.inputs, workers):
+        for workers, observed in self._each_group(groups):
+            for obs in observed:
                 spec = self.sent.get(obs.key)
                 if spec is None or obs.key not in avoid:
                     continue
@@ -173,7 +175,7 @@ class _Step:
                         HarnessEvent(kind="cross_check_same_worker", property_id=obs.property_id, detail=detail)
                     )
                     continue
-                obs, _ = with_coordinator_canary(spec, obs)
+                obs = coordinator_canary(spec, obs, self.events)
                 got.setdefault(obs.key, []).append((obs, self.judge(self.tallies[obs.property_id].prop, obs)))
         for key, answers in got.items():
             faults = [o for o, c in answers if c.kind is OutcomeKind.FAULT]
@@ -181,6 +183,22 @@ class _Step:
                 detail = f"trial {key[2]}: a cross-check run could not be observed: {faults[0].fault}"[:300]
                 self.events.append(HarnessEvent(kind="cross_check_unobserved", property_id=key[1], detail=detail))
         return got
+
+    def _each_group(
+        self, groups: Mapping[frozenset[str], list[TrialSpec]]
+    ) -> list[tuple[frozenset[str], list[Observation]]]:
+        """Every group sent at once, one thread each (a group waits on its worker, not on the others);
+        judging stays on this thread. An executor that raises raises here."""
+
+        def collect(workers: frozenset[str], specs: list[TrialSpec]) -> list[Observation]:
+            return list(self.elsewhere(specs, self.inputs, workers))
+
+        if len(groups) == 1:
+            [(workers, specs)] = groups.items()
+            return [(workers, collect(workers, specs))]
+        with ThreadPoolExecutor(max_workers=min(MAX_GROUPS_AT_ONCE, len(groups)), thread_name_prefix="xcheck") as pool:
+            futures = [(workers, pool.submit(collect, workers, specs)) for workers, specs in groups.items()]
+            return [(workers, future.result()) for workers, future in futures]
 
     def _counted(self, key: Key) -> tuple[Observation, Outcome]:
         tally = self.tallies[key[1]]

@@ -64,7 +64,9 @@ def main(broker: str, name: str, queue: str, cache: str) -> None:
         return {"observations": encode_observations(clean), "worker": identity, "redelivered": False, "fetched": None}
 
     queues = f"{queue},{direct_queue(identity)}"
-    app.worker_main(["worker", "-Q", queues, "-c", "1", "-n", name, "--loglevel", "INFO", "--without-gossip"])
+    app.worker_main(
+        ["worker", "-Q", queues, "-c", "1", "-n", name, "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+    )
 
 
 if __name__ == "__main__":
