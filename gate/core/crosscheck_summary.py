@@ -5,7 +5,8 @@ the statistical hit-rate outliers. Pure data and the lines reports print of it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,3 +85,15 @@ def summary_lines(summary: CrossCheckSummary, workers: dict[str, int]) -> list[s
         lines.append(f"nondeterministic trials (nobody quarantined): {shown}")
     lines.extend(f"hit-rate outlier: {o.line()}" for o in summary.outliers[:10])
     return lines
+
+
+def report_lines(summary: CrossCheckSummary | None, rows: Iterable[Mapping[str, int]]) -> list[str]:
+    """What a report shows of the workers and cross-checks (the rows' worker maps summed), or nothing
+    for a run with no named worker and nothing found (a local pool's). Worker names are data."""
+    totals: Counter[str] = Counter()
+    for workers in rows:
+        totals.update(workers)
+    named = {worker: count for worker, count in totals.items() if worker}
+    if summary is None or not (named or summary.checked or summary.disagreements or summary.outliers):
+        return []
+    return summary_lines(summary, named)

@@ -174,3 +174,19 @@ def test_a_cross_check_share_of_zero_sends_nothing_again(suite: Suite) -> None:
     result = fleet_run(replace(suite, request=replace(suite.request, cross_check=0.0)), fleet)
     assert [c for c in fleet.calls if c[0] != "run"] == []
     assert result.card.cross_check is not None and result.card.cross_check.chosen == 0
+
+
+def test_reports_show_the_workers_and_the_disagreement_as_inert_text(suite: Suite) -> None:
+    """The Markdown and HTML reports list trials by worker and each worker_disagreement; a worker name
+    with Markdown/HTML in it (workers are data) stays text; a local run's reports add no section."""
+    from gate.core.report_html import render_html
+    from gate.core.report_markdown import render_markdown
+
+    hostile = "liar<b>|*x*"
+    result = fleet_run(suite, MockFleet(lying(hostile), [hostile, "honest"]))
+    markdown, page = render_markdown(result.card), render_html(result.card)
+    assert "Workers and cross-checks" in markdown and "worker&#95;disagreement" in markdown
+    assert "<b>" not in markdown and "liar&lt;b&gt;&#124;&#42;x&#42;" in markdown
+    assert 'id="cross-check"' in page and "<b>" not in page.split("<body>")[1]
+    local, _ = run(replace(suite, request=replace(suite.request, new_ledger=False)), good)
+    assert "Workers and cross-checks" not in render_markdown(local.card)
