@@ -89,11 +89,11 @@ def summary_lines(summary: CrossCheckSummary, workers: dict[str, int]) -> list[s
 
 def report_lines(summary: CrossCheckSummary | None, rows: Iterable[Mapping[str, int]]) -> list[str]:
     """What a report shows of the workers and cross-checks (the rows' worker maps summed), or nothing
-    for a run with no named worker and nothing found (a local pool's). Worker names are data."""
+    for a run on one machine that found nothing (a local pool's). Worker names are data."""
     totals: Counter[str] = Counter()
     for workers in rows:
         totals.update(workers)
     named = {worker: count for worker, count in totals.items() if worker}
-    if summary is None or not (named or summary.checked or summary.disagreements or summary.outliers):
+    if summary is None or not (len(named) > 1 or summary.checked or summary.disagreements or summary.outliers):
         return []
     return summary_lines(summary, named)

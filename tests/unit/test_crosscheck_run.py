@@ -190,3 +190,20 @@ def test_reports_show_the_workers_and_the_disagreement_as_inert_text(suite: Suit
     assert 'id="cross-check"' in page and "<b>" not in page.split("<body>")[1]
     local, _ = run(replace(suite, request=replace(suite.request, new_ledger=False)), good)
     assert "Workers and cross-checks" not in render_markdown(local.card)
+
+
+def test_the_share_comes_from_the_suite_or_the_flag_and_must_lie_in_0_to_1(tmp_path: Path) -> None:
+    """`[suite] cross_check` defaults to 0.05 and refuses a share outside 0..1; `--cross-check` likewise."""
+    from gate.cli.arguments import build_parser
+    from gate.core.errors import SuiteError, UsageError
+    from gate.io.suite import load_suite
+
+    built = build_suite(tmp_path)
+    assert load_suite(built.request.suite).config.cross_check == 0.05
+    text = built.request.suite.read_text()
+    built.request.suite.write_text(text.replace('name = "tiny"', 'name = "tiny"\ncross_check = 1.5'))
+    with pytest.raises(SuiteError, match="cross_check"):
+        load_suite(built.request.suite)
+    assert build_parser().parse_args(["run", "--cross-check", "0.25"]).cross_check == 0.25
+    with pytest.raises(UsageError, match="--cross-check"):
+        build_parser().parse_args(["run", "--cross-check", "1.5"])

@@ -83,6 +83,7 @@ class CeleryExecutor:
         self._processes = 0
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
         self._direct: tuple[str, ...] | None = None  # every worker's own queue, asked once (cross-checks)
+        self._uploaded: set[str] = set()  # trees `run` uploaded: a cross-check of their trials needs no upload
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
         wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
         self.images = RunImages(
@@ -133,6 +134,7 @@ class CeleryExecutor:
             self.images.start(run_id, image_id)
         try:
             upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            self._uploaded.add(inputs.tree_digest)
             with broker_call("sending batches"):
                 sent = self._send(specs, processes)
         except BrokerError as exc:
@@ -159,7 +161,8 @@ class CeleryExecutor:
             return
         queue = secrets.choice(others)
         try:
-            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            if inputs.tree_digest not in self._uploaded:
+                upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
             with broker_call("sending cross-checks"):
                 sent = self._send(specs, 1, queue=queue)
         except BrokerError as exc:
