@@ -207,3 +207,16 @@ def test_the_share_comes_from_the_suite_or_the_flag_and_must_lie_in_0_to_1(tmp_p
     assert build_parser().parse_args(["run", "--cross-check", "0.25"]).cross_check == 0.25
     with pytest.raises(UsageError, match="--cross-check"):
         build_parser().parse_args(["run", "--cross-check", "1.5"])
+
+
+def test_a_cross_check_answered_in_the_name_of_the_avoided_worker_counts_for_nothing(suite: Suite) -> None:
+    """Adversarial: the second run comes back claiming the primary's worker: it is no check, the trial is
+    not counted as checked, and a harness event says why."""
+
+    def impostor(spec: TrialSpec, fixture: bytes, worker: str) -> Observation:
+        return good(spec, fixture).model_copy(update={"worker_id": "w1"})
+
+    result = fleet_run(suite, MockFleet(impostor, ["w1", "w2"]))
+    summary = result.card.cross_check
+    assert summary is not None and summary.checked == 0 and summary.chosen == 3
+    assert "cross_check_same_worker" in {e.kind for e in result.card.harness_events}
