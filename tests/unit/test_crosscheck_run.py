@@ -220,3 +220,21 @@ def test_a_cross_check_answered_in_the_name_of_the_avoided_worker_counts_for_not
     summary = result.card.cross_check
     assert summary is not None and summary.checked == 0 and summary.chosen == 3
     assert "cross_check_same_worker" in {e.kind for e in result.card.harness_events}
+
+
+def test_a_cross_checked_spec_is_the_very_spec_the_first_worker_ran(suite: Suite) -> None:
+    """Nothing in a spec tells a worker it is a cross-check: same index, same canary, same everything."""
+    seen: dict[str, list[TrialSpec]] = {}
+
+    def recording(spec: TrialSpec, fixture: bytes, worker: str) -> Observation:
+        seen.setdefault(worker, []).append(spec)
+        return good(spec, fixture)
+
+    fleet_run(suite, MockFleet(recording, ["w1", "w2"]))
+    by_key: dict[tuple[str, str, int], list[TrialSpec]] = {}
+    for specs in seen.values():
+        for spec in specs:
+            by_key.setdefault(spec.key, []).append(spec)
+    twice = [runs for runs in by_key.values() if len(runs) == 2]
+    assert len(by_key) == 13 and len(twice) == 3  # the three safety/contract trials ran again
+    assert all(first == second for first, second in twice)
