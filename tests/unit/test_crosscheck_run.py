@@ -238,3 +238,17 @@ def test_a_cross_checked_spec_is_the_very_spec_the_first_worker_ran(suite: Suite
     twice = [runs for runs in by_key.values() if len(runs) == 2]
     assert len(by_key) == 13 and len(twice) == 3  # the three safety/contract trials ran again
     assert all(first == second for first, second in twice)
+
+
+def test_a_card_from_before_cross_checks_still_loads(suite: Suite) -> None:
+    """A card without `cross_check` or the rows' `workers` (written before them) loads, with empty defaults."""
+    from gate.core.card import VerdictCard
+
+    result, _ = run(suite, good)
+    data = json.loads(result.card.model_dump_json())
+    del data["cross_check"]
+    for row in data["properties"]:
+        del row["workers"]
+    old = VerdictCard.model_validate(data)
+    assert old.cross_check is None and all(row.workers == {} for row in old.properties)
+    assert accept(old, old.fixture.seal).accepted
