@@ -6,9 +6,10 @@
 
 `serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
-this host left behind, then consumes the shared queue (or the one `--queue` pins) and its image's
-queue. A batch names its run's image by ID; one this engine lacks is fetched by content, from
-`--registry` when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
+this host left behind, then consumes the shared queue (or the one `--queue` pins), its image's
+queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue).
+A batch names its run's image by ID; one this engine lacks is fetched by content, from `--registry`
+when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
 """
 
 from __future__ import annotations
