@@ -69,6 +69,24 @@ def test_fabricated_safety_passes_are_caught_by_cross_checks(
         assert "no_cross_check_worker" in {e["kind"] for e in run.card["harness_events"]}
 
 
+def test_a_third_honest_worker_quarantines_the_stand_in(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: with two honest workers besides the stand-in, each disputed trial goes to the third
+    worker twice; it reproduces the honest facts, so the stand-in is quarantined and accept refuses."""
+    workers.start("h1")
+    workers.start("h2")
+    start_fabricator(workers, "liar")
+    workers.wait_ready()
+    run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, "--queue", LIAR_QUEUE, "--cross-check", "1")
+    summary = run.card["cross_check"]
+    assert [w.split("@")[0] for w in summary["quarantined"]] == ["liar"], summary
+    settled = [s for s in summary["settlements"] if s["property_id"] == "no_unmapped_write"]
+    assert settled and settled[0]["settled"] == "quarantine"
+    assert {settled[0]["sided_with"].split("@")[0], settled[0]["tie_breaker"].split("@")[0]} == {"h1", "h2"}
+    assert run.kinds()["no_unmapped_write"] == "fail_safety" and run.accept != 0
+
+
 def test_two_honest_workers_give_the_local_pools_rows_at_full_share(
     workers: Workers, redis_server: RedisServer, tmp_path: Path
 ) -> None:
