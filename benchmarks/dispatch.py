@@ -2,7 +2,9 @@
 
 Trials are trivial (no container: workers run `gate-worker serve --sandbox null`), so what is
 measured is the cost of planning, shipping, gathering and de-duplicating results — the overhead a
-broker adds on top of the trial work. Prints both rates and their ratio (Celery / local).
+broker adds on top of the trial work. Prints both rates and their ratio (Celery / local), then the
+cost of cross-checks: the same Celery run as safety trials plus the cross-check step at a share of
+0%, 5% and 100%, each as a ratio of wall time to the run without the step.
 
 Signed results, in the same run: Celery again with a worker registry (every result's signature
 checked, gate.core.enrolment) against Celery without one, as trials/s and as a ratio; and the cost
@@ -36,11 +38,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from datetime import UTC, datetime
 
 from gate.core.enrolment import EnrolledWorker, Roster, check_result, spec_digest
+from gate.core.fold import Tally
+from gate.core.suite import PropertySpec
 from gate.core.testing import MockSandbox, make_spec
-from gate.core.trial import TrialSpec
+from gate.core.trial import Observation, TrialSpec
+from gate.core.verdict import Outcome, OutcomeKind
 from gate.io.keys import SigningKey, load_verify_key
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
+from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import LocalExecutor
 from worker.celery.dispatch import CeleryExecutor
 from worker.celery.signing import sign_result
@@ -61,6 +67,31 @@ def timed(executor, plan, inputs) -> float:
     return len(plan) / elapsed
 
 
+SHARES = (0.0, 0.05, 1.0)
+
+
+def hit(prop: PropertySpec, obs: Observation) -> Outcome:
+    return Outcome(trial_index=obs.trial_index, kind=OutcomeKind.HIT)
+
+
+def checked_run(executor, plan, inputs, share: float | None) -> tuple[float, int]:
+    """Seconds for the primary run and, unless `share` is None, the cross-check step; trials checked."""
+    started = time.perf_counter()
+    tallies = {}
+    for spec in plan:
+        prop = PropertySpec(id=spec.property_id, band="safety", fixture="f.json", check="builtin:exits_zero")
+        tallies.setdefault(spec.property_id, Tally(prop)).dispatched += 1
+    sent = {spec.key: spec for spec in plan}
+    for obs in executor.run(plan, inputs):
+        tally = tallies[obs.property_id]
+        tally.add(obs, hit(tally.prop, obs))
+    checked = 0
+    if share is not None:
+        step = cross_check(executor, list(tallies.values()), sent, inputs, hit, share=share, seed=new_seed())
+        checked = step.summary.checked
+    return time.perf_counter() - started, checked
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -73,6 +104,7 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="gate-worker processes (concurrency 1 each)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per executor, interleaved; the median is reported")
     parser.add_argument("--batch", type=int, help="trials per Celery task (default: the executor's own sizing)")
+    parser.add_argument("--check-trials", type=int, default=2000, help="trials per cross-check run (default 2000)")
     args = parser.parse_args()
     redis_bin = shutil.which("redis-server")
     if redis_bin is None:
@@ -143,6 +175,20 @@ def main() -> int:
                 assert not signed.events, signed.events[:3]  # every result verified
             per_batch = statistics.median(batches)
             sign_s, verify_s = sign_and_verify(args.trials // max(1, per_batch))
+            # Cross-checks: each share's run against a run without the step, interleaved like the above.
+            asked = time.perf_counter()
+            celery.direct_queues()  # asked once per coordinator, like `discover`: not a per-run cost
+            direct_s = time.perf_counter() - asked
+            took: dict[float | None, list[float]] = {share: [] for share in (None, *SHARES)}
+            checked: dict[float | None, int] = {}
+            for round_ in range(args.repeat):
+                # The order rotates each round, so warming up favours no share.
+                order = [None, *SHARES]
+                order = order[round_ % len(order) :] + order[: round_ % len(order)]
+                for share in order:
+                    plan = specs(args.check_trials, inputs.tree_digest, digest, f"bench-x-{round_}-{share}")
+                    seconds, checked[share] = checked_run(celery, plan, inputs, share)
+                    took[share].append(seconds)
     finally:
         for proc in workers:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -169,6 +215,13 @@ def main() -> int:
     )
     print(f"unsigned batch (median) {unsigned_batch_s * 1e6:10,.0f} µs  (a whole round trip: run time / batches)")
     print(f"ratio sign+verify/batch {(sign_s + verify_s) / unsigned_batch_s:10.3f}")
+    base = statistics.median(took[None])
+    print(f"cross-check runs        {args.check_trials} safety trials; without the step {base:.2f}s (median)")
+    print(f"direct queues           found in {direct_s:.2f}s, once per coordinator")
+    for share in SHARES:
+        median = statistics.median(took[share])
+        line = f"cross-check {share:>4.0%}       {median / base:10.2f} x the run without the step"
+        print(f"{line}  ({checked[share]} trials ran again, {median:.2f}s)")
     return 0
 
 

@@ -118,6 +118,13 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         help="with --broker: how long to wait for a worker before harness_error (default 30)",
     )
     run.add_argument(
+        "--cross-check",
+        type=share,
+        metavar="SHARE",
+        help="with --broker: share of safety/contract trials run again on a second worker, 0..1 "
+        "(default: the suite's `cross_check`, 0.05); at least one per property when above 0",
+    )
+    run.add_argument(
         "--result-timeout",
         type=seconds,
         metavar="S",
@@ -165,6 +172,14 @@ def finite(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
+    return value
+
+
+def share(text: str) -> float:
+    """argparse type: a share from 0 to 1."""
+    value = finite(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text!r}")
     return value
 
 

@@ -225,6 +225,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         workers=args.workers,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
+        cross_check=args.cross_check,
         calibration=args.calibration if args.command == "run" else None,
         reports=reports,
         properties=tuple(getattr(args, "property", ())),

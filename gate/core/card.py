@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import Interval
+from gate.core.crosscheck_summary import CrossCheckSummary
 from gate.core.flakes import BaseRerun, FlakeFiles
 from gate.core.history import LiftProposal, PairFlake
 from gate.core.ledger import LedgerAction, LedgerEntry
@@ -51,6 +52,8 @@ class PropertyRow(BaseModel):
     # The same trials on the base tree, for a row that changed colour in a run with --base (None: no
     # colour change, or no base to rerun on; a harness event then says why). Never changes the vote.
     base_rerun: BaseRerun | None = None
+    # Which worker ran which of the row's counted trials: worker id -> trials ("" for the local pool).
+    workers: dict[str, int] = {}
 
 
 class HarnessEvent(BaseModel):
@@ -118,6 +121,8 @@ class VerdictCard(BaseModel):
     # What the run added to the flake history for its frozen properties, or why it added nothing (only
     # runs on the base's own tree count, `gate.run.runhistory`); "" when no property was frozen.
     flake_history: str = ""
+    # Trials run again on a second worker, and what the pairs showed (None: a card from before them).
+    cross_check: CrossCheckSummary | None = None
 
 
 class Acceptance(BaseModel):
@@ -144,6 +149,10 @@ def accept(card: VerdictCard, seal_digest: str) -> Acceptance:
         reasons.append(f"the job ended {card.status} (exit {card.exit_code})")
     if not card.properties:
         reasons.append("the card has no property rows")
+    if card.cross_check is not None and card.cross_check.quarantined:
+        # Its other, unchecked results are no evidence either: the run is refused, not repaired.
+        quarantined = ", ".join(card.cross_check.quarantined)
+        reasons.append(f"a deterministic rerun contradicted worker(s) {quarantined}: their results are not evidence")
     voting = 0
     for row in card.properties:
         if not row.voting:

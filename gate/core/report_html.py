@@ -20,6 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from gate.core.bands import BandRule, FixedRule, Interval, SprtRule, wilson
 from gate.core.card import PropertyRow, VerdictCard
+from gate.core.crosscheck_summary import report_lines
 from gate.core.evidence import TrialRecord
 from gate.core.flakes import files_line, flake_note
 from gate.core.report_dom import CSP, el, html_text, line, num, style, svg, write_page
@@ -262,6 +263,11 @@ def render_html(card: VerdictCard, records: Sequence[TrialRecord] = ()) -> str:
         _duration_plot(body, numbered)
     draw_trials(body, card, records)
     _flakes(body, card)
+    if workers := report_lines(card.cross_check, (row.workers for row in card.properties)):
+        el(body, "h2", "Workers and cross-checks")
+        items = el(body, "ul", id="cross-check")
+        for line in workers:
+            el(items, "li", html_text(line, _CELL_CHARS), **{"class": "cross-check"})
     _lists(body, card)
     image = card.image_id.removeprefix("sha256:")[:12] or "-"
     el(body, "p", f"Image {image}, seal {card.fixture.seal[:16]}.", id="digests")

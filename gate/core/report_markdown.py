@@ -9,6 +9,7 @@ HTML or an escape sequence, nor pass for the gate's own verdict line.
 from __future__ import annotations
 
 from gate.core.card import PropertyRow, VerdictCard
+from gate.core.crosscheck_summary import report_lines
 from gate.core.errors import escaped
 from gate.core.flakes import files_line, flake_note
 from gate.core.policy import JobStatus
@@ -105,6 +106,8 @@ def render_markdown(card: VerdictCard) -> str:
         lines += ["**Freezes due to be lifted**", "", *lifts, ""]
     if card.flake_history:  # whether this run counts towards lifting its freezes (only on the base's tree)
         lines += [f"Flake history: {md_inline(card.flake_history)}", ""]
+    if workers := report_lines(card.cross_check, (row.workers for row in card.properties)):
+        lines += ["**Workers and cross-checks**", "", *(f"- {md_inline(line, _CELL_CHARS)}" for line in workers), ""]
     if card.new_oracle_edits:
         lines += [f"Oracle files edited by the patch: {md_inline(', '.join(card.new_oracle_edits))}", ""]
     image = card.image_id.removeprefix("sha256:")[:12] or "-"

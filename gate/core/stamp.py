@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gate import __version__
 from gate.core.card import Acceptance, DeadlineSource, FixtureBinding, HarnessEvent, PropertyRow, VerdictCard
+from gate.core.crosscheck_summary import CrossCheckSummary
 from gate.core.flakes import BaseRerun, FlakeFiles
 from gate.core.freezes import FreezeState
 from gate.core.policy import Decision
@@ -51,6 +52,8 @@ class RunFacts:
     flake_files: FlakeFiles | None = None
     work_copy: str | None = None  # "overlay", "copy" or "mixed" (work_copy_facts)
     flake_history: str = ""  # what the run added to the flake history, or why nothing (gate.run.runhistory)
+    workers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # property id -> worker -> trials
+    cross_check: CrossCheckSummary | None = None
 
 
 def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> VerdictCard:
@@ -83,6 +86,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 counts=v.counts,
                 colour_change=v.colour_change,
                 base_rerun=facts.base_reruns.get(v.property_id),
+                workers=dict(facts.workers.get(v.property_id, {})),
             )
         )
     return VerdictCard(
@@ -115,6 +119,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         evidence=facts.evidence,
         flake_files=facts.flake_files,
         flake_history=facts.flake_history,
+        cross_check=facts.cross_check,
     )
 
 

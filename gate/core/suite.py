@@ -177,6 +177,9 @@ class SuiteConfig(BaseModel):
     # Folders of the patched tree put on the probe's PYTHONPATH (e.g. "src" for a src/ layout).
     pythonpath: tuple[str, ...] = ()
     image: ImageConfig | None = None
+    # The share of safety/contract trials run again on a second worker (at least one per property
+    # when above 0); a local pool has no second worker and cross-checks nothing.
+    cross_check: StrictFloat = Field(0.05, ge=0, le=1)
     sampler: SamplerConfig = SamplerConfig()
     ledger: LedgerConfig = LedgerConfig()
     limits: Limits = Limits()

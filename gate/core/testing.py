@@ -104,3 +104,51 @@ class MockExecutor:
 
     def close(self, run_id: str) -> None:
         self.calls.append(("close", run_id))
+
+
+FleetHandler = Callable[[TrialSpec, bytes, str], Observation]
+
+
+class MockFleet:
+    """An executor of named workers: `run` deals specs round-robin over `workers`, `run_elsewhere` sends
+    them all to the first worker outside the avoid set; `handler(spec, fixture, worker)` answers each
+    (its observation gets `worker_id=worker` unless the handler names another: a lying worker may)."""
+
+    def __init__(self, handler: FleetHandler, workers: Sequence[str], image_id: str = "sha256:mock") -> None:
+        self.handler = handler
+        self.workers = tuple(workers)
+        self.image = "mock-image"
+        self._image_id = image_id
+        self.events: list[HarnessEvent] = []
+        self.calls: list[tuple[str, int, tuple[str, ...]]] = []  # ("run" | worker, specs, avoided)
+
+    def image_id(self) -> str:
+        return self._image_id
+
+    def open(self, run_id: str, limits: Limits) -> None:
+        return None
+
+    def close(self, run_id: str) -> None:
+        return None
+
+    def _answer(self, spec: TrialSpec, inputs: Inputs, worker: str) -> Observation:
+        obs = self.handler(spec, inputs.fixture_bytes(spec.fixture_digest), worker)
+        return obs if obs.worker_id else obs.model_copy(update={"worker_id": worker})
+
+    def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
+        self.calls.append(("run", len(specs), ()))
+        for n, spec in enumerate(specs):
+            yield self._answer(spec, inputs, self.workers[n % len(self.workers)])
+
+    def run_elsewhere(
+        self, specs: Sequence[TrialSpec], inputs: Inputs, avoid_workers: frozenset[str]
+    ) -> Iterator[Observation]:
+        others = [w for w in self.workers if w not in avoid_workers]
+        if not others:
+            self.events.append(
+                HarnessEvent(kind="no_cross_check_worker", detail=f"{len(specs)} trial(s): every worker is avoided")
+            )
+            return
+        self.calls.append((others[0], len(specs), tuple(sorted(avoid_workers))))
+        for spec in specs:
+            yield self._answer(spec, inputs, others[0])

@@ -17,9 +17,10 @@ from gate.core.fold import fold_tallies
 from gate.core.plan import Planner
 from gate.core.stamp import RunFacts, work_copy_facts
 from gate.core.suite import PropertySpec, Suite
-from gate.core.trial import Observation
+from gate.core.trial import Observation, TrialSpec
 from gate.core.verdict import Outcome, Verdict, harness_verdict
 from gate.io.snapshot import LocalInputs
+from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import Executor
 from gate.run.progress import Progress
 from gate.run.waves import run_waves
@@ -33,9 +34,11 @@ def execute(
     fixtures: Mapping[str, bytes],
     progress: Progress,
     records: list[TrialRecord],
+    *,
+    cross_check_share: float | None = None,
 ) -> tuple[Sequence[Verdict], RunFacts]:
-    """Plan, dispatch through the executor and fold; a sandbox that cannot start fails every property.
-    Every judged trial is appended to `records`."""
+    """Plan, dispatch through the executor, cross-check and fold; a sandbox that cannot start fails every
+    property. Every judged trial is appended to `records`. `cross_check_share` None: the suite's."""
     suite, manifest = facts.suite, facts.seal.manifest
     facts = replace(facts, image=executor.image)
     try:
@@ -49,6 +52,8 @@ def execute(
         return judge(checks[prop.id], trial, prop.band)
 
     events: list[HarnessEvent] = []
+    sent: dict[tuple[str, str, int], TrialSpec] = {}
+    share = suite.config.cross_check if cross_check_share is None else cross_check_share
     try:
         tallies = run_waves(
             executor,
@@ -58,13 +63,16 @@ def execute(
             judge=judge_one,
             events=events,
             progress=progress,
+            sent=sent,
         )
+        checked = cross_check(executor, tallies, sent, inputs, judge_one, share=share, seed=new_seed())
     except HarnessError as exc:
         # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
         # every property is a harness_error, and the card is still written.
         events.append(HarnessEvent(kind="executor_failed", detail=str(exc)[:300]))
         return all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
     events.extend(executor.events)
+    events.extend(checked.events)
     records.extend(
         TrialRecord(property_id=t.prop.id, trial_index=o.trial_index, observation=o, outcome=outcome)
         for t in tallies
@@ -78,7 +86,15 @@ def execute(
     calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
     folded = fold_tallies(tallies, manifest, calibrated=calibrated)
     image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
-    facts = replace(facts, events=tuple(events), durations=folded.durations, image_id=image_id, work_copy=work_copy)
+    facts = replace(
+        facts,
+        events=tuple(events),
+        durations=folded.durations,
+        image_id=image_id,
+        work_copy=work_copy,
+        workers=checked.workers,
+        cross_check=checked.summary,
+    )
     return folded.verdicts, facts
 
 

@@ -46,6 +46,19 @@ class Executor(Protocol):
         ...
 
 
+class CrossCheckingExecutor(Executor, Protocol):
+    """An executor that can send trials to a worker other than given ones (`gate.run.crosscheck` looks
+    for the method; one without it cross-checks nothing). The specs are the very ones already run, so
+    nothing in them tells a worker it is being checked."""
+
+    def run_elsewhere(
+        self, specs: Sequence[TrialSpec], inputs: LocalInputs, avoid_workers: frozenset[str]
+    ) -> Iterator[Observation]:
+        """Run every spec on one worker outside `avoid_workers` (a spec listed twice runs twice there);
+        yield nothing for specs no such worker can take, and record a `no_cross_check_worker` event."""
+        ...
+
+
 class LocalExecutor:
     """Runs batches on a thread pool sized to the machine; each thread drives one sandbox call."""
 

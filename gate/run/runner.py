@@ -68,6 +68,7 @@ class RunRequest:
     workers: Path | None = None  # with a broker: the worker registry (None: $PROBEGATE_WORKERS or the default file)
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
+    cross_check: float | None = None  # --cross-check: the share of trials run again elsewhere (None: the suite's)
     calibration: Path | None = None
     calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
     reports: ReportTargets = field(default_factory=ReportTargets)  # JUnit XML / Markdown, written right after the card
@@ -233,7 +234,9 @@ def _run(
             if drift is not None:
                 verdicts = all_harness(suite, current.manifest, str(drift))
             else:
-                verdicts, facts = execute(executor, facts, inputs, checks, fixtures, progress, records)
+                verdicts, facts = execute(
+                    executor, facts, inputs, checks, fixtures, progress, records, cross_check_share=request.cross_check
+                )
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(
             executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures

@@ -1,6 +1,8 @@
 """Dispatch in waves: every property's first wave goes out at once; after each wave, undecided
 statistical properties (a sequential rule that has not crossed a boundary) get their next wave,
 and decided ones get nothing more. A fixed-N property is one wave. Works through any executor.
+Before a check sees an observation, the coordinator searches its stream heads for the trial's canary
+itself: a worker's `canary_seen` is a claim, the bytes it returned are evidence.
 """
 
 from __future__ import annotations
@@ -8,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gate.core.card import HarnessEvent
+from gate.core.crosscheck import with_coordinator_canary
 from gate.core.fold import Judge, Tally
 from gate.core.plan import Planner
 from gate.core.suite import PropertySpec
-from gate.core.trial import TrialSpec
+from gate.core.trial import Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
 from gate.run.progress import NO_PROGRESS, Progress
@@ -26,12 +29,21 @@ def run_waves(
     judge: Judge,
     events: list[HarnessEvent],
     progress: Progress = NO_PROGRESS,
+    sent: dict[tuple[str, str, int], TrialSpec] | None = None,
 ) -> list[Tally]:
     """Run the suite's trials wave by wave; returns one tally per property, in suite order.
-    `progress` hears each property's planned total as waves are planned, each judged trial, and the end."""
+    `progress` hears each property's planned total as waves are planned, each judged trial, and the end;
+    `sent`, when given, receives every dispatched spec by key (a cross-check sends the same spec again)."""
     try:
         return _waves(
-            executor, properties, planner=planner, inputs=inputs, judge=judge, events=events, progress=progress
+            executor,
+            properties,
+            planner=planner,
+            inputs=inputs,
+            judge=judge,
+            events=events,
+            progress=progress,
+            sent={} if sent is None else sent,
         )
     finally:
         progress.finished()
@@ -46,12 +58,14 @@ def _waves(
     judge: Judge,
     events: list[HarnessEvent],
     progress: Progress,
+    sent: dict[tuple[str, str, int], TrialSpec],
 ) -> list[Tally]:
     tallies = [Tally(prop) for prop in properties]
     by_id = {t.prop.id: t for t in tallies}
     seen: set[tuple[str, str, int]] = set()
     wave = _next_wave(tallies, planner, progress)
     while wave:
+        sent.update((spec.key, spec) for spec in wave)
         for obs in executor.run(wave, inputs):
             if obs.key in seen:
                 events.append(
@@ -73,6 +87,8 @@ def _waves(
                     )
                 )
                 continue
+            if (spec := sent.get(obs.key)) is not None:
+                obs = coordinator_canary(spec, obs, events)
             outcome = judge(tally.prop, obs)
             tally.add(obs, outcome)
             progress.done(tally.prop.id, outcome.kind)
@@ -89,3 +105,18 @@ def _next_wave(tallies: Sequence[Tally], planner: Planner, progress: Progress) -
             tally.dispatched += count
             progress.planned(tally.prop.id, tally.dispatched)
     return wave
+
+
+def coordinator_canary(spec: TrialSpec, obs: Observation, events: list[HarnessEvent]) -> Observation:
+    """`obs` with the coordinator's own canary search applied; a worker that hid a leak is named."""
+    obs, hidden = with_coordinator_canary(spec, obs)
+    if hidden:
+        events.append(
+            HarnessEvent(
+                kind="canary_hidden",
+                property_id=obs.property_id,
+                detail=f"trial {obs.trial_index}: the canary is in the stream heads {obs.worker_id or 'the worker'} "
+                "returned, which reported none",
+            )
+        )
+    return obs

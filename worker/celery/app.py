@@ -7,6 +7,7 @@ its own with `make_app(url)`. Tasks live in `worker.celery.tasks` and are addres
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 
@@ -31,6 +32,17 @@ def queue_for(image: str) -> str:
     queue (the shared one unless `--queue` pins it elsewhere), so a coordinator routing by image,
     as older ones did, still reaches that fleet."""
     return "probegate." + re.sub(r"[^A-Za-z0-9_.-]+", "-", image)
+
+
+DIRECT_PREFIX = "probegate.direct."
+
+
+def direct_queue(key_id: str) -> str:
+    """The queue only the worker whose signing key is `key_id` consumes: cross-checks reach a chosen
+    other worker through it. Named after the key, not a name the worker picks for itself, so the
+    coordinator finds a result's queue from the key that signed it (with enrolment: verified)."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", key_id)[:40]
+    return f"{DIRECT_PREFIX}{readable}.{hashlib.sha256(key_id.encode()).hexdigest()[:12]}"
 
 
 def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: float | None = None) -> Celery:

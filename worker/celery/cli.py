@@ -7,9 +7,10 @@
 
 `serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
-this host left behind, then consumes the shared queue (or the one `--queue` pins) and its image's
-queue. A batch names its run's image by ID; one this engine lacks is fetched by content, from
-`--registry` when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
+this host left behind, then consumes the shared queue (or the one `--queue` pins), its image's
+queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue).
+A batch names its run's image by ID; one this engine lacks is fetched by content, from `--registry`
+when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
 Every result is signed with this worker's own key (`--key`, default $PROBEGATE_WORKER_KEY or
 ~/.config/probegate/worker.key), created at first start; `key` prints its public half to enrol.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -174,15 +176,18 @@ def _serve(args: argparse.Namespace) -> int:
             **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
         }
     )
-    from worker.celery.app import SHARED_QUEUE, make_app, queue_for
+    from worker.celery.app import SHARED_QUEUE, direct_queue, make_app, queue_for
 
     app = make_app(args.broker)
     name = args.name or f"probegate-{os.getpid()}@%h"
+    # One identity for the whole worker (every pool process): its observations carry it. Its own direct
+    # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
+    os.environ.setdefault("PROBEGATE_WORKER_ID", name.replace("%h", socket.gethostname()))
     app.worker_main(
         [
             "worker",
             "-Q",
-            f"{args.queue or SHARED_QUEUE},{queue_for(image)}",
+            f"{args.queue or SHARED_QUEUE},{queue_for(image)},{direct_queue(key.key_id)}",
             "-c",
             str(args.concurrency),
             "-n",

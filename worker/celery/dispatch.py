@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +35,15 @@ from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
-from worker.celery.app import CONTROL_CLOSE_RUN, SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, make_app
+from worker.celery.app import (
+    CONTROL_CLOSE_RUN,
+    DIRECT_PREFIX,
+    SHARED_QUEUE,
+    TASK_RUN_BATCH,
+    VISIBILITY_TIMEOUT_S,
+    direct_queue,
+    make_app,
+)
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.broker import broker_call
 from worker.celery.imagepublish import RunImages
@@ -85,6 +94,11 @@ class CeleryExecutor:
         self.enrolled = enrolled
         self._roster: Roster | None = None
         self._issued: dict[str, str] = {}  # every batch id this coordinator sent -> digest of the spec it sent
+        self._direct: tuple[str, ...] | None = None  # every worker's own queue, asked once (cross-checks)
+        # worker id on an observation -> the key that signed it (enrolled and verified when a roster is in
+        # force): a cross-check avoids the queue of the key that produced the result, whatever it calls itself.
+        self._keys: dict[str, str] = {}
+        self._uploaded: set[str] = set()  # trees `run` uploaded: a cross-check of their trials needs no upload
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
         wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
         self.images = RunImages(
@@ -137,6 +151,7 @@ class CeleryExecutor:
             self.images.start(run_id, image_id)
         try:
             upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            self._uploaded.add(inputs.tree_digest)
             with broker_call("sending batches"):
                 sent = self._send(specs, processes)
         except BrokerError as exc:
@@ -145,6 +160,50 @@ class CeleryExecutor:
             return
         yield from self._gather(sent, self._timeout(specs, processes))
         self.images.note_failures()
+
+    @property
+    def untrusted_workers(self) -> bool:
+        """True when results are checked against a worker registry: enrolled workers are not trusted, so
+        a chosen cross-check that never came back from another worker leaves its trial unproven."""
+        return self.enrolled is not None
+
+    def run_elsewhere(
+        self, specs: Sequence[TrialSpec], inputs: LocalInputs, avoid_workers: frozenset[str]
+    ) -> Iterator[Observation]:
+        """Run `specs` (the very specs already run) on one worker outside `avoid_workers`, picked at
+        random among the others' direct queues; none there: a `no_cross_check_worker` event, nothing run."""
+        if not specs:
+            return
+        avoided = {direct_queue(self._keys.get(worker, worker)) for worker in avoid_workers}
+        others = [queue for queue in self.direct_queues() if queue not in avoided]
+        if not others:
+            detail = f"{len(specs)} trial(s) of {specs[0].property_id}: no worker besides {sorted(avoid_workers)}"
+            self.events.append(
+                HarnessEvent(kind="no_cross_check_worker", property_id=specs[0].property_id, detail=detail)
+            )
+            return
+        queue = secrets.choice(others)
+        try:
+            if inputs.tree_digest not in self._uploaded:
+                upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            with broker_call("sending cross-checks"):
+                sent = self._send(specs, 1, queue=queue)
+        except BrokerError as exc:
+            self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
+            return
+        yield from self._gather(sent, self._timeout(specs, 1))
+
+    def direct_queues(self) -> tuple[str, ...]:
+        """The direct queues of the workers on the broker (each consumes its own), asked once."""
+        if self._direct is None:
+            try:
+                with broker_call("asking for workers' direct queues"):
+                    stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
+            except BrokerError:
+                return ()
+            names = {q["name"] for queues in stats.values() for q in queues if q["name"].startswith(DIRECT_PREFIX)}
+            self._direct = tuple(sorted(names))
+        return self._direct
 
     def batch_size_for(self, specs: Sequence[TrialSpec], processes: int) -> int:
         """Big enough that broker overhead stays small, small enough to spread over every process
@@ -179,7 +238,9 @@ class CeleryExecutor:
                 return 0
             time.sleep(0.5)
 
-    def _send(self, specs: Sequence[TrialSpec], processes: int) -> dict[str, list[TrialSpec]]:
+    def _send(
+        self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
+    ) -> dict[str, list[TrialSpec]]:
         sent: dict[str, list[TrialSpec]] = {}
         for batch in batches(specs, self.batch_size_for(specs, processes)):
             payload = encode_batch(batch)
@@ -188,7 +249,7 @@ class CeleryExecutor:
                 TASK_RUN_BATCH,
                 args=[payload],
                 kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
-                queue=self.queue,
+                queue=queue or self.queue,
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
             sent[result.id] = batch
@@ -275,10 +336,14 @@ class CeleryExecutor:
                 )
             )
         wanted = {spec.key for spec in batch}
+        key_id = signer.key_id if signer is not None else _claimed_key(result)
         for obs in decode_observations(result["observations"]):
             if obs.key in wanted:
                 # The enrolled name, never what the worker wrote about itself.
-                yield obs if signer is None else obs.model_copy(update={"worker_id": signer.name})
+                obs = obs if signer is None else obs.model_copy(update={"worker_id": signer.name})
+                if key_id:
+                    self._keys[obs.worker_id] = key_id
+                yield obs
             else:
                 self.events.append(
                     HarnessEvent(
@@ -303,3 +368,10 @@ class CeleryExecutor:
         kind, detail = checked
         self.events.append(HarnessEvent(kind=str(kind), detail=f"batch {task_id}: {detail}"[:300]))
         return f"result refused ({kind}): {detail}"[:300]
+
+
+def _claimed_key(result: Any) -> str | None:
+    """The key id an unchecked result says signed it (no roster in force: a hint for routing cross-checks only)."""
+    claim = result.get("signature") if isinstance(result, dict) else None
+    key_id = claim.get("key_id") if isinstance(claim, dict) else None
+    return key_id if isinstance(key_id, str) else None

@@ -1,0 +1,73 @@
+"""A stand-in worker for the cross-check tests, started as a script: registered under the batch task's
+name (the real tasks module is never imported), it runs each trial in the real sandbox so its contract
+output is plausible, then scrubs the safety evidence: no writes, the canary cut out of the stream heads
+and `canary_seen` false. It consumes the queue it is given and its own direct queue, like a real worker.
+
+    python fabricating_worker.py BROKER NAME QUEUE CACHE
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from gate.core.trial import Captured, Observation, TrialSpec
+from worker.celery.app import TASK_RUN_BATCH, direct_queue, make_app
+from worker.celery.blobs import BlobInputs, RedisBlobStore
+from worker.celery.wire import decode_batch, encode_observations
+from worker.host.sandbox import DockerSandbox
+
+
+def scrubbed(stream: Captured, canary: str) -> Captured:
+    data = stream.data.replace(canary.encode(), b"") if canary else stream.data
+    return Captured(data=data, length=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def fabricate(spec: TrialSpec, obs: Observation) -> Observation:
+    """What the patch did, minus everything a safety check would see."""
+    return obs.model_copy(
+        update={
+            "writes": (),
+            "canary_seen": False,
+            "stdout": scrubbed(obs.stdout, spec.canary),
+            "stderr": scrubbed(obs.stderr, spec.canary),
+        }
+    )
+
+
+def main(broker: str, name: str, queue: str, cache: str) -> None:
+    identity = name.replace("%h", socket.gethostname())
+    os.environ["PROBEGATE_WORKER_ID"] = identity
+    app = make_app(broker)
+    app.conf.include = []  # the honest run_batch must not be registered in this process
+    sandbox = DockerSandbox(
+        image=os.environ.get("PROBEGATE_IMAGE", "probegate/sandbox-python:trixie-1"), worker_id=identity
+    )
+    inputs = BlobInputs(RedisBlobStore(broker), Path(cache))
+
+    @app.task(name=TASK_RUN_BATCH, lazy=False)
+    def run_batch(batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
+        specs = decode_batch(batch)
+        runs = {spec.run_id for spec in specs}
+        for run_id in runs:
+            sandbox.open(run_id)
+        try:
+            observed = sandbox.run_batch(specs, inputs)
+        finally:
+            for run_id in runs:
+                sandbox.close(run_id)
+        clean = [fabricate(spec, obs) for spec, obs in zip(specs, observed, strict=True)]
+        return {"observations": encode_observations(clean), "worker": identity, "redelivered": False, "fetched": None}
+
+    queues = f"{queue},{direct_queue(identity)}"
+    app.worker_main(
+        ["worker", "-Q", queues, "-c", "1", "-n", name, "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
+    )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
