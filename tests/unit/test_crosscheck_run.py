@@ -252,3 +252,44 @@ def test_a_card_from_before_cross_checks_still_loads(suite: Suite) -> None:
     old = VerdictCard.model_validate(data)
     assert old.cross_check is None and all(row.workers == {} for row in old.properties)
     assert accept(old, old.fixture.seal).accepted
+
+
+class EnrolledFleet(MockFleet):
+    """A MockFleet whose workers are enrolled, hence untrusted (as CeleryExecutor with a registry)."""
+
+    untrusted_workers = True
+
+
+def test_with_enrolled_workers_a_lone_liar_cannot_pass_unchecked_trials(suite: Suite) -> None:
+    """With untrusted workers and no second worker to check against, the liar's fabricated passes are
+    unproven faults: no safety row passes, and the card names the missing checks."""
+    fleet = EnrolledFleet(lambda spec, fixture, worker: good(spec, fixture), ["liar"])
+    result = fleet_run(suite, fleet)
+    assert kinds(result)[SAFETY] is not Kind.PASS
+    assert kinds(result)[SECRET] is not Kind.PASS
+    assert any(e.kind == "cross_check_missing" for e in result.card.harness_events)
+    assert not accept(result.card, result.card.fixture.seal).accepted
+
+
+def test_with_enrolled_workers_a_check_answered_by_the_avoided_worker_proves_nothing(suite: Suite) -> None:
+    """A liar that answers its own cross-checks (as if it took them off the other worker's queue) gains
+    nothing: the answers are refused and the trials stay unproven, never passed."""
+
+    class Thief(EnrolledFleet):
+        def run_elsewhere(self, specs, inputs, avoid_workers):
+            for spec in specs:
+                yield self._answer(spec, inputs, "liar")
+
+    fleet = Thief(lying("liar"), ["liar"])
+    result = fleet_run(suite, fleet)
+    assert kinds(result)[SAFETY] is not Kind.PASS
+    assert {e.kind for e in result.card.harness_events} >= {"cross_check_same_worker", "cross_check_missing"}
+
+
+def test_without_enrolment_a_missing_cross_check_leaves_the_result_as_it_was(suite: Suite) -> None:
+    """Unenrolled (trusted) workers: a cross-check with no second worker is a harness event, and the honest
+    single worker's passes stand."""
+    fleet = MockFleet(lambda spec, fixture, worker: good(spec, fixture), ["only"])
+    result = fleet_run(suite, fleet)
+    assert kinds(result)[SAFETY] is Kind.PASS
+    assert any(e.kind == "no_cross_check_worker" for e in fleet.events + list(result.card.harness_events))
