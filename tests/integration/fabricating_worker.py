@@ -2,8 +2,9 @@
 name (the real tasks module is never imported), it runs each trial in the real sandbox so its contract
 output is plausible, then scrubs the safety evidence: no writes, the canary cut out of the stream heads
 and `canary_seen` false. It consumes the queue it is given and its own direct queue, like a real worker.
+Given a KEY file it signs every result with it, as an enrolled worker that lies would.
 
-    python fabricating_worker.py BROKER NAME QUEUE CACHE
+    python fabricating_worker.py BROKER NAME QUEUE CACHE [KEY]
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ def fabricate(spec: TrialSpec, obs: Observation) -> Observation:
     )
 
 
-def main(broker: str, name: str, queue: str, cache: str) -> None:
+def main(broker: str, name: str, queue: str, cache: str, key: str | None = None) -> None:
     identity = name.replace("%h", socket.gethostname())
+    if key:
+        os.environ["PROBEGATE_WORKER_KEY"] = key
+        from worker.celery.signing import sign_result, worker_key
     os.environ["PROBEGATE_WORKER_ID"] = identity
     app = make_app(broker)
     app.conf.include = []  # the honest run_batch must not be registered in this process
@@ -60,14 +64,18 @@ def main(broker: str, name: str, queue: str, cache: str) -> None:
         finally:
             for run_id in runs:
                 sandbox.close(run_id)
-        clean = [fabricate(spec, obs) for spec, obs in zip(specs, observed, strict=True)]
-        return {"observations": encode_observations(clean), "worker": identity, "redelivered": False, "fetched": None}
+        clean = encode_observations([fabricate(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
+        result = {"observations": clean, "worker": identity, "redelivered": False, "fetched": None}
+        if key:
+            result["signature"] = sign_result(run_batch.request.id, batch, clean)
+        return result
 
-    queues = f"{queue},{direct_queue(identity)}"
+    # A signing worker's own queue is named after its key, as a real worker's is.
+    queues = f"{queue},{direct_queue(worker_key().key_id if key else identity)}"
     app.worker_main(
         ["worker", "-Q", queues, "-c", "1", "-n", name, "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
     )
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -13,17 +13,30 @@ import pytest
 from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, Run, gate_run
 
+from gate.io.keys import public_path, write_new_key
+
 pytestmark = pytest.mark.integration
 
 FABRICATOR = Path(__file__).with_name("fabricating_worker.py")
+GATE = str(Path(sys.executable).with_name("gate"))
 LIAR_QUEUE = "probegate.xcheck-liar"  # the run pins its primaries here, so the stand-in gets them all
 
 
-def start_fabricator(workers: Workers, name: str) -> None:
-    """The stand-in, in its own session, registered in the pool so `wait_ready` and teardown cover it."""
+def start_fabricator(workers: Workers, name: str, *, signed: bool = False) -> None:
+    """The stand-in, in its own session, registered in the pool so `wait_ready` and teardown cover it;
+    `signed`: it signs with its own key (`workers.key(name)`), as an enrolled liar would."""
     log = (workers.tmp / f"{name}.log").open("wb")
+    key = [str(workers.key(name))] if signed else []
     workers.procs[name] = subprocess.Popen(
-        [sys.executable, str(FABRICATOR), workers.url, f"{name}@%h", LIAR_QUEUE, str(workers.tmp / f"cache-{name}")],
+        [
+            sys.executable,
+            str(FABRICATOR),
+            workers.url,
+            f"{name}@%h",
+            LIAR_QUEUE,
+            str(workers.tmp / f"cache-{name}"),
+            *key,
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=workers.env,
@@ -67,6 +80,40 @@ def test_fabricated_safety_passes_are_caught_by_cross_checks(
         # Only two workers: no tie-break, so nobody is quarantined, and the card says there was no third.
         assert run.card["cross_check"]["quarantined"] == []
         assert "no_cross_check_worker" in {e["kind"] for e in run.card["harness_events"]}
+
+
+def test_an_enrolled_stand_in_signing_its_fabrications_is_caught_by_cross_checks(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: the stand-in signs its fabricated passes with a key the operator enrolled, so its
+    results are taken; at share 100% the honest enrolled worker's cross-checks still refuse the patch,
+    the disagreement names both by their enrolled names, and with it alone no safety row passes."""
+    registry = tmp_path / "workers.json"
+    for name in ("honest", "liar"):
+        write_new_key(workers.key(name))
+        enrolled = subprocess.run(
+            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
+             "--workers", str(registry)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert enrolled.returncode == 0, enrolled.stderr
+    workers.start("honest")
+    start_fabricator(workers, "liar", signed=True)
+    workers.wait_ready()
+    pinned = ("--queue", LIAR_QUEUE, "--workers", str(registry))
+    run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, *pinned, "--cross-check", "1")
+    assert run.kinds()["no_unmapped_write"] == "fail_safety", run.card["properties"]
+    assert run.code == 1 and run.accept != 0, run.stderr
+    assert ("no_unmapped_write", frozenset({"box-liar", "box-honest"})) in sides(run)
+    row = next(r for r in run.card["properties"] if r["id"] == "no_unmapped_write")
+    assert list(row["workers"]) == ["box-liar"]  # its signed primaries were taken, under its enrolled name
+    refusals = {"unsigned_result", "unknown_worker_key", "forged_result"}
+    assert not refusals & {e["kind"] for e in run.card["harness_events"]}
+    workers.kill("honest")
+    alone = remote("unsafe_write", tmp_path / "alone" / "card.json", redis_server.url, *pinned, "--cross-check", "1")
+    assert "pass" not in {alone.kinds()[p] for p in ("no_unmapped_write", "no_secret_in_output")}, alone.card
+    assert alone.accept != 0
+    assert "cross_check_missing" in {e["kind"] for e in alone.card["harness_events"]}
 
 
 def test_a_third_honest_worker_quarantines_the_stand_in(
