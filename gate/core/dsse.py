@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -86,12 +86,7 @@ class Envelope(BaseModel):
 
     @classmethod
     def from_json(cls, data: bytes) -> Envelope:
-        try:
-            return cls.model_validate_json(data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "envelope"
-            raise EnvelopeError(f"not a DSSE envelope: {where}: {first['msg']}") from None
+        return _parse(cls, data, "a DSSE envelope", "envelope")
 
 
 def sign(payload_type: str, body: bytes, signer: Signer) -> Envelope:
@@ -157,14 +152,22 @@ class Statement(BaseModel):
 
     @classmethod
     def from_bytes(cls, body: bytes) -> Statement:
-        try:
-            return cls.model_validate_json(body)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "statement"
-            raise EnvelopeError(f"not an in-toto Statement v1: {where}: {first['msg']}") from None
+        return _parse(cls, body, "an in-toto Statement v1", "statement")
 
     def digest(self, name: str, algorithm: str) -> str | None:
         """The `algorithm` digest of the subject called `name` (None: no such subject or digest)."""
         found = [s.digest.get(algorithm) for s in self.subject if s.name == name]
         return found[0] if len(found) == 1 else None
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _parse(model: type[_Model], data: bytes, what: str, root: str) -> _Model:
+    """`data` as `model`, or an EnvelopeError naming the first field that is wrong."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or root
+        raise EnvelopeError(f"not {what}: {where}: {first['msg']}") from None

@@ -4,12 +4,10 @@ exit 0 when nothing did and 1 when something did."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gate.cli.main import main
 from gate.core.bands import wilson
@@ -23,14 +21,6 @@ from .test_card import NOW, card, clean_rows, row
 
 HOSTILE = "boom\x1b[31m red\rover\nsecond\x00nul\u2028\u202eevil"
 ESCAPED = r"boom\x1b[31m red\rover\nsecond\x00nul\u2028\u202eevil"
-
-
-@pytest.fixture(autouse=True)
-def keep_logging() -> Iterator[None]:
-    """`main()` points structlog at this test's captured stderr; the configuration is put back after."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 def with_rows(*rows):

@@ -8,11 +8,9 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gate.cli.arguments import build_parser
 from gate.cli.init import TEMPLATES, run_init
@@ -34,14 +32,6 @@ WRITTEN = [dest for _, dest, _ in TEMPLATES] + [SEAL, LEDGER]
 def listing(root: Path) -> dict[str, bytes]:
     """Every file under `root` with its bytes (what a refused init must leave untouched)."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
-
-@pytest.fixture(autouse=True)
-def keep_logging() -> Iterator[None]:
-    """`main()` points structlog at this test's captured stderr; the configuration is put back after."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 @pytest.fixture

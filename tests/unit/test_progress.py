@@ -6,12 +6,10 @@ from __future__ import annotations
 import io
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import structlog
 from rich.console import Console
 
 from gate.cli.main import main
@@ -48,14 +46,6 @@ class Recorder:
 
     def last_planned(self) -> dict[str, int]:
         return dict(self.planned_calls)
-
-
-@pytest.fixture
-def keep_logging() -> Iterator[None]:
-    """Put structlog back as it was: `main` points it at the captured stderr, which closes after the test."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 @pytest.fixture

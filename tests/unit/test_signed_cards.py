@@ -5,12 +5,10 @@ with its reason. Cards come from a real `run_gate` over a MockExecutor."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,14 +24,6 @@ from gate.io.keys import SigningKey, public_path, write_new_key
 from .mini_suite import Suite, build_suite, good, run
 
 BASE = "c0ffee" * 6 + "abcd"
-
-
-@pytest.fixture(autouse=True)
-def keep_logging() -> Iterator[None]:
-    """`main()` points structlog at this test's captured stderr; the configuration is put back after."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 @pytest.fixture
