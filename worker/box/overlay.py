@@ -23,6 +23,7 @@ import contextlib
 import ctypes
 import os
 import stat
+import time
 from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
@@ -155,15 +156,28 @@ def enter() -> str | None:
     return None
 
 
-def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: int, upper_mb: int) -> str | None:
+def setup(
+    template: Template,
+    *,
+    lower: str,
+    scratch: str,
+    work: str,
+    lower_mb: int,
+    upper_mb: int,
+    timings: dict[str, float] | None = None,
+) -> str | None:
     """The second half, once the tree is bound and before the first trial (after `enter` succeeded):
     lay out the lower and prove the mode by a dry run (one file written through a fresh overlay must
     come back as exactly that change). None when every trial may use `prepare`/`changes`/`discard`,
-    else why not (the caller then copies, as today)."""
+    else why not (the caller then copies, as today). `timings` gets what "lower" and "dry" cost."""
+    timings = {} if timings is None else timings
+    started = time.monotonic()
     try:
         make_lower(template, lower, lower_mb)
     except OSError as exc:
         return f"the lower layer could not be laid out: {exc}"
+    timings["lower"] = round(time.monotonic() - started, 6)
+    started = time.monotonic()
     try:
         layer = prepare(lower, scratch, work, size_mb=upper_mb)
         try:
@@ -179,6 +193,7 @@ def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: 
     if found != [{"path": probe, "change": "created"}]:
         umount(lower, MNT_DETACH)
         return f"an overlay's dry run reported {found!r}, not one created file"
+    timings["dry"] = round(time.monotonic() - started, 6)
     return None
 
 
