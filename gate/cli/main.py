@@ -1,5 +1,5 @@
 """The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
-image, power, sweep, schema. Every user mistake is one line on stderr and a documented exit code (see
+image, power, sweep, pool, schema. Every user mistake is one line on stderr and a documented exit code (see
 gate.errors); only a bug in the gate prints a traceback.
 """
 
@@ -104,6 +104,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return RET_OK
     if args.command == "image":
         return run_image(args)
+    if args.command == "pool":
+        from gate.cli.pool import run_pool
+
+        return run_pool(args)
     if args.command == "init":
         from gate.cli.init import run_init
 
