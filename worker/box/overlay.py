@@ -24,6 +24,7 @@ import ctypes
 import os
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
@@ -83,7 +84,7 @@ def make_lower(template: Template, at: str, size_mb: int) -> None:
     (the host's tree belongs to whoever made it, unmapped in our user namespace)."""
     mount("probegate-lower", at, "tmpfs", 0, f"size={size_mb}m,mode=755")
     try:
-        template.lay_out(at)
+        template.copy_to(at)  # hashing nothing: a trial's changes hash what they touch
         mount("none", at, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     except BaseException:
         umount(at, MNT_DETACH)  # a tree that did not fit leaves no half-filled tmpfs behind
@@ -197,7 +198,7 @@ def setup(
     return None
 
 
-def changes(layer: Layer, before: dict[str, str]) -> list[dict]:
+def changes(layer: Layer, before: Mapping[str, str]) -> list[dict]:
     """What the trial created, modified or deleted under `layer.work`, exactly as
     `fsdiff.diff(before, snapshot([work]))` would say it, `before` being the lower's signatures keyed
     by their paths under work (what Template.lay_out returns for it). Reads only the upper dir, the

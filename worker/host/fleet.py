@@ -56,6 +56,7 @@ class Fleet:
         self._pool_path = pool  # a standing pool's socket (worker/host/pool.py), or None
         self._leases: dict[str, list[Lease]] = {}
         self._leases_lock = threading.Lock()
+        self.pool_note = ""  # why the pool gave nothing the last time it failed (tests, benchmarks)
 
     def open(self, run_id: str) -> None:
         self._pool.open(run_id)
@@ -156,7 +157,8 @@ class Fleet:
             return []
         try:
             lease = Lease(self._pool_path)
-        except OSError:
+        except OSError as exc:
+            self.pool_note = f"{type(exc).__name__}: {exc}"
             return []
         with self._leases_lock:
             self._leases.setdefault(run_id, []).append(lease)
@@ -165,7 +167,8 @@ class Fleet:
             image_id = self._resolve_image()
             slots = lease.take(count, image_id, limits, mode)
             warms = [_pooled(self._client(), run_id, slot, image_id, mode, note) for slot in slots]
-        except (OSError, ValueError, KeyError, SandboxError):
+        except (OSError, ValueError, KeyError, SandboxError) as exc:
+            self.pool_note = f"{type(exc).__name__}: {exc}"
             return []  # what was taken goes back with the lease when the run closes
         return warms
 

@@ -97,6 +97,7 @@ class PoolServer:
         finally:
             os.umask(old)
         listener.listen(16)
+        listener.settimeout(0.2)  # so the accept loop sees stop() (closing the socket wakes no accept)
         self._listener = listener
         for target, name in ((self._accept, "probegate-pool-accept"), (self._refill, "probegate-pool-refill")):
             thread = threading.Thread(target=target, name=name, daemon=True)
@@ -152,8 +153,11 @@ class PoolServer:
         while not self._stopping.is_set():
             try:
                 conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return  # closed by stop()
+            conn.settimeout(None)
             number += 1
             threading.Thread(target=self._serve, args=(conn, number), daemon=True, name="probegate-pool-lease").start()
 
