@@ -214,7 +214,8 @@ def test_a_run_cannot_reach_another_slot_or_a_later_runs_tree(docker_client, poo
         assert slots, f"run B got no pooled container: {sandbox._fleet.pool_note}"
         b_slot = slots[0]
         targets = [str(b_slot), str(b_slot / "src" / "secret-of-run-b.txt"), pool._dir.name, str(b_tree)]
-        a_specs = specs_for(a_run, inputs, build_tree(tmp_path / "a", SNOOP_PROBE), fixture=json.dumps(targets).encode())
+        a_tree = build_tree(tmp_path / "a", SNOOP_PROBE)
+        a_specs = specs_for(a_run, inputs, a_tree, fixture=json.dumps(targets).encode())
         [a_obs] = one_run(sandbox, a_specs, inputs)
     finally:
         sandbox.close(b_run)
@@ -223,7 +224,8 @@ def test_a_run_cannot_reach_another_slot_or_a_later_runs_tree(docker_client, poo
     assert seen["found"] == [] and seen["reached"] == [] and seen["writable"] == [], seen
     a_host, b_host = seen["host"], json.loads(b_obs.stdout.data)["host"]
     assert a_host != b_host
-    assert wait_until(lambda: not docker_client.containers.list(all=True, filters={"id": a_host})), "A's container remains"
+    gone = wait_until(lambda: not docker_client.containers.list(all=True, filters={"id": a_host}))
+    assert gone, "A's container remains"
     pool.wait_full(60)
     c_specs = specs_for(c_run, inputs, build_tree(tmp_path / "c", HOSTNAME_PROBE))
     [c_obs] = one_run(sandbox, c_specs, inputs)
@@ -235,7 +237,8 @@ def test_a_killed_pools_containers_are_swept(docker_client, sandbox_image: str, 
     and one stopped by SIGTERM removes its own."""
     path = short_dir / "pool.sock"
     for how in ("kill", "term"):
-        proc = subprocess.Popen([str(GATE), "pool", "serve", "--socket", str(path), "--size", "1"], stderr=subprocess.PIPE)
+        serve = [str(GATE), "pool", "serve", "--socket", str(path), "--size", "1"]
+        proc = subprocess.Popen(serve, stderr=subprocess.PIPE)
         try:
             assert wait_until(lambda: len(pool_containers(docker_client, path)) == 1, 60), "the pool started nothing"
             if how == "kill":
