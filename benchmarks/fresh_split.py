@@ -84,7 +84,7 @@ def serial_split(client, tree: Path, n: int, wave: int) -> dict[str, float]:
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     specs = make_specs(run_id, n, LIMITS)
     inputs = DirInputs(tree)
-    sandbox = SplitSandbox(client=client, worker_id="bench")
+    sandbox = SplitSandbox(client=client, worker_id="bench", pool="off")
     spent: dict[str, float] = {}
     try:
         with timers(spent):
@@ -110,15 +110,29 @@ def serial_split(client, tree: Path, n: int, wave: int) -> dict[str, float]:
     return spent
 
 
-def pooled_fresh(client, tree: Path, n: int, wave: int, socket_path: Path) -> float:
-    """Seconds for a fresh run (open .. close) whose containers come from the standing pool."""
+def pooled_fresh(client, tree: Path, n: int, wave: int, socket_path: Path) -> dict[str, float]:
+    """A fresh run (open .. close) whose container comes from the standing pool: its seconds in all,
+    taking the container (open and prestart), the trials, and the close."""
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     specs = make_specs(run_id, n, LIMITS)
+    inputs = DirInputs(tree)
     sandbox = DockerSandbox(client=client, worker_id="bench", pool=socket_path)
+    observed: list[Observation] = []
     try:
-        return timed_sandbox(sandbox, specs, DirInputs(tree), wave, in_run=True)
+        started = time.monotonic()
+        sandbox.open(run_id)
+        sandbox.prestart(run_id, LIMITS, 1)
+        taken = time.monotonic()
+        for group in batches(specs, wave):
+            observed += sandbox.run_batch(group, inputs)
+        ran = time.monotonic()
+        sandbox.close(run_id)
+        closed = time.monotonic()
     finally:
         sweep(client, run_id)
+    if sandbox._fleet.pool_note or any(o.fault for o in observed):
+        raise SystemExit(f"pooled run failed: {sandbox._fleet.pool_note} {[o.fault for o in observed if o.fault][:1]}")
+    return {"total": closed - started, "take": taken - started, "trials": ran - taken, "close": closed - ran}
 
 
 def split_main(args: argparse.Namespace) -> int:
@@ -142,33 +156,45 @@ def split_main(args: argparse.Namespace) -> int:
                 bench = tmp / "bench"
                 bench.mkdir()
                 n = args.trials
-                got: dict[str, list] = {"bare": [], "split": [], "fresh": [], "pool": [], "warm": []}
+                got: dict[str, list] = {"bare": [], "split": [], "fresh": [], "pool": [], "warm": [], "parts": []}
                 for _ in range(args.repeats):
+                    if server is not None:
+                        server.wait_full(timeout_s=60)  # no refill runs while anything is timed
                     run_id = f"bench-{uuid.uuid4().hex[:12]}"
                     try:
                         got["bare"].append(timed_bare_loop(client, image_id, tree, bench, n, run_id))
                     finally:
                         sweep(client, run_id)
+                    if server is not None:
+                        parts = pooled_fresh(client, tree, n, args.wave, server.path)
+                        got["pool"].append(parts["total"])
+                        got["parts"].append(parts)
+                        server.wait_full(timeout_s=60)
                     got["split"].append(serial_split(client, tree, n, args.wave))
                     run_id = f"bench-{uuid.uuid4().hex[:12]}"
                     specs = make_specs(run_id, n, LIMITS)
                     try:
-                        sandbox = DockerSandbox(client=client, worker_id="bench")
+                        sandbox = DockerSandbox(client=client, worker_id="bench", pool="off")
                         got["fresh"].append(timed_sandbox(sandbox, specs, DirInputs(tree), args.wave, in_run=True))
-                        sandbox = DockerSandbox(client=client, worker_id="bench")
+                        sandbox = DockerSandbox(client=client, worker_id="bench", pool="off")
                         got["warm"].append(
                             timed_sandbox(sandbox, specs, DirInputs(tree), args.wave, in_run=True, warm=True)
                         )
                     finally:
                         sweep(client, run_id)
-                    if server is not None:
-                        server.wait_full(timeout_s=30)
-                        got["pool"].append(pooled_fresh(client, tree, n, args.wave, server.path))
                 split = min(got["split"], key=lambda s: s["total"])
                 row = {"files": files, "n": n, "bare": min(got["bare"]), **{f"s_{k}": v for k, v in split.items()}}
-                row.update(fresh=min(got["fresh"]), warm=min(got["warm"]))
+                row.update(fresh=min(got["fresh"]), warm=min(got["warm"]), serial=split["total"])
+                # Each round's bare loop against the same round's runs, the median over rounds: the machine
+                # is shared, and a bare loop timed in a quiet minute flatters nothing timed in a busy one.
+                for key in ("serial", "fresh", "pool", "warm"):
+                    runs = [s["total"] for s in got["split"]] if key == "serial" else got[key]
+                    if runs:
+                        row[f"r_{key}"] = statistics.median(b / t for b, t in zip(got["bare"], runs, strict=True))
                 if got["pool"]:
                     row["pool"] = min(got["pool"])
+                    best = min(got["parts"], key=lambda p: p["total"])
+                    row.update({f"p_{k}": v for k, v in best.items()})
                 rows.append(row)
                 print_rows(row)
         finally:
@@ -186,11 +212,10 @@ def print_rows(row: dict) -> None:
     n, bare = row["n"], row["bare"]
     steps = "  ".join(f"{step} {1000 * row.get(f's_{step}', 0.0):.0f}" for step in STEPS)
     print(f"{row['files']:>6} files, {n} trials, bare {1000 * bare / n:.1f} ms/trial | steps ms: {steps}")
-    later = row["s_later"] * n
-    once = row["s_total"] - later
-    ratios = [("serial fresh", row["s_total"]), ("fresh", row["fresh"])]
-    if "pool" in row:
-        ratios.append(("fresh+pool", row["pool"]))
-    ratios.append(("warm", row["warm"]))
-    shown = "  ".join(f"{name} {bare / took:.2f}" for name, took in ratios)
-    print(f"{'':>6} ratios vs bare: {shown} | fixed cost of the serial fresh run {1000 * once:.0f} ms", flush=True)
+    once = row["s_total"] - row["s_later"] * n
+    names = {"serial": "serial fresh", "fresh": "fresh", "pool": "fresh+pool", "warm": "warm"}
+    shown = "  ".join(f"{name} {row[f'r_{key}']:.2f}" for key, name in names.items() if f"r_{key}" in row)
+    print(f"{'':>6} ratios vs bare (median of rounds): {shown} | serial fixed cost {1000 * once:.0f} ms", flush=True)
+    if "p_total" in row:
+        parts = "  ".join(f"{k} {1000 * row[f'p_{k}']:.0f}" for k in ("take", "trials", "close"))
+        print(f"{'':>6} fresh+pool ms: {parts} (trials at the warm pace: {1000 * row['warm']:.0f})", flush=True)

@@ -42,6 +42,9 @@ IDLE_S = 1800.0  # a pooled supervisor waits this long for its first batch befor
 MAX_AGE_S = 1200.0  # the pool replaces a container older than this, well before its supervisor gives up
 MAX_SHAPES = 4  # shapes kept filled: the ones the last runs asked for
 REQUEST_TIMEOUT_S = 5.0
+# While a run holds a lease the pool starts nothing (a container start costs ~0.3 s of the engine's
+# CPU, which the run's trials would pay for on a small machine), unless the lease is older than this.
+REFILL_DEFER_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class PoolServer:
         self._shapes: list[Shape] = []  # most recently asked last
         self._ready: dict[Shape, list[Ready]] = {}
         self._leased: dict[int, list[Warm]] = {}  # connection number → what it took
+        self._lease_started: dict[int, float] = {}
         self._threads: list[threading.Thread] = []
         self._listener: socket.socket | None = None
         self._dir = tempfile.TemporaryDirectory(prefix="probegate-pool-")
@@ -186,7 +190,9 @@ class PoolServer:
             finally:
                 with self._lock:
                     taken = self._leased.pop(number, [])
+                    self._lease_started.pop(number, None)
                 _remove_all(taken)
+                self._wake.set()
 
     def _hand_out(self, shape: Shape, count: int, number: int) -> list[Warm]:
         self._wanted(shape)
@@ -204,6 +210,7 @@ class PoolServer:
                 ready.extend(Ready(w) for w in given)  # stop() removes them
                 given = []
             self._leased[number] = given
+            self._lease_started[number] = time.monotonic()
         self._wake.set()
         return given
 
@@ -240,8 +247,11 @@ class PoolServer:
                 _remove_all([warm])
 
     def _short(self) -> Shape | None:
-        """A shape with fewer than `size` usable containers ready (old or ended ones removed first)."""
+        """A shape with fewer than `size` usable containers ready (old or ended ones removed first);
+        None while a run holds a young lease (see REFILL_DEFER_S)."""
         with self._lock:
+            if any(time.monotonic() - t < REFILL_DEFER_S for t in self._lease_started.values()):
+                return None
             stale = []
             for shape in reversed(self._shapes):  # the most recently asked first
                 ready = self._ready.setdefault(shape, [])
