@@ -129,6 +129,11 @@ class Fleet:
         deadline = time.monotonic() + EXIT_WAIT_S
 
         def remove(warm: Warm) -> None:
+            if warm.pooled:
+                # Idle between batches (no probe runs in it): the pool force-removes it as soon as the
+                # lease below closes, so the run does not wait for its supervisor to exit.
+                warm.stream.close()
+                return
             warm.stream.wait_eof(deadline)
             warm.remove()
 
