@@ -149,7 +149,7 @@ def split_main(args: argparse.Namespace) -> int:
             server.start()
             server.want(image_id, LIMITS, DockerSandbox(client=client).work_copy()[0])
         try:
-            for files in SIZES:
+            for files in args.sizes or SIZES:
                 tmp = Path(tmp_name) / str(files)
                 tmp.mkdir()
                 tree = make_tree(tmp / "tree", files)
@@ -191,6 +191,7 @@ def split_main(args: argparse.Namespace) -> int:
                     runs = [s["total"] for s in got["split"]] if key == "serial" else got[key]
                     if runs:
                         row[f"r_{key}"] = statistics.median(b / t for b, t in zip(got["bare"], runs, strict=True))
+                row["rounds_s"] = {k: [round(v, 3) for v in got[k]] for k in ("bare", "fresh", "pool", "warm")}
                 if got["pool"]:
                     row["pool"] = min(got["pool"])
                     best = min(got["parts"], key=lambda p: p["total"])
@@ -214,8 +215,10 @@ def print_rows(row: dict) -> None:
     print(f"{row['files']:>6} files, {n} trials, bare {1000 * bare / n:.1f} ms/trial | steps ms: {steps}")
     once = row["s_total"] - row["s_later"] * n
     names = {"serial": "serial fresh", "fresh": "fresh", "pool": "fresh+pool", "warm": "warm"}
-    shown = "  ".join(f"{name} {row[f'r_{key}']:.2f}" for key, name in names.items() if f"r_{key}" in row)
-    print(f"{'':>6} ratios vs bare (median of rounds): {shown} | serial fixed cost {1000 * once:.0f} ms", flush=True)
+    best = "  ".join(f"{name} {bare / row[key]:.2f}" for key, name in names.items() if key in row)
+    median = " ".join(f"{row[f'r_{key}']:.2f}" for key in names if f"r_{key}" in row)
+    print(f"{'':>6} ratios vs bare, best of rounds: {best} | median of rounds: {median}", flush=True)
+    print(f"{'':>6} fixed cost of the serial fresh run {1000 * once:.0f} ms", flush=True)
     if "p_total" in row:
         parts = "  ".join(f"{k} {1000 * row[f'p_{k}']:.0f}" for k in ("take", "trials", "close"))
         print(f"{'':>6} fresh+pool ms: {parts} (trials at the warm pace: {1000 * row['warm']:.0f})", flush=True)

@@ -49,6 +49,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sweep", action="store_true", help="tree sizes 0..30,000 in both modes (tree_sweep.py)")
     parser.add_argument("--fresh-split", action="store_true", help="each step of a fresh run (fresh_split.py)")
     parser.add_argument("--pool", action="store_true", help="with --fresh-split: also fresh runs from a pool")
+    parser.add_argument("--sizes", type=int, nargs="+", help="with --fresh-split: tree sizes (default 0 3000 30000)")
     args = parser.parse_args(argv)
     if args.fresh_split:
         from fresh_split import split_main  # beside this script
