@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from gate.core.errors import UsageError
-from gate.core.trial import Limits
+from gate.core.trial import Limits, WorkCopy
 
 
 def add_pool_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +26,6 @@ def add_pool_parser(sub: argparse._SubParsersAction) -> None:
 def run_pool(args: argparse.Namespace) -> int:
     """Serve a pool in the foreground; its socket is where `gate run` looks by default."""
     from worker.host.engine import DEFAULT_IMAGE
-    from worker.host.pool import serve
     from worker.host.poolclient import default_socket
     from worker.host.sandbox import DockerSandbox
 
@@ -34,5 +35,24 @@ def run_pool(args: argparse.Namespace) -> int:
     sandbox = DockerSandbox(image=args.image or DEFAULT_IMAGE, pool="off")
     mode, _ = sandbox.work_copy()
     path = args.socket or default_socket()
-    serve(path, size, sandbox.image_id(), Limits(), mode, log=lambda line: print(line, file=sys.stderr, flush=True))
+    _serve(path, size, sandbox.image_id(), Limits(), mode)
     return 0
+
+
+def _serve(path: Path, size: int, image_id: str, limits: Limits, work_copy: WorkCopy) -> None:
+    """Run a pool in the foreground until SIGINT or SIGTERM, then stop it (removing its containers)."""
+    from worker.host.pool import PoolServer
+
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    server = PoolServer(path, size=size)
+    server.start()
+    server.want(image_id, limits, work_copy)
+    say = f"probegate pool {server.label}: {size} containers of {image_id[:19]} ({work_copy.value}) on {path}"
+    print(say, file=sys.stderr, flush=True)
+    try:
+        done.wait()
+    finally:
+        server.stop()
+        print(f"probegate pool {server.label}: stopped, {server.started_total} started in all", file=sys.stderr)

@@ -305,21 +305,3 @@ def _remove_all(warms: list[Warm]) -> None:
     for warm in warms:
         with contextlib.suppress(OSError, SandboxError):
             warm.remove()
-
-
-def serve(path: Path, size: int, image_id: str, limits: Limits, work_copy: WorkCopy, log=print) -> None:
-    """Run a pool in the foreground until SIGINT or SIGTERM, then stop it (removing its containers)."""
-    import signal
-
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    server = PoolServer(path, size=size)
-    server.start()
-    server.want(image_id, limits, work_copy)
-    log(f"probegate pool {server.label}: {size} containers of {image_id[:19]} ({work_copy.value}) on {path}")
-    try:
-        done.wait()
-    finally:
-        server.stop()
-        log(f"probegate pool {server.label}: stopped, {server.started_total} containers started in all")
