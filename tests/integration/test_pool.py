@@ -258,6 +258,37 @@ def test_a_killed_pools_containers_are_swept(docker_client, sandbox_image: str, 
         assert pool_containers(docker_client, path) == []
 
 
+def running(client: docker.DockerClient, path: Path) -> bool:
+    return [c.status for c in client.containers.list(filters={"label": f"{LABEL_POOL}={path}"})] == ["running"]
+
+
+def test_a_run_whose_pool_died_removes_what_it_took(docker_client, sandbox_image, short_dir: Path, tmp_path, run_id):
+    """A pool killed while a run holds its container cannot remove it: the run's close then does."""
+    path = short_dir / "pool.sock"
+    serve = [str(GATE), "pool", "serve", "--socket", str(path), "--size", "1"]
+    proc = subprocess.Popen(serve, stderr=subprocess.PIPE)
+    try:
+        assert wait_until(lambda: running(docker_client, path), 60), "the pool started nothing"
+        time.sleep(0.5)  # started, and now in the pool's ready list
+        sandbox = DockerSandbox(client=docker_client, worker_id="pytest", pool=path)
+        inputs = MemoryInputs()
+        specs = specs_for(run_id, inputs, build_tree(tmp_path / "tree", HOSTNAME_PROBE))
+        sandbox.open(run_id)
+        sandbox.prestart(run_id, Limits(), 1)
+        [obs] = sandbox.run_batch(specs, inputs)
+        host = json.loads(obs.stdout.data)["host"]
+        assert [c.id[:12] for c in pool_containers(docker_client, path)] == [host], sandbox._fleet.pool_note
+        proc.kill()
+        proc.wait(timeout=10)
+        sandbox.close(run_id)
+        assert pool_containers(docker_client, path) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        subprocess.run([str(GATE), "sweep"], capture_output=True, timeout=60)
+
+
 def test_gate_run_from_the_pool_gives_the_examples_kinds(docker_client, pool: PoolServer, tmp_path: Path):
     """`gate run` with PROBEGATE_POOL takes its containers from the pool and judges the example's patches
     as without it (kinds as in the README), leaving no pooled container of the run behind."""

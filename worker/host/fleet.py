@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -128,13 +129,20 @@ class Fleet:
             warm.stop()  # all at once: each supervisor exits by itself within milliseconds
         deadline = time.monotonic() + EXIT_WAIT_S
 
+        pool_alive = self._pool_alive(run_id)
+
         def remove(warm: Warm) -> None:
-            if warm.pooled:
+            if warm.pooled and pool_alive:
                 # Idle between batches (no probe runs in it): the pool force-removes it as soon as the
                 # lease below closes, so the run does not wait for its supervisor to exit.
                 warm.stream.close()
                 return
             warm.stream.wait_eof(deadline)
+            if warm.pooled and warm.container is not None:
+                # Its pool is gone: nobody else would remove it, or its dirs, now.
+                with contextlib.suppress(SandboxError):
+                    warm.container.remove()
+                shutil.rmtree(warm.src_dir.parent, ignore_errors=True)
             warm.remove()
 
         list(self._starter.map(remove, warms))  # in parallel: each removal waits ~50 ms on the engine
@@ -176,6 +184,11 @@ class Fleet:
             self.pool_note = f"{type(exc).__name__}: {exc}"
             return []  # what was taken goes back with the lease when the run closes
         return warms
+
+    def _pool_alive(self, run_id: str) -> bool:
+        with self._leases_lock:
+            leases = list(self._leases.get(run_id, []))
+        return all(lease.alive() for lease in leases)
 
     def _end_leases(self, run_id: str) -> None:
         with self._leases_lock:

@@ -83,6 +83,15 @@ class Lease:
             raise OSError(f"the pool refused: {answer['error']}")
         return [Slot(str(s["container"]), Path(s["root"])) for s in answer["slots"]][:count]
 
+    def alive(self) -> bool:
+        """Whether the pool still holds its end (a dead pool cannot remove what it handed over)."""
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except BlockingIOError:
+            return True  # nothing to read: the connection is open
+        except OSError:
+            return False
+
     def close(self) -> None:
         """Hand every container taken on this lease back for removal (the pool removes them)."""
         with contextlib.suppress(OSError):
