@@ -4,6 +4,7 @@ same trivial probe inside one already-running container, in one run, as ratios v
     .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--wave 5] [--repeats 3]
                                                   [--tree-files 0] [--work-copy overlay|copy]
     .venv/bin/python benchmarks/trial_overhead.py --sweep [--trials 40] [--repeats 1]
+    .venv/bin/python benchmarks/trial_overhead.py --fresh-split [--trials 40] [--repeats 1] [--pool]
 
 "single batch" is one run_batch call of --batch trials outside an open run (a container per call);
 "fresh run" is the same trials as run_batch calls of --wave trials within one open run, timed from
@@ -17,6 +18,8 @@ The bare loop is timed inside the container (subprocess.run of the probe N times
 no Docker or host cost at all: the strictest baseline. It runs the probe in the mounted tree, while
 batch mode gives every trial a fresh work dir and checks it for writes: --tree-files shows that cost.
 --sweep (tree_sweep.py) runs tree sizes 0, 300, 3,000 and 30,000 in both work copy modes in one run.
+--fresh-split (fresh_split.py) times each step of a fresh run at 0, 3,000 and 30,000 files, and with
+--pool also a fresh run whose container comes from a standing pool (worker/host/pool.py).
 """
 
 from __future__ import annotations
@@ -44,7 +47,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tree-files", type=int, default=0, help="extra 1.2 KB files in the tree beside probe.py")
     parser.add_argument("--work-copy", choices=("overlay", "copy"), help="the sandbox's work copy mode")
     parser.add_argument("--sweep", action="store_true", help="tree sizes 0..30,000 in both modes (tree_sweep.py)")
+    parser.add_argument("--fresh-split", action="store_true", help="each step of a fresh run (fresh_split.py)")
+    parser.add_argument("--pool", action="store_true", help="with --fresh-split: also fresh runs from a pool")
+    parser.add_argument("--sizes", type=int, nargs="+", help="with --fresh-split: tree sizes (default 0 3000 30000)")
     args = parser.parse_args(argv)
+    if args.fresh_split:
+        from fresh_split import split_main  # beside this script
+
+        return split_main(args)
     if args.sweep:
         from tree_sweep import sweep_main  # beside this script
 

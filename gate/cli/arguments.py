@@ -13,6 +13,7 @@ from gate.cli.diff import add_diff_parser
 from gate.cli.evidence import add_evidence_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
+from gate.cli.pool import add_pool_parser
 from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_image_arguments(sub)
     add_workers_parser(sub)
+    add_pool_parser(sub)
 
     schema = sub.add_parser("schema", help="print a JSON schema")
     schema.add_argument("what", choices=["card", "suite"], help="card: the verdict card; suite: gate.toml")

@@ -1,5 +1,6 @@
 """The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
-keys, sign, image, power, sweep, schema. Every user mistake is one line on stderr and a documented exit code (see
+keys, sign, workers, image, power, sweep, pool, schema. Every user mistake is one line on stderr and a
+documented exit code (see
 gate.errors); only a bug in the gate prints a traceback.
 """
 
@@ -115,6 +116,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.cli.workers import run_workers
 
         return run_workers(args)
+    if args.command == "pool":
+        from gate.cli.pool import run_pool
+
+        return run_pool(args)
     if args.command == "init":
         from gate.cli.init import run_init
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Iterator, Mapping
 
 PAGE = 4096
 
@@ -94,14 +95,18 @@ def remove_tree(path: str) -> None:
 
 
 class Template:
-    """A tree read once (layout, modes, times and digests, not contents) and laid out again per trial
-    far cheaper than shutil's copies (~30 ms for 300 small files), returning its own snapshot."""
+    """A tree read once (layout, modes and times; each file's digest only when first asked for) and
+    laid out again per trial far cheaper than shutil's copies (~30 ms for 300 small files), returning
+    its own snapshot. The tree at `src` never changes while the template lives (a read-only mount of
+    a private snapshot), so a digest taken late equals one taken at once: overlay mode asks only for
+    the files a trial touched, and a 30,000-file tree is not hashed whole per container."""
 
     def __init__(self, src: str) -> None:
         self.src = src
         self.bytes = 0  # what the files take on a tmpfs: each rounded up to whole pages
-        # (relative path, "dir" | "file" | "link", st_mode bits, mtime_ns, digest or link target)
+        # (relative path, "dir" | "file" | "link", st_mode bits, mtime_ns, link target or "")
         self.entries: list[tuple[str, str, int, int, str]] = []
+        self._digests: dict[str, str] = {}
         for top, dirs, files in os.walk(src):
             dirs.sort()
             for name in dirs + sorted(files):
@@ -113,27 +118,39 @@ class Template:
                 elif stat.S_ISLNK(st.st_mode):
                     self.entries.append((rel, "link", 0, 0, os.readlink(path)))
                 elif stat.S_ISREG(st.st_mode):
-                    digest = signature(path).partition(":")[0]
                     self.bytes += -(-st.st_size // PAGE) * PAGE
-                    self.entries.append((rel, "file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, digest))
+                    self.entries.append((rel, "file", stat.S_IMODE(st.st_mode), st.st_mtime_ns, ""))
                 # Anything else has no place in a work copy (sealed trees hold none).
 
-    def signatures(self, dst: str) -> dict[str, str]:
+    def digest(self, rel: str) -> str:
+        """The sha256 of file `rel` of the tree, read once."""
+        found = self._digests.get(rel)
+        if found is None:
+            found = self._digests[rel] = signature(os.path.join(self.src, rel)).partition(":")[0]
+        return found
+
+    def _signature(self, rel: str, kind: str, mode: int, extra: str) -> str:
+        if kind == "dir":
+            return f"dir:{mode:o}"
+        if kind == "link":
+            return "link:" + extra
+        return f"{self.digest(rel)}:{mode:o}"
+
+    def signatures(self, dst: str) -> Signatures:
         """What `snapshot` would say of the tree laid out at `dst`, without laying it out: the
-        `before` of a trial whose work dir shows the tree some other way (an overlay, worker/box/overlay.py)."""
-        seen: dict[str, str] = {}
-        for rel, kind, mode, _mtime_ns, extra in self.entries:
-            path = os.path.join(dst, rel)
-            if kind == "dir":
-                seen[path] = f"dir:{mode:o}"
-            elif kind == "link":
-                seen[path] = "link:" + extra
-            else:
-                seen[path] = f"{extra}:{mode:o}"
-        return seen
+        `before` of a trial whose work dir shows the tree some other way (an overlay, worker/box/overlay.py).
+        A file's signature is computed when first looked up."""
+        return Signatures(self, {os.path.join(dst, entry[0]): entry for entry in self.entries})
 
     def lay_out(self, dst: str) -> dict[str, str]:
         """Recreate the tree in the existing, empty `dst`; returns what `snapshot` would say of it."""
+        return self._lay_out(dst, with_digests=True)
+
+    def copy_to(self, dst: str) -> None:
+        """Recreate the tree in the existing, empty `dst`, hashing nothing (overlay's lower layer)."""
+        self._lay_out(dst, with_digests=False)
+
+    def _lay_out(self, dst: str, *, with_digests: bool) -> dict[str, str]:
         seen: dict[str, str] = {}
         dirs: list[tuple[str, int]] = []
         for rel, kind, mode, mtime_ns, extra in self.entries:
@@ -142,16 +159,36 @@ class Template:
                 os.mkdir(path)
                 os.chmod(path, mode)  # mkdir's mode is filtered by the umask; chmod is not
                 dirs.append((path, mtime_ns))
-                seen[path] = f"dir:{mode:o}"
             elif kind == "link":
                 os.symlink(extra, path)
-                seen[path] = "link:" + extra
             else:
                 _copy_file(os.path.join(self.src, rel), path, mode, mtime_ns)
-                seen[path] = f"{extra}:{mode:o}"
+            if with_digests:
+                seen[path] = self._signature(rel, kind, mode, extra)
         for path, mtime_ns in reversed(dirs):  # last: filling a directory moves its mtime
             os.utime(path, ns=(mtime_ns, mtime_ns))
         return seen
+
+
+class Signatures(Mapping):
+    """path → signature of a template's entries laid out somewhere, each computed when looked up."""
+
+    def __init__(self, template: Template, entries: dict[str, tuple[str, str, int, int, str]]) -> None:
+        self._template = template
+        self._entries = entries
+
+    def __getitem__(self, path: str) -> str:
+        rel, kind, mode, _mtime_ns, extra = self._entries[path]
+        return self._template._signature(rel, kind, mode, extra)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def _copy_file(src: str, dst: str, mode: int, mtime_ns: int) -> None:

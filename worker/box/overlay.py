@@ -23,6 +23,8 @@ import contextlib
 import ctypes
 import os
 import stat
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
@@ -82,7 +84,7 @@ def make_lower(template: Template, at: str, size_mb: int) -> None:
     (the host's tree belongs to whoever made it, unmapped in our user namespace)."""
     mount("probegate-lower", at, "tmpfs", 0, f"size={size_mb}m,mode=755")
     try:
-        template.lay_out(at)
+        template.copy_to(at)  # hashing nothing: a trial's changes hash what they touch
         mount("none", at, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
     except BaseException:
         umount(at, MNT_DETACH)  # a tree that did not fit leaves no half-filled tmpfs behind
@@ -155,15 +157,28 @@ def enter() -> str | None:
     return None
 
 
-def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: int, upper_mb: int) -> str | None:
+def setup(
+    template: Template,
+    *,
+    lower: str,
+    scratch: str,
+    work: str,
+    lower_mb: int,
+    upper_mb: int,
+    timings: dict[str, float] | None = None,
+) -> str | None:
     """The second half, once the tree is bound and before the first trial (after `enter` succeeded):
     lay out the lower and prove the mode by a dry run (one file written through a fresh overlay must
     come back as exactly that change). None when every trial may use `prepare`/`changes`/`discard`,
-    else why not (the caller then copies, as today)."""
+    else why not (the caller then copies, as today). `timings` gets what "lower" and "dry" cost."""
+    timings = {} if timings is None else timings
+    started = time.monotonic()
     try:
         make_lower(template, lower, lower_mb)
     except OSError as exc:
         return f"the lower layer could not be laid out: {exc}"
+    timings["lower"] = round(time.monotonic() - started, 6)
+    started = time.monotonic()
     try:
         layer = prepare(lower, scratch, work, size_mb=upper_mb)
         try:
@@ -179,10 +194,11 @@ def setup(template: Template, *, lower: str, scratch: str, work: str, lower_mb: 
     if found != [{"path": probe, "change": "created"}]:
         umount(lower, MNT_DETACH)
         return f"an overlay's dry run reported {found!r}, not one created file"
+    timings["dry"] = round(time.monotonic() - started, 6)
     return None
 
 
-def changes(layer: Layer, before: dict[str, str]) -> list[dict]:
+def changes(layer: Layer, before: Mapping[str, str]) -> list[dict]:
     """What the trial created, modified or deleted under `layer.work`, exactly as
     `fsdiff.diff(before, snapshot([work]))` would say it, `before` being the lower's signatures keyed
     by their paths under work (what Template.lay_out returns for it). Reads only the upper dir, the

@@ -37,6 +37,7 @@ class WorkDir:
         self.mode = COPY
         self.note = ""  # why this container copies although overlay was asked for
         self.setup_s = 0.0  # what binding cost, once per container (laying out the lower, the dry run)
+        self.setup_steps: dict[str, float] = {}  # its split: "lower" and "dry" (for the benchmarks)
         self._entered = False
         self._bound = False
         self._places: dict[str, str] = {}
@@ -72,7 +73,9 @@ class WorkDir:
         self._places = {"lower": batch["lower"], "scratch": batch["scratch"], "work": work}
         # The lower holds the tree once (a page of slack for tmpfs's rounding); each trial's upper
         # may hold as much as a copy-mode work dir, so a trial's room to write never shrinks.
-        reason = overlay.setup(template, **self._places, lower_mb=tree_mb + 1, upper_mb=work_mb)
+        reason = overlay.setup(
+            template, **self._places, lower_mb=tree_mb + 1, upper_mb=work_mb, timings=self.setup_steps
+        )
         self.setup_s = time.monotonic() - started
         if reason is not None:
             self.note = reason

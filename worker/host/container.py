@@ -59,9 +59,11 @@ def create_container(
     env: dict[str, str],
     labels: dict[str, str],
     work_copy: WorkCopy = WorkCopy.COPY,
+    idle_s: float = IDLE_S,
 ) -> Container:
     """A stopped container that will run the supervisor over the batch files in `mount_dir` (see
-    stage_mount), asked for `work_copy` work dirs (overlay adds its seccomp profile)."""
+    stage_mount), asked for `work_copy` work dirs (overlay adds its seccomp profile); its supervisor
+    exits after `idle_s` without a batch."""
     tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
     sources = {
         "/src": Path(tree).resolve(),
@@ -76,7 +78,7 @@ def create_container(
         image_id,
         # -I: isolated from the image's environment (PYTHONPATH, user site) whatever a derived image sets;
         # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
-        command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(IDLE_S), work_copy.value],
+        command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(idle_s), work_copy.value],
         network_mode="none",
         read_only=True,
         user="65534:65534",

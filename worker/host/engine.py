@@ -211,6 +211,10 @@ class Container:
         self._raw = raw
 
     @property
+    def id(self) -> str:
+        return self._raw.id
+
+    @property
     def labels(self) -> dict[str, str]:
         """Its labels; a sparse listing carries them at the top (no inspect, which races a removal)."""
         attrs = self._raw.attrs
@@ -279,3 +283,9 @@ def containers(client: docker.DockerClient, *, labels: list[str]) -> list[Contai
     one call and no inspect per container, which fails when one is removed meanwhile (e.g. by its owner)."""
     with engine_call("listing containers"):
         return [Container(c) for c in client.containers.list(all=True, filters={"label": labels}, sparse=True)]
+
+
+def container_by_id(client: docker.DockerClient, container_id: str) -> Container:
+    """The container with this ID (one another local process created, e.g. the pool)."""
+    with engine_call(f"looking up container {container_id[:12]}"):
+        return Container(client.containers.get(container_id))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -18,13 +20,15 @@ import docker
 from gate.core.errors import SandboxError
 from gate.core.trial import Limits, TrialSpec, WorkCopy
 from worker.host.batchfile import supervisor_env
-from worker.host.container import ReportStream, batch_labels, create_container, stage_mount
-from worker.host.engine import containers, has_image
+from worker.host.container import BOX, HELPERS, IDLE_S, ReportStream, batch_labels, create_container, stage_mount
+from worker.host.engine import container_by_id, containers, has_image
+from worker.host.poolclient import Lease, Slot
 from worker.host.sweep import LABEL_PID, LABEL_RUN
 from worker.host.warm import UNBOUND_CLOCK, ContainerShape, SpareShape, Warm, WarmPool
 
 EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
 SPARE_WAIT_S = 30.0  # how long a batch or a close waits for a spare still being started
+SUPERVISOR = BOX / "supervisor.py"  # only a sandbox running this one takes from the standing pool
 
 
 class Fleet:
@@ -40,6 +44,7 @@ class Fleet:
         worker_id: str,
         max_idle: int,
         work_copy: Callable[[], tuple[WorkCopy, str]] = lambda: (WorkCopy.COPY, ""),
+        pool: Path | None = None,
     ) -> None:
         self._client = client
         self._work_copy = work_copy  # the mode new containers are asked for, and why copy if it is
@@ -49,6 +54,10 @@ class Fleet:
         self.worker_id = worker_id
         self._pool = WarmPool(max_idle)
         self._starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probegate-prestart")
+        self._pool_path = pool  # a standing pool's socket (worker/host/pool.py), or None
+        self._leases: dict[str, list[Lease]] = {}
+        self._leases_lock = threading.Lock()
+        self.pool_note = ""  # why the pool gave nothing the last time it failed (tests, benchmarks)
 
     def open(self, run_id: str) -> None:
         self._pool.open(run_id)
@@ -72,7 +81,14 @@ class Fleet:
 
     def prestart(self, run_id: str, limits: Limits, count: int) -> None:
         """Start `count` containers for the open run in the background; its first batches bind them
-        instead of paying a container start (~300 ms here) themselves."""
+        instead of paying a container start (~300 ms here) themselves. A standing pool gives what it
+        has ready; the rest are started here."""
+        for warm in self._from_pool(run_id, limits, count):
+            done: Future[Warm] = Future()
+            done.set_result(warm)
+            if not self._pool.add_spare(SpareShape(run_id, limits, self.image), done):
+                warm.remove()
+            count -= 1
         for _ in range(count):
             starting = self._starter.submit(self._start_spare, run_id, limits)
             if not self._pool.add_spare(SpareShape(run_id, limits, self.image), starting):
@@ -113,8 +129,20 @@ class Fleet:
             warm.stop()  # all at once: each supervisor exits by itself within milliseconds
         deadline = time.monotonic() + EXIT_WAIT_S
 
+        pool_alive = self._pool_alive(run_id)
+
         def remove(warm: Warm) -> None:
+            if warm.pooled and pool_alive:
+                # Idle between batches (no probe runs in it): the pool force-removes it as soon as the
+                # lease below closes, so the run does not wait for its supervisor to exit.
+                warm.stream.close()
+                return
             warm.stream.wait_eof(deadline)
+            if warm.pooled and warm.container is not None:
+                # Its pool is gone: nobody else would remove it, or its dirs, now.
+                with contextlib.suppress(SandboxError):
+                    warm.container.remove()
+                shutil.rmtree(warm.src_dir.parent, ignore_errors=True)
             warm.remove()
 
         list(self._starter.map(remove, warms))  # in parallel: each removal waits ~50 ms on the engine
@@ -123,6 +151,7 @@ class Fleet:
             for container in containers(self._client(), labels=mine):
                 with contextlib.suppress(SandboxError):
                     container.remove()
+        self._end_leases(run_id)  # the pool removes what the run took from it
         return len(warms)
 
     def drop(self, run_id: str) -> None:
@@ -132,6 +161,40 @@ class Fleet:
             warm.remove()
         for starting in spares:
             _removed(starting)
+        self._end_leases(run_id)
+
+    def _from_pool(self, run_id: str, limits: Limits, count: int) -> list[Warm]:
+        """Up to `count` started containers from the standing pool, held on a lease of this run;
+        none when there is no pool, it has none of this shape, or anything about it is amiss."""
+        if self._pool_path is None or count <= 0 or self.supervisor != SUPERVISOR or not self._pool.is_open(run_id):
+            return []
+        try:
+            lease = Lease(self._pool_path)
+        except OSError as exc:
+            self.pool_note = f"{type(exc).__name__}: {exc}"
+            return []
+        with self._leases_lock:
+            self._leases.setdefault(run_id, []).append(lease)
+        mode, note = self._work_copy()
+        try:
+            image_id = self._resolve_image()
+            slots = lease.take(count, image_id, limits, mode)
+            warms = [_pooled(self._client(), run_id, slot, image_id, mode, note) for slot in slots]
+        except (OSError, ValueError, KeyError, SandboxError) as exc:
+            self.pool_note = f"{type(exc).__name__}: {exc}"
+            return []  # what was taken goes back with the lease when the run closes
+        return warms
+
+    def _pool_alive(self, run_id: str) -> bool:
+        with self._leases_lock:
+            leases = list(self._leases.get(run_id, []))
+        return all(lease.alive() for lease in leases)
+
+    def _end_leases(self, run_id: str) -> None:
+        with self._leases_lock:
+            leases = self._leases.pop(run_id, [])
+        for lease in leases:
+            lease.close()
 
     def _start_spare(self, run_id: str, limits: Limits) -> Warm:
         warm = self._create(run_id, limits, self._resolve_image(), "", 0)
@@ -146,34 +209,78 @@ class Fleet:
     def _create(self, run_id: str, limits: Limits, image_id: str, property_id: str, first_trial: int) -> Warm:
         """A created (not yet started) container for one run, its report stream attached; `bind`
         gives it a tree and a clock."""
-        tmp = tempfile.TemporaryDirectory(prefix="probegate-batch-")
-        root = Path(tmp.name)
-        (root / "opt").mkdir()
-        (root / "src").mkdir(mode=0o755)
-        root.chmod(0o755)  # the container runs as nobody
-        warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
-        warm.image_id = image_id
-        try:
-            warm.work_copy, warm.work_copy_note = self._work_copy()
-            stage_mount(root / "opt", self.supervisor)
-            (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
-            (warm.in_dir / "faketimerc").chmod(0o644)
-            labels = batch_labels(run_id, property_id, first_trial, uuid.uuid4().hex, self.worker_id)
-            warm.container = create_container(
-                self._client(),
-                image_id,
-                tree=warm.src_dir,
-                mount_dir=root / "opt",
-                limits=limits,
-                env=supervisor_env(),
-                labels=labels,
-                work_copy=warm.work_copy,
-            )
-            warm.stream = ReportStream(warm.container)
-        except BaseException:
-            warm.remove()
-            raise
-        return warm
+        labels = batch_labels(run_id, property_id, first_trial, uuid.uuid4().hex, self.worker_id)
+        mode, note = self._work_copy()
+        return create_warm(self._client(), run_id, image_id, limits, (mode, note), self.supervisor, labels)
+
+
+def create_warm(
+    client: docker.DockerClient,
+    run_id: str,
+    image_id: str,
+    limits: Limits,
+    work_copy: tuple[WorkCopy, str],
+    supervisor: Path,
+    labels: dict[str, str],
+    *,
+    idle_s: float = IDLE_S,
+    under: Path | None = None,
+) -> Warm:
+    """A created (not yet started) container with its own host dirs (in a temp dir under `under`),
+    its report stream attached; `bind` gives it a tree and a clock. Every sandbox container, pooled
+    or not, is made here: the same mounts and the same lockdown (create_container)."""
+    tmp = tempfile.TemporaryDirectory(prefix="probegate-batch-", dir=under)
+    root = Path(tmp.name)
+    (root / "opt").mkdir()
+    (root / "src").mkdir(mode=0o755)
+    root.chmod(0o755)  # the container runs as nobody
+    warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
+    warm.image_id = image_id
+    try:
+        warm.work_copy, warm.work_copy_note = work_copy
+        stage_mount(root / "opt", supervisor)
+        (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
+        (warm.in_dir / "faketimerc").chmod(0o644)
+        warm.container = create_container(
+            client,
+            image_id,
+            tree=warm.src_dir,
+            mount_dir=root / "opt",
+            limits=limits,
+            env=supervisor_env(),
+            labels=labels,
+            work_copy=warm.work_copy,
+            idle_s=idle_s,
+        )
+        warm.stream = ReportStream(warm.container)
+    except BaseException:
+        warm.remove()
+        raise
+    return warm
+
+
+def _pooled(client: docker.DockerClient, run_id: str, slot: Slot, image_id: str, mode: WorkCopy, note: str) -> Warm:
+    """A Warm over a started container the pool handed over, checked first: its staged supervisor
+    code must be ours byte for byte (a pool of another probegate version is not used)."""
+    opt = slot.root / "opt"
+    for name, source in (("supervisor.py", SUPERVISOR), *((h.name, h) for h in HELPERS)):
+        if (opt / name).read_bytes() != source.read_bytes():
+            raise ValueError(f"the pool's {name} differs from ours")
+    warm = Warm(run_id, _NoDir(), opt / "in", slot.root / "src")
+    warm.pooled = True
+    warm.image_id = image_id
+    warm.work_copy, warm.work_copy_note = mode, note
+    warm.container = container_by_id(client, slot.container_id)
+    warm.stream = ReportStream(warm.container)  # logs=True: nothing it printed before is missed
+    warm.started = True
+    return warm
+
+
+class _NoDir:
+    """A pooled container's dirs are the pool's to remove."""
+
+    def cleanup(self) -> None:
+        pass
 
 
 def _bound(warm: Warm, shape: ContainerShape, tree: Path) -> Warm:

@@ -24,6 +24,7 @@ from worker.host.container import (
 )
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id, security_options
 from worker.host.fleet import Fleet
+from worker.host.poolclient import pool_socket
 from worker.host.sweep import sweep, sweep_dead_workers
 from worker.host.warm import ContainerShape, Warm
 
@@ -36,7 +37,8 @@ class DockerSandbox:
     """The gate.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
     `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
     batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison).
-    `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py)."""
+    `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py);
+    `pool` a standing pool's socket ("off": none) overrides PROBEGATE_POOL (worker/host/poolclient.py)."""
 
     def __init__(
         self,
@@ -49,6 +51,7 @@ class DockerSandbox:
         per_trial: bool = False,
         max_idle: int | None = None,
         work_copy: str | None = None,
+        pool: str | Path | None = None,
     ) -> None:
         self._client = client
         self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
@@ -71,6 +74,7 @@ class DockerSandbox:
             worker_id=self.worker_id,
             max_idle=max_idle or os.cpu_count() or 4,
             work_copy=self.work_copy,
+            pool=pool_socket(pool),
         )
 
     @property

@@ -82,6 +82,9 @@ class Warm:
         # The mode asked of its supervisor at creation, and why copy when the host asked for it.
         self.work_copy = WorkCopy.COPY
         self.work_copy_note = ""
+        # Taken from the standing pool (worker/host/pool.py): the pool removes it and its dirs when the
+        # run's lease closes; `remove` only makes sure nothing runs in it any more.
+        self.pooled = False
 
     @property
     def run_id(self) -> str:
@@ -123,6 +126,14 @@ class Warm:
             self._write("stop", b"")
 
     def remove(self) -> None:
+        if self.pooled:
+            ended = self.stream is None or self.stream.ended
+            if self.stream is not None:
+                self.stream.close()
+            if not ended and self.container is not None:
+                with contextlib.suppress(SandboxError):
+                    self.container.kill()
+            return
         if self.stream is not None:
             self.stream.close()
         if self.container is not None:

@@ -1,0 +1,307 @@
+"""The standing pool (`gate pool serve`): sandbox containers started ahead of any run, bound to no
+tree, kept by one long-lived local process, so a fresh run pays no container start of its own.
+
+Each container is made by fleet.create_warm exactly as a run makes its own (same mounts, seccomp,
+user, read-only mounts; its /src an empty host dir of its own, filled by the run that takes it) and
+started; its supervisor waits for a first batch. A run connects to the unix socket (same uid only)
+and takes up to N containers of its shape (image ID, limits, work copy mode); the connection is the
+lease (worker/host/poolclient.py): when it closes, however the run ended, the pool removes every
+container handed over on it. A container serves at most one run. The pool refills in the
+background, for the shapes the last runs asked for (the shape given at start first).
+
+Leak accounting: the containers carry the pool's pid and host (the dead-process sweep of `gate run`,
+`gate-worker` and `gate sweep` removes a dead pool's) and probegate.run=pool-<pid> (`gate sweep --all`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import struct
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from pydantic import ValidationError
+
+from gate.core.errors import SandboxError
+from gate.core.trial import Limits, WorkCopy
+from worker.host.container import batch_labels
+from worker.host.engine import docker_client, has_image
+from worker.host.fleet import SUPERVISOR, create_warm
+from worker.host.warm import Warm
+
+LABEL_POOL = "probegate.pool"
+IDLE_S = 1800.0  # a pooled supervisor waits this long for its first batch before it exits by itself
+MAX_AGE_S = 1200.0  # the pool replaces a container older than this, well before its supervisor gives up
+MAX_SHAPES = 4  # shapes kept filled: the ones the last runs asked for
+REQUEST_TIMEOUT_S = 5.0
+# While a run holds a lease the pool starts nothing (a container start costs ~0.3 s of the engine's
+# CPU, which the run's trials would pay for on a small machine), unless the lease is older than this.
+REFILL_DEFER_S = 30.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a pooled container is fixed to at creation."""
+
+    image_id: str
+    limits: Limits
+    work_copy: WorkCopy
+
+
+@dataclass
+class Ready:
+    warm: Warm
+    born: float = field(default_factory=time.monotonic)
+
+
+class PoolServer:
+    """Keeps `size` started containers per wanted shape and hands them out over `path`."""
+
+    def __init__(self, path: Path, *, size: int = 2, client: docker.DockerClient | None = None) -> None:
+        self.path = Path(path)
+        self.size = size
+        self._client = client or docker_client()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._shapes: list[Shape] = []  # most recently asked last
+        self._ready: dict[Shape, list[Ready]] = {}
+        self._leased: dict[int, list[Warm]] = {}  # connection number → what it took
+        self._lease_started: dict[int, float] = {}
+        self._threads: list[threading.Thread] = []
+        self._listener: socket.socket | None = None
+        self._dir = tempfile.TemporaryDirectory(prefix="probegate-pool-")
+        self.label = f"pool-{os.getpid()}"
+        self.started_total = 0  # containers started so far (for tests and the log)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen on the socket (a stale one of a dead pool is replaced) and start refilling."""
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.path.parent.stat().st_uid != os.getuid():
+            raise SandboxError(f"{self.path.parent} belongs to another user; choose another --socket")
+        if self.path.exists():
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(self.path))
+                raise SandboxError(f"a pool already listens on {self.path}")
+            self.path.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)  # the socket is ours alone from its first instant
+        try:
+            listener.bind(str(self.path))
+        finally:
+            os.umask(old)
+        listener.listen(16)
+        listener.settimeout(0.2)  # so the accept loop sees stop() (closing the socket wakes no accept)
+        self._listener = listener
+        for target, name in ((self._accept, "probegate-pool-accept"), (self._refill, "probegate-pool-refill")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def want(self, image_id: str, limits: Limits, work_copy: WorkCopy) -> None:
+        """Keep containers of this shape ready (the most recently wanted shapes are kept)."""
+        self._wanted(Shape(image_id, limits, work_copy))
+
+    def wait_full(self, timeout_s: float) -> bool:
+        """Wait until every wanted shape has `size` containers ready; whether it happened in time."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(len(self._ready.get(s, [])) >= self.size for s in self._shapes):
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop handing out, remove every ready container, wait up to `grace_s` for runs to give
+        theirs back, then remove whatever is left: the pool leaves no container behind."""
+        self._stopping.set()
+        self._wake.set()
+        if self._listener is not None:
+            self._listener.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        with self._lock:
+            ready = [r.warm for slots in self._ready.values() for r in slots]
+            self._ready.clear()
+        _remove_all(ready)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._leased:
+                    break
+            time.sleep(0.05)
+        with self._lock:
+            leased = [w for warms in self._leased.values() for w in warms]
+            self._leased.clear()
+        _remove_all(leased)
+        with contextlib.suppress(OSError):
+            self._dir.cleanup()
+
+    # --- handing out -----------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        number = 0
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # closed by stop()
+            conn.settimeout(None)
+            number += 1
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True, name="probegate-pool-lease").start()
+
+    def _serve(self, conn: socket.socket, number: int) -> None:
+        """One lease: answer its one request, then wait for it to close and remove what it took."""
+        with conn:
+            try:
+                uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
+                if uid != os.getuid():
+                    return  # another user's process gets nothing, not even an answer
+                conn.settimeout(REQUEST_TIMEOUT_S)
+                shape, count = _request(conn)
+            except (OSError, ValueError, ValidationError, KeyError, TypeError) as exc:
+                with contextlib.suppress(OSError):
+                    conn.sendall((json.dumps({"error": str(exc)[:200]}) + "\n").encode())
+                return
+            given = self._hand_out(shape, count, number)
+            try:
+                slots = [{"container": w.container.id, "root": str(w.src_dir.parent)} for w in given]
+                conn.sendall((json.dumps({"slots": slots}) + "\n").encode())
+                conn.settimeout(None)
+                while conn.recv(4096):  # nothing more is said: EOF is the run giving them back
+                    pass
+            except OSError:
+                pass
+            finally:
+                with self._lock:
+                    taken = self._leased.pop(number, [])
+                    self._lease_started.pop(number, None)
+                _remove_all(taken)
+                self._wake.set()
+
+    def _hand_out(self, shape: Shape, count: int, number: int) -> list[Warm]:
+        self._wanted(shape)
+        given: list[Warm] = []
+        with self._lock:
+            ready = self._ready.get(shape, [])
+            while ready and len(given) < count:
+                slot = ready.pop(0)  # the oldest first: they are the nearest to their age limit
+                if _usable(slot):
+                    slot.warm.stream.close()  # the run attaches its own; ours would read its trials too
+                    given.append(slot.warm)
+                else:
+                    threading.Thread(target=_remove_all, args=([slot.warm],), daemon=True).start()
+            if self._stopping.is_set():
+                ready.extend(Ready(w) for w in given)  # stop() removes them
+                given = []
+            self._leased[number] = given
+            self._lease_started[number] = time.monotonic()
+        self._wake.set()
+        return given
+
+    # --- refilling -------------------------------------------------------------------------------
+
+    def _wanted(self, shape: Shape) -> None:
+        with self._lock:
+            if shape in self._shapes:
+                self._shapes.remove(shape)
+            self._shapes.append(shape)
+            dropped = self._shapes[:-MAX_SHAPES]
+            del self._shapes[:-MAX_SHAPES]
+            gone = [r.warm for s in dropped for r in self._ready.pop(s, [])]
+        _remove_all(gone)
+        self._wake.set()
+
+    def _refill(self) -> None:
+        while not self._stopping.is_set():
+            short = self._short()
+            if short is None:
+                self._wake.wait(timeout=1.0)
+                self._wake.clear()
+                continue
+            try:
+                warm = self._start(short)
+            except (SandboxError, OSError):
+                self._stopping.wait(2.0)  # the engine is away or the image gone: try again later
+                continue
+            with self._lock:
+                keep = short in self._shapes and not self._stopping.is_set()
+                if keep:
+                    self._ready.setdefault(short, []).append(Ready(warm))
+            if not keep:
+                _remove_all([warm])
+
+    def _short(self) -> Shape | None:
+        """A shape with fewer than `size` usable containers ready (old or ended ones removed first);
+        None while a run holds a young lease (see REFILL_DEFER_S)."""
+        with self._lock:
+            if any(time.monotonic() - t < REFILL_DEFER_S for t in self._lease_started.values()):
+                return None
+            stale = []
+            for shape in reversed(self._shapes):  # the most recently asked first
+                ready = self._ready.setdefault(shape, [])
+                stale += [r.warm for r in ready if not _usable(r)]
+                ready[:] = [r for r in ready if _usable(r)]
+            found = next((s for s in reversed(self._shapes) if len(self._ready[s]) < self.size), None)
+        _remove_all(stale)
+        return found
+
+    def _start(self, shape: Shape) -> Warm:
+        if not has_image(self._client, shape.image_id):
+            with self._lock:
+                if shape in self._shapes:
+                    self._shapes.remove(shape)  # nothing to start it from: forget the shape
+            raise SandboxError(f"image {shape.image_id[:19]} is not on this engine")
+        labels = batch_labels(self.label, "", 0, uuid.uuid4().hex, self.label) | {LABEL_POOL: str(self.path)}
+        mode = (shape.work_copy, "")
+        warm = create_warm(
+            self._client, self.label, shape.image_id, shape.limits, mode, SUPERVISOR, labels,
+            idle_s=IDLE_S, under=Path(self._dir.name),
+        )  # fmt: skip
+        try:
+            warm.container.start()
+            warm.started = True
+        except BaseException:
+            _remove_all([warm])
+            raise
+        self.started_total += 1
+        return warm
+
+
+def _request(conn: socket.socket) -> tuple[Shape, int]:
+    line = b""
+    while not line.endswith(b"\n") and len(line) < 65536:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ValueError("the connection closed before a request")
+        line += chunk
+    ask = json.loads(line)
+    count = int(ask["take"])
+    if not 0 <= count <= 64:
+        raise ValueError(f"take {count}: must be 0..64")
+    return Shape(str(ask["image_id"]), Limits.model_validate(ask["limits"]), WorkCopy(ask["work_copy"])), count
+
+
+def _usable(ready: Ready) -> bool:
+    return time.monotonic() - ready.born < MAX_AGE_S and ready.warm.stream is not None and not ready.warm.stream.ended
+
+
+def _remove_all(warms: list[Warm]) -> None:
+    for warm in warms:
+        with contextlib.suppress(OSError, SandboxError):
+            warm.remove()

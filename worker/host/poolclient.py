@@ -1,0 +1,98 @@
+"""The run's side of the standing pool (worker/host/pool.py): take already-started containers,
+not bound to any tree, over a unix socket, and hold the connection for as long as the run uses them.
+
+The connection is the lease: when it closes (the run closed, or its process died and the kernel
+closed it) the pool removes every container it handed over on it. A container is never given to
+two runs, and never given back. Any failure to reach the pool leaves the run to start its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from gate.core.trial import Limits, WorkCopy
+
+ENV = "PROBEGATE_POOL"  # the pool's socket; "off" never uses one
+TAKE_TIMEOUT_S = 2.0  # a pool slower than this to answer is not worth waiting for
+
+
+def default_socket() -> Path:
+    """Where `gate pool serve` listens unless told otherwise: in the user's runtime dir."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/probegate-{os.getuid()}"
+    return Path(runtime) / "probegate-pool.sock"
+
+
+def pool_socket(option: str | Path | None = None) -> Path | None:
+    """The socket a sandbox takes containers from: `option`, else PROBEGATE_POOL, else the default
+    one if it exists; None for "off" or when there is none."""
+    word = str(option) if option is not None else os.environ.get(ENV, "")
+    if word == "off":
+        return None
+    if word:
+        return Path(word)
+    found = default_socket()
+    return found if found.exists() else None
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One started container the pool handed over: its ID and the host dir holding its mounts."""
+
+    container_id: str
+    root: Path
+
+
+class Lease:
+    """One run's connection to the pool; the containers taken on it are the run's until `close`."""
+
+    def __init__(self, path: Path) -> None:
+        st = os.stat(path)
+        if st.st_uid != os.getuid():
+            # Another user's socket could hand us containers of its making: never.
+            raise OSError(f"pool socket {path} belongs to uid {st.st_uid}, not to us")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(TAKE_TIMEOUT_S)
+        try:
+            self._sock.connect(str(path))
+        except OSError:
+            self._sock.close()
+            raise
+
+    def take(self, count: int, image_id: str, limits: Limits, work_copy: WorkCopy) -> list[Slot]:
+        """Up to `count` started containers of this image, limits and work copy mode (perhaps none)."""
+        ask = {
+            "take": count,
+            "image_id": image_id,
+            "limits": limits.model_dump(mode="json"),
+            "work_copy": work_copy.value,
+        }
+        self._sock.sendall((json.dumps(ask) + "\n").encode())
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                raise OSError("the pool closed the connection")
+            line += chunk
+        answer = json.loads(line)
+        if "error" in answer:
+            raise OSError(f"the pool refused: {answer['error']}")
+        return [Slot(str(s["container"]), Path(s["root"])) for s in answer["slots"]][:count]
+
+    def alive(self) -> bool:
+        """Whether the pool still holds its end (a dead pool cannot remove what it handed over)."""
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except BlockingIOError:
+            return True  # nothing to read: the connection is open
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        """Hand every container taken on this lease back for removal (the pool removes them)."""
+        with contextlib.suppress(OSError):
+            self._sock.close()
