@@ -3,10 +3,7 @@ inherited GitHub step summary, and one real card to vary."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import structlog
 from hypothesis import HealthCheck, settings
 
 from gate.core.card import VerdictCard
@@ -22,14 +19,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("unit")
-
-
-@pytest.fixture(autouse=True)
-def keep_logging() -> Iterator[None]:
-    """`main()` points structlog at the test's captured stderr, which closes after it: put the configuration back."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 @pytest.fixture(autouse=True)
