@@ -31,7 +31,7 @@ def queue_for(image: str) -> str:
     """The queue named after an image: a worker started for `image` consumes it besides its main
     queue (the shared one unless `--queue` pins it elsewhere), so a coordinator routing by image,
     as older ones did, still reaches that fleet."""
-    return "probegate." + re.sub(r"[^A-Za-z0-9_.-]+", "-", image)
+    return "probegate." + _queue_safe(image)
 
 
 DIRECT_PREFIX = "probegate.direct."
@@ -41,7 +41,7 @@ def direct_queue(key_id: str) -> str:
     """The queue only the worker whose signing key is `key_id` consumes: cross-checks reach a chosen
     other worker through it. Named after the key, not a name the worker picks for itself, so the
     coordinator finds a result's queue from the key that signed it (with enrolment: verified)."""
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "-", key_id)[:40]
+    readable = _queue_safe(key_id)[:40]
     return f"{DIRECT_PREFIX}{readable}.{hashlib.sha256(key_id.encode()).hexdigest()[:12]}"
 
 
@@ -80,3 +80,8 @@ def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: f
 
 
 app = make_app(os.environ.get("PROBEGATE_BROKER", "redis://127.0.0.1:6379/0"))
+
+
+def _queue_safe(text: str) -> str:
+    """`text` with every run of characters a queue name should not hold replaced by one dash."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
