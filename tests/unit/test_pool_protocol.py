@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 
 from gate.core.trial import Limits, WorkCopy
 from worker.host.pool import Shape, _request
-from worker.host.poolclient import ENV, Lease, default_socket, pool_socket
+from worker.host.poolclient import ENV, TAKE_TIMEOUT_S, Lease, default_socket, pool_socket
 
 
 def test_pool_socket_is_the_option_then_the_env_then_an_existing_default(tmp_path, monkeypatch):
@@ -73,3 +74,20 @@ def test_a_request_out_of_bounds_is_refused(change, error):
     ask = {"take": 1, "image_id": "x", "limits": Limits().model_dump(mode="json"), "work_copy": "overlay", **change}
     with pytest.raises(error):
         _ask((json.dumps(ask) + "\n").encode())
+
+
+def test_a_lease_knows_at_once_whether_its_pool_holds_its_end(tmp_path):
+    """A silent live pool reads as alive without waiting out the take timeout; a closed one reads as gone."""
+    path = tmp_path / "pool.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    with server:
+        lease = Lease(path)
+        conn, _ = server.accept()
+        started = time.monotonic()
+        assert lease.alive()
+        assert time.monotonic() - started < TAKE_TIMEOUT_S / 4
+        conn.close()
+        assert not lease.alive()
+        lease.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,10 +86,11 @@ class Lease:
 
     def alive(self) -> bool:
         """Whether the pool still holds its end (a dead pool cannot remove what it handed over)."""
+        # select, not MSG_DONTWAIT: on a socket with a timeout Python polls before recv whatever the
+        # flags, so a silent (live) pool would cost TAKE_TIMEOUT_S and read as dead.
         try:
-            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
-        except BlockingIOError:
-            return True  # nothing to read: the connection is open
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            return not readable or self._sock.recv(1, socket.MSG_PEEK) != b""
         except OSError:
             return False
 
