@@ -6,6 +6,7 @@ Stdlib-only, mounted read-only beside supervisor.py and imported by it inside th
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import stat
@@ -176,6 +177,7 @@ class Signatures(Mapping):
     def __init__(self, template: Template, entries: dict[str, tuple[str, str, int, int, str]]) -> None:
         self._template = template
         self._entries = entries
+        self._sorted: list[str] | None = None  # sorted once, and only if `below` is asked (O(tree))
 
     def __getitem__(self, path: str) -> str:
         rel, kind, mode, _mtime_ns, extra = self._entries[path]
@@ -189,6 +191,14 @@ class Signatures(Mapping):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def below(self, path: str) -> list[str]:
+        """Every entry strictly below `path`, sorted."""
+        if self._sorted is None:
+            self._sorted = sorted(self._entries)
+        start = bisect.bisect_left(self._sorted, path + "/")
+        end = bisect.bisect_left(self._sorted, path + "0")  # "0" follows "/" in code point order
+        return self._sorted[start:end]
 
 
 def _copy_file(src: str, dst: str, mode: int, mtime_ns: int) -> None:

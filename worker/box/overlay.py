@@ -18,7 +18,6 @@ Stdlib-only, mounted read-only beside supervisor.py; the host's tests drive it a
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import ctypes
 import os
@@ -29,13 +28,15 @@ from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import Template, diff, signature
+    from lowerview import LowerView
     from nsfilter import deny_new_namespaces, namespace_filter
 except ImportError:  # imported on the host as worker.box.overlay
     from worker.box.fsdiff import Template, diff, signature
+    from worker.box.lowerview import LowerView
     from worker.box.nsfilter import deny_new_namespaces, namespace_filter
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
-MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 1, 32, 4096, 16384, 1 << 18, 1 << 19
 MNT_DETACH = 2
 # Overlay's own xattrs: "trusted." when root mounts it, "user." under `userxattr` (unprivileged).
 XATTR_PREFIXES = ("trusted.overlay.", "user.overlay.")
@@ -63,8 +64,8 @@ def umount(target: str, flags: int = 0) -> None:
 
 def enter_user_namespace() -> None:
     """Become root-in-name-only: a new user namespace mapping just our own uid and gid (so the probe,
-    which keeps that uid, execs without capabilities) and a new mount namespace it owns, private, so
-    no mount made here is seen outside the container."""
+    which keeps that uid, execs without capabilities) and a new mount namespace it owns, a slave of
+    the container's, so no mount made here is seen outside it."""
     uid, gid = os.geteuid(), os.getegid()
     _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER | CLONE_NEWNS)")
     # An unprivileged gid_map needs setgroups denied first (else a process could drop a group it is
@@ -72,7 +73,9 @@ def enter_user_namespace() -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
-    mount("none", "/", None, MS_REC | MS_PRIVATE)
+    # Slave, not private: the host may show the tree at /src later, by a mount on its side that must
+    # reach us (worker/host/treemount.py); nothing mounted here ever goes the other way.
+    mount("none", "/", None, MS_REC | MS_SLAVE)
 
 
 # --- the layers --------------------------------------------------------------------------------
@@ -178,33 +181,88 @@ def setup(
     except OSError as exc:
         return f"the lower layer could not be laid out: {exc}"
     timings["lower"] = round(time.monotonic() - started, 6)
+    reason = dry_run(lower, scratch, work, upper_mb, template.signatures(work), timings)
+    if reason is not None:
+        umount(lower, MNT_DETACH)
+    return reason
+
+
+def in_place(src: str) -> bool:
+    """Whether the tree at `src` can be the lower layer itself: a read-only mount whose root is ours
+    (the host shows a snapshot it gave the sandbox's uid, worker/host/treemount.py). A copy-up needs
+    the lower file's owner mapped in our user namespace, and only our own uid is."""
+    try:
+        return os.stat(src).st_uid == os.geteuid() and bool(os.statvfs(src).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def setup_in_place(
+    src: str, *, scratch: str, work: str, upper_mb: int, timings: dict[str, float] | None = None
+) -> tuple[str | None, LowerView]:
+    """`setup` for a tree that `in_place` allows: no lower to lay out and no tree to read, since the
+    tree is the lower and `before` is read from it on demand (lowerview.py). The dry run also opens
+    one tree file for writing, proving its copy-up; (None, before) when every trial may use
+    `prepare(src, ...)`, else (why not, before) and the caller lays out a lower as `setup` does."""
+    timings = {} if timings is None else timings
+    before = LowerView(src, work)
+    existing = _first_file(src)
+    reason = dry_run(src, scratch, work, upper_mb, before, timings, existing=existing and f"{work}/{existing}")
+    return reason, before
+
+
+def dry_run(
+    lower: str,
+    scratch: str,
+    work: str,
+    upper_mb: int,
+    before: Mapping[str, str],
+    timings: dict[str, float],
+    *,
+    existing: str | None = None,
+) -> str | None:
+    """Prove the mode: through a fresh overlay, one file created (and `existing`, a tree file, opened
+    for writing and left unchanged) must come back as exactly that one created file. None when it
+    does, else why not; `timings` gets what it cost as "dry"."""
     started = time.monotonic()
+    probe = os.path.join(work, ".probegate-dry-run")
     try:
         layer = prepare(lower, scratch, work, size_mb=upper_mb)
         try:
-            probe = os.path.join(work, ".probegate-dry-run")
             with open(probe, "w") as handle:
                 handle.write("x")
-            found = changes(layer, template.signatures(work))
+            if existing is not None:
+                os.close(os.open(existing, os.O_WRONLY | os.O_APPEND))  # a copy-up, no change
+            found = changes(layer, before)
         finally:
             discard(layer)
     except OSError as exc:
-        umount(lower, MNT_DETACH)
         return f"an overlay on {work} did not work: {exc}"
     if found != [{"path": probe, "change": "created"}]:
-        umount(lower, MNT_DETACH)
         return f"an overlay's dry run reported {found!r}, not one created file"
     timings["dry"] = round(time.monotonic() - started, 6)
+    return None
+
+
+def _first_file(src: str, limit: int = 64) -> str | None:
+    """A regular file of the tree (relative path), looking at no more than `limit` dirs; None if none."""
+    for count, (top, _dirs, files) in enumerate(os.walk(src)):
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                return os.path.relpath(path, src)
+        if count >= limit:
+            break
     return None
 
 
 def changes(layer: Layer, before: Mapping[str, str]) -> list[dict]:
     """What the trial created, modified or deleted under `layer.work`, exactly as
     `fsdiff.diff(before, snapshot([work]))` would say it, `before` being the lower's signatures keyed
-    by their paths under work (what Template.lay_out returns for it). Reads only the upper dir, the
-    merged view of the paths it names, and the lower entries it hides."""
+    by their paths under work, with `below(path)` (fsdiff.Signatures, or lowerview.LowerView for a
+    lower used in place). Reads only the upper dir, the merged view of the paths it names, and the
+    lower entries it hides."""
     work = layer.work.rstrip("/")
-    lowers: list[str] | None = None  # sorted lazily: only a hidden lower dir needs it (O(tree) to sort)
     candidates: set[str] = set()
     for rel, is_dir, special in _upper_entries(layer.upper_fd):
         path = f"{work}/{rel}"
@@ -213,9 +271,7 @@ def changes(layer: Layer, before: Mapping[str, str]) -> list[dict]:
         if was_dir and (special or not is_dir):
             # An opaque or redirected dir, or a whiteout or file over a lower dir: the lower entries
             # below it may be gone, or be shown elsewhere.
-            if lowers is None:
-                lowers = sorted(before)
-            candidates.update(_below(lowers, path))
+            candidates.update(before.below(path))
         if is_dir and special:
             # What a redirected dir (a renamed lower dir, with redirect_dir=on: never under userxattr)
             # shows comes from elsewhere in the lower: only the merged view says what is below it.
@@ -262,12 +318,6 @@ def _opaque_or_redirected(dir_fd: int, name: str) -> bool:
         return True
     # Exact names: a probe's own "user.overlay.*" xattr is stored escaped ("user.overlay.overlay.*").
     return any(f"{prefix}{key}" in names for prefix in XATTR_PREFIXES for key in ("opaque", "redirect"))
-
-
-def _below(sorted_paths: list[str], path: str) -> list[str]:
-    start = bisect.bisect_left(sorted_paths, path + "/")
-    end = bisect.bisect_left(sorted_paths, path + "0")  # "0" follows "/" in code point order
-    return sorted_paths[start:end]
 
 
 def _walk(path: str) -> list[str]:

@@ -26,11 +26,11 @@ if not __package__:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 try:  # inside the sandbox: siblings in the same read-only mount
-    from fsdiff import Template, snapshot
+    from fsdiff import snapshot
     from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
     from workdir import COPY, WorkDir
 except ImportError:  # imported on the host as worker.box.supervisor
-    from worker.box.fsdiff import Template, snapshot
+    from worker.box.fsdiff import snapshot
     from worker.box.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
     from worker.box.workdir import COPY, WorkDir
 
@@ -93,18 +93,8 @@ def plant_canary(canary: str) -> None:
         handle.write(f"[default]\napi_token = {canary}\n")
 
 
-_templates: dict[str, Template] = {}
-# What the container's first batch cost once (reading the tree, proving the clock), in its reports.
+# What the container's first batch cost once (proving the clock), in its reports.
 _once_s: dict[str, float] = {}
-
-
-def template(src: str) -> Template:
-    """The tree at `src`, read once per container: it is bound once and never changes after."""
-    if src not in _templates:
-        started = time.monotonic()
-        _templates[src] = Template(src)
-        _once_s["tree"] = round(time.monotonic() - started, 6)
-    return _templates[src]
 
 
 class PatchFault(Exception):
@@ -117,7 +107,7 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
     work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
     started = time.monotonic()
     try:
-        work_before = workdir.lay_out(template(batch.get("src", "/src")), work)
+        work_before = workdir.lay_out(work)
     except OSError as exc:
         raise PatchFault(f"the patched tree could not be laid out in {work}: {type(exc).__name__}: {exc}") from exc
     layer_s = time.monotonic() - started
@@ -204,13 +194,9 @@ def wait_batch(in_dir: str, seq: int, idle_s: float) -> str | None:
 def run_batch(batch: dict, workdir: WorkDir) -> int | None:
     """Run and report every trial of one batch; an exit code when the container must not go on."""
     try:
-        tree = template(batch.get("src", "/src"))
-    except OSError:
-        tree = None  # an unreadable tree: the first trial reports it, as the patch's doing
-    try:
-        if tree is not None:
-            # Once per container, before its first trial: the mode every trial of it then runs in.
-            workdir.bind(tree, batch)
+        # Once per container, before its first trial: the mode every trial of it then runs in. An
+        # unreadable tree is no error here: the first trial reports it, as the patch's doing.
+        workdir.bind(batch.get("src", "/src"), batch)
     except Exception as exc:
         emit({"batch_error": f"choosing the work copy: {type(exc).__name__}: {exc}"})
         return 2

@@ -2,8 +2,10 @@
 
 - `copy`: the tree is laid out afresh in the (empty) work dir for every trial, every file of it
   read back to find the trial's writes, and the dir wiped after (cost grows with the tree).
-- `overlay`: the tree is laid out once as a read-only lower layer, and each trial's work dir is a
-  fresh overlay over it whose upper dir alone says what the trial wrote (worker/box/overlay.py).
+- `overlay`: each trial's work dir is a fresh overlay over a read-only lower layer whose upper dir
+  alone says what the trial wrote (worker/box/overlay.py). The lower is the tree itself where the
+  host showed it as a read-only mount owned by the sandbox's uid (nothing read or copied per
+  container); else the tree is read once and laid out once as the lower.
 
 Overlay mode is asked for by the host (the supervisor's third argument), and only where the host
 gave the container a seccomp profile that lets the supervisor unshare and mount. Where it cannot
@@ -16,6 +18,7 @@ Stdlib-only, mounted read-only beside supervisor.py and imported by it inside th
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 try:  # inside the sandbox: siblings in the same read-only mount
     import overlay
@@ -42,8 +45,11 @@ class WorkDir:
         self._bound = False
         self._places: dict[str, str] = {}
         self._upper_mb = 0
-        self._lower_sigs: dict[str, str] = {}
+        self._lower_sigs: Mapping[str, str] = {}
         self._layer: overlay.Layer | None = None
+        self._src = "/src"
+        self._tree: Template | None = None
+        self._unreadable: OSError | None = None
 
     def enter(self) -> None:
         """The first half of choosing overlay mode: our own user and mount namespace, and the filter
@@ -55,22 +61,40 @@ class WorkDir:
         self._entered = reason is None
         self.note = reason or ""
 
-    def bind(self, template: Template, batch: dict) -> None:
-        """The second half, once, at the container's first batch (its tree is bound by then): lay out
-        the lower and prove an overlay by a dry run; else copy mode, saying why."""
+    def bind(self, src: str, batch: dict) -> None:
+        """The second half, once, at the container's first batch (its tree is bound by then): use the
+        tree in place as the lower where overlay.in_place allows, else read it, lay out a lower and
+        prove an overlay by a dry run; else copy mode, saying why. A tree that cannot be read is kept
+        as the error `lay_out` raises (the patch's doing, reported by its first trial)."""
         if self._bound:
             return
         self._bound = True
+        self._src = src
         if not self._entered:
             return
         started = time.monotonic()
         work, work_mb = batch.get("work", "/work"), int(batch["work_mb"])
+        self._places = {"lower": batch["lower"], "scratch": batch["scratch"], "work": work}
+        if overlay.in_place(src):
+            # No tree to read and no lower to lay out: what the tree holds is read as trials touch it.
+            # Its size was checked by the host, which refuses a tree the work dir could not hold.
+            reason, before = overlay.setup_in_place(
+                src, scratch=batch["scratch"], work=work, upper_mb=work_mb, timings=self.setup_steps
+            )
+            if reason is None:
+                self.setup_s = time.monotonic() - started
+                self._places["lower"] = src
+                self.mode, self._upper_mb, self._lower_sigs = OVERLAY, work_mb, before
+                return
+            self.note = f"the tree could not be the lower in place ({reason})"
+        template = self._template()
+        if template is None:
+            return
         tree_mb = -(-template.bytes // MIB)
         if tree_mb > work_mb:
             # Copy mode will find the same (the tree does not fit): the patch's fault either way.
             self.note = f"the tree ({tree_mb} MiB) does not fit the work dir ({work_mb} MiB)"
             return
-        self._places = {"lower": batch["lower"], "scratch": batch["scratch"], "work": work}
         # The lower holds the tree once (a page of slack for tmpfs's rounding); each trial's upper
         # may hold as much as a copy-mode work dir, so a trial's room to write never shrinks.
         reason = overlay.setup(
@@ -80,15 +104,30 @@ class WorkDir:
         if reason is not None:
             self.note = reason
             return
-        self.mode, self._upper_mb = OVERLAY, work_mb
+        self.mode, self._upper_mb, self.note = OVERLAY, work_mb, ""
         self._lower_sigs = template.signatures(work)
 
-    def lay_out(self, template: Template, work: str) -> dict[str, str]:
-        """Give one trial its fresh work dir; what fsdiff.snapshot would say of it (its `before`)."""
+    def lay_out(self, work: str) -> Mapping[str, str]:
+        """Give one trial its fresh work dir; what fsdiff.snapshot would say of it (its `before`).
+        OSError when the tree could not be read (copy mode)."""
         if self.mode == COPY:
+            template = self._template()
+            if template is None:
+                raise self._unreadable
             return template.lay_out(work)
         self._layer = overlay.prepare(self._places["lower"], self._places["scratch"], work, size_mb=self._upper_mb)
         return self._lower_sigs
+
+    def _template(self) -> Template | None:
+        """The tree read once per container (None, keeping the error, when it cannot be read)."""
+        if self._tree is None and self._unreadable is None:
+            started = time.monotonic()
+            try:
+                self._tree = Template(self._src)
+            except OSError as exc:
+                self._unreadable = exc
+            self.setup_steps["tree"] = round(time.monotonic() - started, 6)
+        return self._tree
 
     def changes(self, work_before: dict[str, str], others_before: dict[str, str], roots: list[str]) -> list[dict]:
         """What the trial created, modified or deleted in every writable root, as fsdiff.diff says it;

@@ -28,7 +28,9 @@ IN_DIR = f"{MOUNT}/in"
 # trial's scratch tmpfs (detached at once) on them, inside its own mount namespace.
 LOWER, SCRATCH = f"{MOUNT}/lower", f"{MOUNT}/scratch"
 BOX = Path(__file__).resolve().parents[1] / "box"  # the stdlib-only code mounted into the container
-HELPERS = tuple(BOX / name for name in ("fsdiff.py", "probeproc.py", "workdir.py", "overlay.py", "nsfilter.py"))
+HELPERS = tuple(
+    BOX / name for name in ("fsdiff.py", "lowerview.py", "probeproc.py", "workdir.py", "overlay.py", "nsfilter.py")
+)
 EOF = object()  # the stream ended: the container exited or was removed
 IDLE_S = 60.0  # the supervisor exits after this long without a batch (see worker/warm.py)
 
