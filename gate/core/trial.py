@@ -76,6 +76,9 @@ class ClockSpec(BaseModel):
         return self.frozen_at.astimezone(ZoneInfo(self.zone)).strftime("%Y-%m-%d %H:%M:%S")
 
 
+SANDBOX_UID = 65534  # the sandbox's user and group (nobody): probes and supervisors run as it
+
+
 class Limits(BaseModel):
     """Resource limits for one probe container; defaults are safe for a small Python probe."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import SandboxError, UsageError
-from gate.core.trial import Limits
+from gate.core.trial import SANDBOX_UID, Limits
 from gate.io.patchedtree import PatchedTree, check_fits, copy_tree, laid_out, read_patched_tree, seal_patched
 from gate.io.treeselect import WHOLE_TREE, TreeSelection
 
@@ -47,7 +47,7 @@ class LocalInputs:
             for rel, data in (overrides or {}).items():
                 # The base's oracle files (its probe entry) laid over the patch's: trials run those.
                 lay_over(self.snapshot, rel, data)
-            world_readable(self._tmp)
+            world_readable(self.snapshot)  # _tmp stays mkdtemp's 0700: nobody else reaches the tree
             copied = laid_out(self.snapshot)  # what trials will see, checked again
             if limits is not None:
                 check_fits(copied, limits, where=workdir)
@@ -119,11 +119,21 @@ def lay_over(root: Path, rel: str, data: bytes) -> None:
 
 def world_readable(root: Path) -> None:
     """The sandbox runs as an unprivileged user: make the snapshot readable whatever the umask.
-    Links are left alone (chmod would follow them, and a dangling one has nothing to chmod)."""
-    for dirpath, _, filenames in os.walk(root):
+    Links are not chmod'ed (chmod would follow them, and a dangling one has nothing to chmod).
+
+    When we are root, every entry is also given to the sandbox's user: then overlay mode can use
+    the snapshot itself as its read-only lower (a copy-up keeps a file's owner, and only the sandbox's
+    own uid is mapped in its user namespace; worker/box/overlay.py). Keep `root`'s parent private:
+    a host process of that uid must not reach files it now owns."""
+    owner = SANDBOX_UID if os.geteuid() == 0 else None
+    for dirpath, dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
-        for name in filenames:
+        if owner is not None:
+            os.lchown(dirpath, owner, owner)
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             path = os.path.join(dirpath, name)
             mode = os.lstat(path).st_mode
             if not stat.S_ISLNK(mode):
                 os.chmod(path, 0o644 | (mode & 0o111))
+            if owner is not None:
+                os.lchown(path, owner, owner)

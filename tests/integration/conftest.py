@@ -21,6 +21,7 @@ from run_containers import containers_of
 from gate.core.errors import HarnessError, SandboxError
 from gate.core.testing import make_spec
 from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+from gate.io.snapshot import world_readable
 from worker.host.engine import DEFAULT_IMAGE, resolve_image_id
 from worker.host.engine import docker_client as connect
 from worker.host.sandbox import DockerSandbox
@@ -158,6 +159,7 @@ def build_tree(root: Path, probe_source: str, extra: dict[str, str] | None = Non
     for rel, text in (extra or {}).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
+    world_readable(root)  # as a run's snapshot is made (and, as root, given to the sandbox's uid)
     return root
 
 

@@ -54,7 +54,7 @@ class ImageMaker:
             image = self.client.images.get(image_id)
             if DEFAULT_IMAGE in image.tags:  # the shared sandbox image is never ours to remove
                 raise AssertionError(f"refusing to remove {image_id}: it is {DEFAULT_IMAGE}")
-            for container in self.client.containers.list(all=True, filters={"ancestor": image_id}):
+            for container in self.client.containers.list(all=True, filters={"ancestor": image_id}, sparse=True):
                 with contextlib.suppress(docker.errors.NotFound):
                     container.remove(force=True)
             self.client.images.remove(image_id, force=True)

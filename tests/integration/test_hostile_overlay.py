@@ -12,6 +12,7 @@ from conftest import check_mode
 
 from gate.core.trial import Observation, WorkCopy
 from worker.host import container as container_module
+from worker.host import treemount
 from worker.host.sandbox import DockerSandbox
 from worker.host.workcopy import ENV
 
@@ -26,21 +27,28 @@ def _no_leftovers(leftovers):
     assert leftovers() == [], "a container of this test's run remains"
 
 
+# "overlay": the tree mounted on the host and used in place as the lower (worker/host/treemount.py);
+# "overlay+links": the tree hard-linked in and copied to a lower of the supervisor's (not root, or
+# PROBEGATE_TREE_MOUNT=off); "copy": a fresh copy per trial.
+VARIANTS = {"overlay": ("overlay", ""), "overlay+links": ("overlay", "off"), "copy": ("copy", "")}
+
+
 @pytest.fixture
-def both(docker_client, sandbox_image, make_trial):
-    """Run a probe over TREE once per mode; {"overlay": observation, "copy": observation}."""
+def both(docker_client, sandbox_image, make_trial, monkeypatch):
+    """Run a probe over TREE once per variant; {variant: observations}."""
 
     def run(probe: str, *, trials: int = 1) -> dict[str, list[Observation]]:
         first, inputs = make_trial(probe, extra=TREE, deadline_s=5)
         specs = [first] + [first.model_copy(update={"trial_index": i}) for i in range(1, trials)]
         found = {}
-        for mode in ("overlay", "copy"):
+        for variant, (mode, tree_mount) in VARIANTS.items():
+            monkeypatch.setenv(treemount.ENV, tree_mount)
             sandbox = DockerSandbox(client=docker_client, worker_id="pytest", work_copy=mode)
             observed = sandbox.run_batch(specs, inputs)
             for obs in observed:
                 assert obs.fault is None, obs.fault
                 check_mode(obs, mode)
-            found[mode] = observed
+            found[variant] = observed
         return found
 
     return run
@@ -87,23 +95,38 @@ ESCAPES = """
         "create in the lower": py(lambda: open("/opt/probegate/lower/new.txt", "w").close()),
         "chmod in the lower": py(lambda: os.chmod("/opt/probegate/lower/data.txt", 0o777)),
         "scratch holds": sorted(os.listdir("/opt/probegate/scratch")),
+        # The tree at /src, which overlay mode may use in place as its lower.
+        "remount /src rw": call(libc.mount, b"none", b"/src", None, MS_REMOUNT | MS_BIND, None),
+        "umount /src": call(libc.umount2, b"/src", 2),
+        "bind /work over /src": call(libc.mount, b"/work", b"/src", None, MS_BIND, None),
+        "append to the tree": py(lambda: open("/src/data.txt", "a").close()),
+        "create in the tree": py(lambda: open("/src/new.txt", "w").close()),
+        "chmod in the tree": py(lambda: os.chmod("/src/data.txt", 0o777)),
+        "unlink in the tree": py(lambda: os.unlink("/src/pkg/a.py")),
+        "rename in the tree": py(lambda: os.rename("/src/pkg", "/src/moved")),
+        "lower is a mount": any(line.split()[4] == "/opt/probegate/lower" for line in open("/proc/self/mountinfo")),
     }))
     open("marker", "w").write("x")
 """
 
 
 def test_a_probe_can_neither_unshare_nor_mount_nor_reach_the_layers(both):
-    """unshare, setns, clone3, the new mount API, mounting over or unmounting /work, remounting or
-    writing the lower all fail in both modes, the upper's scratch is empty, and only the probe's own write shows."""
+    """unshare, setns, clone3, the new mount API, mounting over or unmounting /work or /src, remounting
+    or writing the lower or the tree (the lower itself when used in place) all fail in every variant,
+    the upper's scratch is empty, and only the probe's own write shows."""
     found = both(ESCAPES)
     for mode, (obs,) in found.items():
         result = said(obs)
         assert result.pop("scratch holds") == [], mode
         assert result.pop("clone3") == "ENOSYS", mode
+        # Only the supervisor's own copy of the tree is a lower it mounted; the tree in place is none.
+        assert result.pop("lower is a mount") is (mode == "overlay+links"), mode
         writes_to_lower = {k: result.pop(k) for k in list(result) if k.endswith("the lower") and "mount" not in k}
-        # In copy mode the lower is an empty read-only dir: a chmod finds nothing to change.
-        refused = {"EROFS"} if mode == "overlay" else {"EROFS", "ENOENT"}
+        # Where the lower is no mount, it is an empty read-only dir: a chmod finds nothing to change.
+        refused = {"EROFS"} if mode == "overlay+links" else {"EROFS", "ENOENT"}
         assert set(writes_to_lower.values()) <= refused, (mode, writes_to_lower)
+        writes_to_tree = {k: result.pop(k) for k in list(result) if k.endswith("the tree")}
+        assert set(writes_to_tree.values()) == {"EROFS"}, (mode, writes_to_tree)
         assert set(result.values()) == {"EPERM"}, (mode, result)
         assert writes(obs) == [("/work/marker", "created")], mode
 
@@ -165,9 +188,9 @@ RENAME = """
 def test_renaming_a_tree_directory_fails_exdev_in_overlay_mode_yet_reads_as_in_copy_mode(both):
     """os.rename of a tree dir fails EXDEV over an overlay (shutil.move copies instead); writes equal copy mode's."""
     found = both(RENAME)
-    (overlay,), (copy,) = found["overlay"], found["copy"]
-    assert (overlay.stdout.data, copy.stdout.data) == (b"EXDEV\n", b"renamed\n")
-    assert writes(overlay) == writes(copy)
+    (overlay,), (linked,), (copy,) = found["overlay"], found["overlay+links"], found["copy"]
+    assert (overlay.stdout.data, linked.stdout.data, copy.stdout.data) == (b"EXDEV\n", b"EXDEV\n", b"renamed\n")
+    assert writes(overlay) == writes(linked) == writes(copy)
     assert ("/work/moved/sub/c.py", "created") in writes(overlay) and ("/work/pkg", "deleted") in writes(overlay)
 
 
@@ -189,7 +212,8 @@ def test_writes_read_the_same_in_both_modes_and_the_next_trial_sees_the_tree(bot
     """Creations, edits, a chmod and a removed dir read the same in both modes; trial 1 sees the tree as it was."""
     found = both(MIXED, trials=2)
     (overlay, overlay_next), (copy, copy_next) = found["overlay"], found["copy"]
-    assert writes(overlay) == writes(copy)
+    assert writes(overlay) == writes(found["overlay+links"][0]) == writes(copy)
+    assert found["overlay+links"][1].stdout.data == overlay_next.stdout.data
     assert ("/work/pkg/sub/c.py", "deleted") in writes(overlay) and ("/tmp/scratch", "created") in writes(overlay)
     assert overlay_next.writes == copy_next.writes == ()
     listing = "['data.txt', 'pkg', 'probe.py'] orig"

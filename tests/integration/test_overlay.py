@@ -27,8 +27,10 @@ RUNNER = r"""
 import ctypes, json, os, stat, subprocess, sys
 from worker.box import overlay
 from worker.box.fsdiff import Template, diff, snapshot
+from worker.box.lowerview import LowerView
 tree, base, variant, actions = sys.argv[1:5]
-userxattr, extra = variant == "userxattr", ("redirect_dir=on",) if variant == "redirect_dir" else ()
+userxattr = variant in ("userxattr", "in_place")
+extra = ("redirect_dir=on",) if variant == "redirect_dir" else ()
 libc = ctypes.CDLL(None, use_errno=True)
 overlay._check(libc.unshare(overlay.CLONE_NEWNS), "unshare(CLONE_NEWNS)")
 overlay.mount("none", "/", None, overlay.MS_REC | overlay.MS_PRIVATE)
@@ -49,10 +51,17 @@ copy_said = act()
 copied = diff(laid_out, snapshot([work]))
 overlay.umount(work)
 
-overlay.make_lower(template, lower, 16)
+if variant == "in_place":
+    # The tree itself as the lower, read-only, its signatures read on demand (as the box does).
+    overlay.mount(tree, lower, None, overlay.MS_BIND)
+    overlay.mount("none", lower, None, overlay.MS_REMOUNT | overlay.MS_BIND | overlay.MS_RDONLY)
+    before = LowerView(lower, work)
+else:
+    overlay.make_lower(template, lower, 16)
+    before = template.signatures(work)
 layer = overlay.prepare(lower, scratch, work, size_mb=16, userxattr=userxattr, extra=extra)
 said = act()
-found = overlay.changes(layer, template.signatures(work))
+found = overlay.changes(layer, before)
 upper = {}
 for top, dirs, files, fd in os.fwalk(".", dir_fd=layer.upper_fd):
     for name in dirs + files:
@@ -97,16 +106,20 @@ def overlay_host() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(params=["trusted", "userxattr", "redirect_dir"])
+@pytest.fixture(params=["trusted", "userxattr", "redirect_dir", "in_place"])
 def scenario(request, overlay_host, tmp_path: Path):
     """Run action source in copy mode and in an overlay (root's; `userxattr` as in the box; root's with
-    redirect_dir=on, where a tree dir can be renamed); the child's JSON."""
+    redirect_dir=on, where a tree dir can be renamed; the tree itself as the lower, as the box uses a
+    tree the host mounted); the child's JSON. The tree also holds a symlink to a dir outside it."""
 
     def run(actions: str) -> dict:
         tree = tmp_path / "tree"
         for rel, text in TREE.items():
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             (tree / rel).write_text(text)
+        (tmp_path / "elsewhere").mkdir()
+        (tmp_path / "elsewhere" / "x.txt").write_text("outside the tree\n")
+        (tree / "outside").symlink_to(tmp_path / "elsewhere")
         base = tmp_path / "base"
         base.mkdir()
         argv = [sys.executable, "-c", RUNNER, str(tree), str(base), request.param]
@@ -162,6 +175,28 @@ def test_created_modified_and_deleted_files_match_copy_mode(scenario):
     ]
     assert result["overlay"] == result["copy"]
     assert result["lower_intact"]
+
+
+def test_a_symlinked_dir_replaced_by_a_real_one_reports_created_not_what_the_link_pointed_at(scenario):
+    """A file made where a tree symlink to a dir outside once led is created, never the outside file modified."""
+    result = scenario("""
+        import os
+        os.unlink("outside")
+        os.mkdir("outside")
+        open("outside/x.txt", "w").write("mine")
+    """)
+    assert paths(result["overlay"]) == [("outside", "modified"), ("outside/x.txt", "created")]
+    assert result["overlay"] == result["copy"]
+    assert result["lower_intact"]
+
+
+def test_writing_through_a_tree_symlink_is_not_a_change_of_the_work_dir(scenario):
+    """A write that a tree symlink carries out of the work dir is nothing the work dir's changes name."""
+    result = scenario("""
+        print(open("outside/x.txt").read().strip())
+    """)
+    assert result["said"] == result["copy_said"] == "outside the tree"
+    assert result["overlay"] == result["copy"] == []
 
 
 def test_a_removed_directory_reports_everything_below_it(scenario):

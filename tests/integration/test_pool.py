@@ -224,7 +224,7 @@ def test_a_run_cannot_reach_another_slot_or_a_later_runs_tree(docker_client, poo
     assert seen["found"] == [] and seen["reached"] == [] and seen["writable"] == [], seen
     a_host, b_host = seen["host"], json.loads(b_obs.stdout.data)["host"]
     assert a_host != b_host
-    gone = wait_until(lambda: not docker_client.containers.list(all=True, filters={"id": a_host}))
+    gone = wait_until(lambda: not docker_client.containers.list(all=True, filters={"id": a_host}, sparse=True))
     assert gone, "A's container remains"
     pool.wait_full(60)
     c_specs = specs_for(c_run, inputs, build_tree(tmp_path / "c", HOSTNAME_PROBE))
@@ -259,7 +259,8 @@ def test_a_killed_pools_containers_are_swept(docker_client, sandbox_image: str, 
 
 
 def running(client: docker.DockerClient, path: Path) -> bool:
-    return [c.status for c in client.containers.list(filters={"label": f"{LABEL_POOL}={path}"})] == ["running"]
+    listed = client.containers.list(filters={"label": f"{LABEL_POOL}={path}"}, sparse=True)
+    return [c.status for c in listed] == ["running"]
 
 
 def test_a_run_whose_pool_died_removes_what_it_took(docker_client, sandbox_image, short_dir: Path, tmp_path, run_id):

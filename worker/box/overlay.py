@@ -187,12 +187,14 @@ def setup(
     return reason
 
 
-def in_place(src: str) -> bool:
-    """Whether the tree at `src` can be the lower layer itself: a read-only mount whose root is ours
-    (the host shows a snapshot it gave the sandbox's uid, worker/host/treemount.py). A copy-up needs
-    the lower file's owner mapped in our user namespace, and only our own uid is."""
+def in_place(src: str, host_says: bool) -> bool:
+    """Whether the tree at `src` can be the lower layer itself: the host says it mounted a snapshot
+    whose every entry it gave the sandbox's uid (worker/host/treemount.py), and `src` is read-only.
+    A copy-up keeps the lower file's owner, which must be mapped in our user namespace, and only our
+    own uid is. Only the host can tell: in here an unmapped owner reads as the overflow uid 65534,
+    which is nobody's, ours."""
     try:
-        return os.stat(src).st_uid == os.geteuid() and bool(os.statvfs(src).f_flag & os.ST_RDONLY)
+        return host_says and bool(os.statvfs(src).f_flag & os.ST_RDONLY)
     except OSError:
         return False
 
@@ -245,15 +247,20 @@ def dry_run(
 
 
 def _first_file(src: str, limit: int = 64) -> str | None:
-    """A regular file of the tree (relative path), looking at no more than `limit` dirs; None if none."""
+    """A regular file of the tree (relative path), in a subdir where there is one (its copy-up copies
+    a dir up too), looking at no more than `limit` dirs; None if the tree has no file."""
+    found = None
     for count, (top, _dirs, files) in enumerate(os.walk(src)):
         for name in sorted(files):
             path = os.path.join(top, name)
             if stat.S_ISREG(os.lstat(path).st_mode):
-                return os.path.relpath(path, src)
+                found = os.path.relpath(path, src)
+                if top != src:
+                    return found
+                break
         if count >= limit:
             break
-    return None
+    return found
 
 
 def changes(layer: Layer, before: Mapping[str, str]) -> list[dict]:

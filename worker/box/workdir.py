@@ -75,7 +75,7 @@ class WorkDir:
         started = time.monotonic()
         work, work_mb = batch.get("work", "/work"), int(batch["work_mb"])
         self._places = {"lower": batch["lower"], "scratch": batch["scratch"], "work": work}
-        if overlay.in_place(src):
+        if overlay.in_place(src, bool(batch.get("tree_in_place"))):
             # No tree to read and no lower to lay out: what the tree holds is read as trials touch it.
             # Its size was checked by the host, which refuses a tree the work dir could not hold.
             reason, before = overlay.setup_in_place(

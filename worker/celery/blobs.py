@@ -115,7 +115,7 @@ class BlobInputs:
         self.cache = cache_dir
         (cache_dir / "trees").mkdir(parents=True, exist_ok=True)
         (cache_dir / "blobs").mkdir(parents=True, exist_ok=True)
-        os.chmod(cache_dir / "trees", 0o755)
+        os.chmod(cache_dir / "trees", 0o700)  # trees are given to the sandbox uid: no host process of it may reach them
 
     def fixture_bytes(self, digest: str) -> bytes:
         cached = self.cache / "blobs" / digest

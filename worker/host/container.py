@@ -17,7 +17,7 @@ import docker
 from docker.types import Mount, Ulimit
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Captured, FileChange, Limits, Observation, TrialSpec, WorkCopy
+from gate.core.trial import SANDBOX_UID, Captured, FileChange, Limits, Observation, TrialSpec, WorkCopy
 from worker.host.engine import Container, create
 from worker.host.sweep import LABEL_BATCH, LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL
 from worker.host.workcopy import security_options
@@ -62,10 +62,12 @@ def create_container(
     labels: dict[str, str],
     work_copy: WorkCopy = WorkCopy.COPY,
     idle_s: float = IDLE_S,
+    tree_propagates: bool = False,
 ) -> Container:
     """A stopped container that will run the supervisor over the batch files in `mount_dir` (see
     stage_mount), asked for `work_copy` work dirs (overlay adds its seccomp profile); its supervisor
-    exits after `idle_s` without a batch."""
+    exits after `idle_s` without a batch. With `tree_propagates`, a tree mounted on `tree` later
+    reaches /src (worker/host/treemount.py)."""
     tmpfs_opts = f"size={limits.tmpfs_mb}m,mode=1777"
     sources = {
         "/src": Path(tree).resolve(),
@@ -73,7 +75,10 @@ def create_container(
         "/etc/faketimerc": mount_dir / "in" / "faketimerc",
     }
     # Mount, not `volumes=`: for a missing source `volumes=` silently creates an empty directory.
-    mounts = [Mount(target, str(source), type="bind", read_only=True) for target, source in sources.items()]
+    mounts = [
+        Mount(target, str(source), type="bind", read_only=True, propagation=_propagation(target, tree_propagates))
+        for target, source in sources.items()
+    ]
     fsize = limits.file_size_mb * 1024 * 1024  # RLIMIT_FSIZE counts bytes
     return create(
         client,
@@ -83,7 +88,7 @@ def create_container(
         command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(idle_s), work_copy.value],
         network_mode="none",
         read_only=True,
-        user="65534:65534",
+        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
         cap_drop=["ALL"],
         security_opt=security_options(work_copy),
         pids_limit=limits.pids,
@@ -102,6 +107,11 @@ def create_container(
         environment=env,
         labels=labels,
     )
+
+
+def _propagation(target: str, tree_propagates: bool) -> str | None:
+    # rslave: mounts on the host side reach the container, never the other way.
+    return "rslave" if target == "/src" and tree_propagates else None
 
 
 def batch_labels(run_id: str, property_id: str, first_trial: int, batch_id: str, worker_id: str) -> dict[str, str]:

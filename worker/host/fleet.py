@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -24,6 +23,7 @@ from worker.host.container import BOX, HELPERS, IDLE_S, ReportStream, batch_labe
 from worker.host.engine import container_by_id, containers, has_image
 from worker.host.poolclient import Lease, Slot
 from worker.host.sweep import LABEL_PID, LABEL_RUN
+from worker.host.treemount import dir_prefix, enabled, is_shared, make_shared, remove_dir
 from worker.host.warm import UNBOUND_CLOCK, ContainerShape, SpareShape, Warm, WarmPool
 
 EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
@@ -142,7 +142,7 @@ class Fleet:
                 # Its pool is gone: nobody else would remove it, or its dirs, now.
                 with contextlib.suppress(SandboxError):
                     warm.container.remove()
-                shutil.rmtree(warm.src_dir.parent, ignore_errors=True)
+                remove_dir(warm.src_dir.parent)
             warm.remove()
 
         list(self._starter.map(remove, warms))  # in parallel: each removal waits ~50 ms on the engine
@@ -229,14 +229,18 @@ def create_warm(
     """A created (not yet started) container with its own host dirs (in a temp dir under `under`),
     its report stream attached; `bind` gives it a tree and a clock. Every sandbox container, pooled
     or not, is made here: the same mounts and the same lockdown (create_container)."""
-    tmp = tempfile.TemporaryDirectory(prefix="probegate-batch-", dir=under)
+    tmp = tempfile.TemporaryDirectory(prefix=dir_prefix(), dir=under)
     root = Path(tmp.name)
     (root / "opt").mkdir()
     (root / "src").mkdir(mode=0o755)
-    root.chmod(0o755)  # the container runs as nobody
+    (root / "stage").mkdir(mode=0o700)
+    # 0700: a tree linked into src/ is owned by the sandbox uid, which no host process may reach; the
+    # container sees each bind mount from its own root, past no dir of ours.
+    root.chmod(0o700)
     warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
     warm.image_id = image_id
     try:
+        warm.tree_mount = make_shared(warm.src_dir)
         warm.work_copy, warm.work_copy_note = work_copy
         stage_mount(root / "opt", supervisor)
         (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
@@ -251,6 +255,7 @@ def create_warm(
             labels=labels,
             work_copy=warm.work_copy,
             idle_s=idle_s,
+            tree_propagates=warm.tree_mount,
         )
         warm.stream = ReportStream(warm.container)
     except BaseException:
@@ -268,6 +273,7 @@ def _pooled(client: docker.DockerClient, run_id: str, slot: Slot, image_id: str,
             raise ValueError(f"the pool's {name} differs from ours")
     warm = Warm(run_id, _NoDir(), opt / "in", slot.root / "src")
     warm.pooled = True
+    warm.tree_mount = enabled() and is_shared(warm.src_dir)
     warm.image_id = image_id
     warm.work_copy, warm.work_copy_note = mode, note
     warm.container = container_by_id(client, slot.container_id)

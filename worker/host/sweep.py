@@ -13,6 +13,7 @@ import docker
 
 from gate.core.errors import SandboxError
 from worker.host.engine import containers
+from worker.host.treemount import sweep_mounts
 
 LABEL_RUN, LABEL_PROPERTY, LABEL_TRIAL = "probegate.run", "probegate.property", "probegate.trial"
 LABEL_HOST, LABEL_PID = "probegate.host", "probegate.pid"
@@ -28,7 +29,8 @@ def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:
 
 
 def sweep_dead_workers(client: docker.DockerClient) -> int:
-    """Remove containers that a process on this host started and no longer exists to remove."""
+    """Remove containers that a process on this host started and no longer exists to remove (and
+    the host dirs and tree mounts it left, worker/host/treemount.py)."""
     removed = 0
     for container in containers(client, labels=[f"{LABEL_HOST}={socket.gethostname()}"]):
         pid = int(container.labels.get(LABEL_PID, "0") or 0)
@@ -36,6 +38,7 @@ def sweep_dead_workers(client: docker.DockerClient) -> int:
             continue
         with contextlib.suppress(SandboxError):
             removed += container.remove()
+    sweep_mounts(_alive)  # then the tree mounts and dirs of the same dead processes
     return removed
 
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.errors import SandboxError
-from gate.core.trial import ClockSpec, Limits, TrialSpec, WorkCopy
+from gate.core.trial import SANDBOX_UID, ClockSpec, Limits, TrialSpec, WorkCopy
 from worker.host.container import ReportStream
 from worker.host.engine import Container
+from worker.host.treemount import release, show
 
 HOST_IDLE_S = 40.0  # the host hands out no container idle longer than this (a margin below IDLE_S)
 
@@ -85,6 +86,10 @@ class Warm:
         # Taken from the standing pool (worker/host/pool.py): the pool removes it and its dirs when the
         # run's lease closes; `remove` only makes sure nothing runs in it any more.
         self.pooled = False
+        # Its /src dir is a shared mount the tree is mounted on, not linked into (worker/host/treemount.py).
+        self.tree_mount = False
+        # The tree was mounted and is the sandbox uid's: overlay mode may use it in place as its lower.
+        self.tree_in_place = False
 
     @property
     def run_id(self) -> str:
@@ -93,7 +98,16 @@ class Warm:
     def bind(self, shape: ContainerShape, tree: Path) -> None:
         """Fix this container to a tree and a clock before its first batch (it may already be running:
         /src and /etc/faketimerc are bind mounts whose contents the supervisor reads per batch)."""
-        fill_tree(tree, self.src_dir)
+        if self.tree_mount:
+            try:
+                show(tree, self.src_dir, self.src_dir.parent / "stage")
+            except SandboxError:
+                self.tree_mount = False  # nothing was left mounted: link it in instead
+        if not self.tree_mount:
+            fill_tree(tree, self.src_dir)
+        # Every entry is the sandbox uid's or none is: a snapshot's owner is set whole (world_readable).
+        st = os.lstat(tree)
+        self.tree_in_place = self.tree_mount and (st.st_uid, st.st_gid) == (SANDBOX_UID, SANDBOX_UID)
         write_in_place(self.in_dir / "faketimerc", (shape.clock.faketimerc() + "\n").encode())
         self.shape = shape
 
@@ -104,6 +118,7 @@ class Warm:
                 self._write(f"stdin-{digest}", data)
                 self._fixtures.add(digest)
         seq = self.seq
+        batch = {**batch, "tree_in_place": self.tree_in_place}
         # Renamed into place, so the supervisor never reads a half-written batch.
         self._write(f"batch-{seq}.json", json.dumps(batch).encode())
         (self.in_dir / f"batch-{seq - 1}.json").unlink(missing_ok=True)
@@ -133,12 +148,14 @@ class Warm:
             if not ended and self.container is not None:
                 with contextlib.suppress(SandboxError):
                     self.container.kill()
+            release(self.src_dir, keep_shared=True)  # our tree; the shared mount is the pool's
             return
         if self.stream is not None:
             self.stream.close()
         if self.container is not None:
             with contextlib.suppress(SandboxError):
                 self.container.remove()
+        release(self.src_dir)  # never rmtree through a mounted tree
         self.tmp.cleanup()
 
 
