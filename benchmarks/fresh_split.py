@@ -4,11 +4,12 @@
 
 Per tree size: the bare loop of the probe in one container (the baseline), then a fresh run done
 serially (no prestart, so its steps add up) with each step timed: container create and start, the
-host linking the tree into the container's /src, the supervisor reading (hashing) the tree, proving
-the clock, laying out the overlay's lower and its dry run (its own timings), the first trial (from
-its batch file to its report, those once-costs taken out) and the later trials, and the close.
-Then the ratios against the bare loop: a fresh run as `gate run` does it (open .. close, one
-prestarted container), with --pool the same from a standing pool (worker/host/pool.py), and warm.
+host showing the tree at the container's /src (a read-only mount as root, else hard links), the
+supervisor reading (hashing) the tree, proving the clock, laying out the overlay's lower and its dry
+run (its own timings), the first trial (from its batch file to its report, those once-costs taken
+out) and the later trials, and the close. Then the ratios against the bare loop: a fresh run as
+`gate run` does it (open .. close, one prestarted container), with --pool the same from a standing
+pool (worker/host/pool.py), and warm.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def timers(spent: dict[str, float]):
         (fleet_module, "create_container", "create"),
         (Container, "start", "start"),
         (warm_module, "fill_tree", "link"),
+        (warm_module, "show", "link"),
     ]
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
 
