@@ -4,6 +4,6 @@ executors and sandboxes, and so the only one that imports `worker`.
 
 from __future__ import annotations
 
-from gate.cli.main import main
+from gate.cli.main import entry, main
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from gate.cli.main import entry
 
-from gate.cli.main import main
-
-sys.exit(main())
+entry()

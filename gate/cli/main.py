@@ -10,10 +10,12 @@ import json
 import os
 import select
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
@@ -22,10 +24,21 @@ from gate.cli.images import build_for_run, run_image
 from gate.cli.power import run_from_args as run_power
 from gate.cli.report import report_targets
 from gate.cli.signing import sign_key_path
-from gate.core.errors import RET_INTERNAL, RET_OK, RET_PIPE, GateError, InputMissingError, UsageError
+from gate.core.errors import (
+    RET_INTERNAL,
+    RET_INTERRUPTED,
+    RET_OK,
+    RET_PIPE,
+    GateError,
+    InputMissingError,
+    UsageError,
+)
+from gate.io import interrupts
 from gate.io.artifacts import check_writable
 from gate.io.cardsig import envelope_path
 from gate.run.runner import RunRequest
+
+EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still returning from a removed container
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,21 +52,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
             return exc.code if isinstance(exc.code, int) else RET_OK
         logs.configure(args.log_level)
-        code = _dispatch(args)
+        with interrupts.routed():  # SIGINT/SIGTERM: everything started is removed, then exit 128+signal
+            code = _dispatch(args)
         sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
         return code
     except GateError as exc:
         print(f"gate: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("gate: interrupted", file=sys.stderr)
-        return 130
+        return exc.exit_code if isinstance(exc, interrupts.Interrupted) else RET_INTERRUPTED
     except Exception as exc:
         if isinstance(exc, BrokenPipeError) and _stdout_gone():
             return _quiet_stdout()
         traceback.print_exc()
         print("gate: internal error (a bug in probegate; please report it with the traceback above)", file=sys.stderr)
         return RET_INTERNAL
+
+
+def entry(argv: Sequence[str] | None = None) -> NoReturn:
+    """The console script: `main`, then exit; after a signal, threads still finishing their clean-up
+    get EXIT_GRACE_S, not more (everything of ours they could touch is removed already)."""
+    code = main(argv)
+    if interrupts.interrupted():
+        give_up = time.monotonic() + EXIT_GRACE_S
+        for thread in threading.enumerate():
+            if thread is not threading.current_thread() and not thread.daemon:
+                thread.join(max(0.0, give_up - time.monotonic()))
+        if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    sys.exit(code)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -7,11 +7,11 @@ import argparse
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
 
 from gate.core.errors import UsageError
 from gate.core.trial import Limits, WorkCopy
+from gate.io import interrupts
 
 
 def add_pool_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,19 +40,20 @@ def run_pool(args: argparse.Namespace) -> int:
 
 
 def _serve(path: Path, size: int, image_id: str, limits: Limits, work_copy: WorkCopy) -> None:
-    """Run a pool in the foreground until SIGINT or SIGTERM, then stop it (removing its containers)."""
+    """Run a pool in the foreground until SIGINT or SIGTERM (gate.io.interrupts raises them in this
+    thread; a handler that set an Event could deadlock on the Event's own lock), then stop it."""
     from worker.host.pool import PoolServer
 
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
     server = PoolServer(path, size=size)
-    server.start()
-    server.want(image_id, limits, work_copy)
-    say = f"probegate pool {server.label}: {size} containers of {image_id[:19]} ({work_copy.value}) on {path}"
-    print(say, file=sys.stderr, flush=True)
     try:
-        done.wait()
+        server.start()
+        server.want(image_id, limits, work_copy)
+        say = f"probegate pool {server.label}: {size} containers of {image_id[:19]} ({work_copy.value}) on {path}"
+        print(say, file=sys.stderr, flush=True)
+        while True:
+            signal.pause()
+    except interrupts.Interrupted:
+        pass  # the way a pool is meant to end
     finally:
         server.stop()
         print(f"probegate pool {server.label}: stopped, {server.started_total} started in all", file=sys.stderr)

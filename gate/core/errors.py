@@ -34,6 +34,7 @@ RET_USAGE = 64  # command line misuse (EX_USAGE)
 RET_CONFIG = 65  # a suite, freeze, seal or card file is malformed (EX_DATAERR)
 RET_NOINPUT = 66  # a file or directory named on the command line is missing (EX_NOINPUT)
 RET_INTERNAL = 70  # a bug in the gate itself (EX_SOFTWARE); the traceback goes to stderr
+RET_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT); SIGTERM gives 143: everything the run started removed, no card
 RET_PIPE = 141  # stdout closed early (`gate schema card | head`): 128 + SIGPIPE, never read as success
 
 

@@ -105,6 +105,9 @@ class MockExecutor:
     def close(self, run_id: str) -> None:
         self.calls.append(("close", run_id))
 
+    def abort(self, run_id: str) -> None:
+        self.calls.append(("abort", run_id))
+
 
 FleetHandler = Callable[[TrialSpec, bytes, str], Observation]
 
@@ -129,6 +132,9 @@ class MockFleet:
         return None
 
     def close(self, run_id: str) -> None:
+        return None
+
+    def abort(self, run_id: str) -> None:
         return None
 
     def _answer(self, spec: TrialSpec, inputs: Inputs, worker: str) -> Observation:

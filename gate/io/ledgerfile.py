@@ -9,6 +9,7 @@ and a reader without the lock still sees a whole file.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from gate.core.errors import HarnessError, UsageError
 from gate.core.history import History
 from gate.core.suite import LedgerConfig, SamplerConfig
 from gate.io.artifacts import write_output
+from gate.io.interrupts import raise_if_pending
 from gate.io.state import (
     BooksUpdate,
     HistoryUpdate,
@@ -31,6 +33,7 @@ from gate.io.state import (
     missing_books,
 )
 
+LOCK_POLL_S = 0.05  # how often a wait for the lock looks for a held Ctrl-C
 # Far above one decision (milliseconds); a lock held this long means a stuck run, not a busy one.
 LOCK_TIMEOUT_S = 120.0
 
@@ -79,8 +82,8 @@ class FileBooks:
         try:
             if self.create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(lock_path), timeout=self.lock_timeout_s)
-            lock.acquire()
+            lock = FileLock(str(lock_path))
+            _acquire(lock, self.lock_timeout_s)
         except Timeout:
             raise HarnessError(
                 f"the ledger file stayed locked for {self.lock_timeout_s:.0f} s by another run", file=str(lock_path)
@@ -92,3 +95,17 @@ class FileBooks:
             yield
         finally:
             lock.release()
+
+
+def _acquire(lock: FileLock, timeout_s: float) -> None:
+    """Wait for the lock in short tries: the commit holds Ctrl-C (gate.io.interrupts), and while we
+    queue for another run's books nothing is written yet, so a held Ctrl-C stops the run here."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        raise_if_pending()
+        try:
+            lock.acquire(timeout=min(LOCK_POLL_S, max(0.0, deadline - time.monotonic())), poll_interval=0.01)
+            return
+        except Timeout:
+            if time.monotonic() >= deadline:
+                raise

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from gate.cli.main import main
+from gate.cli.main import entry
 
-sys.exit(main(["run", *sys.argv[1:]]))
+entry(["run", *sys.argv[1:]])

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import structlog
+
 from gate.core.card import HarnessEvent
 from gate.core.checks import Check, Trial, judge
 from gate.core.errors import GateError
@@ -29,6 +31,8 @@ from gate.io.treeselect import TreeSelection
 from gate.run.execute import planner_for
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle
+
+log = structlog.get_logger("gate.run")
 
 NO_BASE = "no base to rerun on (run without --base): the flicker is reported, not established as a flake"
 
@@ -98,6 +102,7 @@ def rerun_on_base(
         wanted = {(s.property_id, s.trial_index) for s in specs}
         outcomes: dict[str, dict[int, Outcome]] = {p.id: {} for p in props}
         seen_events = len(executor.events)
+        log.info("rerun.start", run_id=facts.run_id, properties=[p.id for p in props], trials=len(specs))
         try:
             for obs in executor.run(specs, inputs):
                 key = (obs.property_id, obs.trial_index)

@@ -9,6 +9,7 @@ function so everything above the sandbox can be tested without Docker.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -42,8 +43,26 @@ class Executor(Protocol):
         ...
 
     def close(self, run_id: str) -> None:
-        """The run is over, however it ended: nothing kept for it may remain anywhere."""
+        """The run is over: nothing kept for it may remain anywhere."""
         ...
+
+    def abort(self, run_id: str) -> None:
+        """Stop the run now (Ctrl-C, or the run failed): start none of its trials, remove what it
+        started, and wait for nothing that could take longer than a few seconds."""
+        ...
+
+
+@contextlib.contextmanager
+def opened(executor: Executor, run_id: str, limits: Limits) -> Iterator[Executor]:
+    """The executor open for one run: closed when the block ends, aborted when it raises (Ctrl-C
+    included), so a run that stops early leaves nothing running and waits out no deadline."""
+    try:
+        executor.open(run_id, limits)
+        yield executor
+    except BaseException:
+        executor.abort(run_id)
+        raise
+    executor.close(run_id)
 
 
 class CrossCheckingExecutor(Executor, Protocol):
@@ -69,6 +88,7 @@ class LocalExecutor:
         self.image: str = getattr(sandbox, "image", "")
         self.events: list[HarnessEvent] = []
         self._open: set[str] = set()
+        self._pools: set[ThreadPoolExecutor] = set()  # those of `run` calls still in progress
 
     def image_id(self) -> str:
         return self.sandbox.image_id()
@@ -82,6 +102,12 @@ class LocalExecutor:
         self._open.discard(run_id)
         self.sandbox.close(run_id)
 
+    def abort(self, run_id: str) -> None:
+        self._open.discard(run_id)
+        for pool in list(self._pools):
+            pool.shutdown(wait=False, cancel_futures=True)  # queued batches never start
+        self.sandbox.abort(run_id)  # running ones find their containers gone and return at once
+
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
         run_ids = {spec.run_id for spec in specs}
         # A run not opened by the caller is scoped to this call: its containers go when it returns.
@@ -89,10 +115,11 @@ class LocalExecutor:
         for run_id in scoped:
             self.sandbox.open(run_id)
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="trial")
-        futures: dict[Future[list[Observation]], list[TrialSpec]] = {
-            pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in self._batches(specs)
-        }
+        self._pools.add(pool)
         try:
+            futures: dict[Future[list[Observation]], list[TrialSpec]] = {
+                pool.submit(self.sandbox.run_batch, batch, inputs): batch for batch in self._batches(specs)
+            }
             for future in as_completed(futures):
                 batch = futures[future]
                 try:
@@ -110,6 +137,7 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            self._pools.discard(pool)
             for run_id in scoped:
                 self.sandbox.close(run_id)
 

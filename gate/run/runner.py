@@ -32,6 +32,7 @@ from gate.io.artifacts import card_bytes, check_writable, write_card
 from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
+from gate.io.interrupts import held
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
 from gate.io.proposals import check_proposal_paths, write_proposals
@@ -41,7 +42,7 @@ from gate.io.state import BooksStore
 from gate.io.treeselect import tree_selection
 from gate.run.baserun import with_base_reruns
 from gate.run.execute import all_harness, execute
-from gate.run.executor import Executor
+from gate.run.executor import Executor, opened
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runhistory import run_history
@@ -188,10 +189,10 @@ def _run(
         signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
     run_id = run_id or uuid.uuid4().hex
     request = _with_image(request, oracle.image, image_factory)
-    # Opened before sealing and planning, so the sandbox's first containers start meanwhile.
-    executor = executor_factory(request)
-    executor.open(run_id, suite.config.limits)
-    try:
+    # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
+    # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included.
+    log.info("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
+    with opened(executor_factory(request), run_id, suite.config.limits) as executor:
         drift: SealDriftError | None = None
         try:
             current = verify(fixture_root, expected, seal_file=str(oracle.seal_file))
@@ -241,8 +242,6 @@ def _run(
         facts = with_base_reruns(
             executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures
         )
-    finally:
-        executor.close(run_id)
     # Frozen properties' results join the flake history only from a run on the base's own tree.
     recorded = run_history(
         facts, verdicts, oracle=oracle, selection=selection, fixtures=fixtures, partial=chosen is not None
@@ -266,16 +265,20 @@ def _run(
             return decision, ledger, window
         return decision, decision.ledger.pruned(started), decision.window
 
-    # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
-    decision = books.update(settle, history=recorded.update if recorded.entries else None)
-    card = stamp(facts, verdicts, decision)
-    write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
-    if signer is None:
-        drop_stale_signature(card_path)  # an earlier run's envelope would only confuse a reader
-    write_card(card_path, card)
-    if signer is not None:
-        write_signature(card_path, card, card_bytes(card), signer)
-    write_reports(card, request.reports, records)
+    # The commit: the books and the card that agrees with them are written whole. Ctrl-C is held from
+    # here (a run waiting for another's books still stops at once: nothing is written while it waits).
+    log.info("run.commit", run_id=facts.run_id, books=books.where)
+    with held():
+        # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
+        decision = books.update(settle, history=recorded.update if recorded.entries else None)
+        card = stamp(facts, verdicts, decision)
+        write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
+        if signer is None:
+            drop_stale_signature(card_path)  # an earlier run's envelope would only confuse a reader
+        write_card(card_path, card)
+        if signer is not None:
+            write_signature(card_path, card, card_bytes(card), signer)
+        write_reports(card, request.reports, records)
     # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
     verdict = prove(
         card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=whole.bands()

@@ -188,11 +188,12 @@ def test_an_executor_that_raises_a_harness_error_still_leaves_a_card(suite: Suit
 
 
 @pytest.mark.parametrize("exc", [RuntimeError("handler blew up")])
-def test_executor_is_closed_when_the_handler_raises(
+def test_executor_is_aborted_when_the_handler_raises(
     suite: Suite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exc: Exception
 ) -> None:
     """A bug's exception out of the executor's run propagates from run_gate (the CLI exits 70), after
-    the executor was closed and the snapshot removed, with no card, ledger or stdout line written."""
+    the executor was aborted (nothing left running, nothing waited for) and the snapshot removed, with no
+    card, ledger or stdout line written."""
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
@@ -204,8 +205,7 @@ def test_executor_is_closed_when_the_handler_raises(
     lines: list[str] = []
     with pytest.raises(type(exc), match=str(exc)):
         run_gate(suite.request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=lines.append)
-    assert ("close", RUN_ID) in executor.calls
-    assert executor.calls == [("open", RUN_ID), ("run", "12"), ("close", RUN_ID)]
+    assert executor.calls == [("open", RUN_ID), ("run", "12"), ("abort", RUN_ID)]
     assert not suite.card.exists()
     assert not suite.ledger.exists()
     assert lines == []

@@ -20,6 +20,9 @@ TASK_RUN_BATCH = "probegate.run_batch"
 TASK_RESEAL = "probegate.reseal"
 # Remote-control command the coordinator broadcasts when a run ends (handled in worker.runs).
 CONTROL_CLOSE_RUN = "probegate_close_run"
+# What a revoke with terminate sends the pool process running a stopped run's batch: billiard turns
+# SIGUSR1 into SoftTimeLimitExceeded there, which the task catches to remove its containers itself.
+STOP_SIGNAL = "SIGUSR1"
 
 
 # Every worker consumes this queue: a batch names its run's image by ID, and a worker that lacks

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gate.core.errors import RET_OK, GateError, SandboxError, UsageError
+from gate.io import interrupts
 from gate.io.cliargs import ArgParser
 
 if TYPE_CHECKING:
@@ -95,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GateError as exc:
         print(f"gate-worker: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except interrupts.Interrupted as exc:  # before Celery took over the signals (worker.celery.stopping)
+        print("gate-worker: interrupted", file=sys.stderr)
+        return exc.exit_code
 
 
 def _preflight(image: str | None) -> dict[str, object]:
@@ -157,9 +161,10 @@ def _serve(args: argparse.Namespace) -> int:
         from worker.host.engine import docker_client
         from worker.host.sweep import sweep_dead_workers
 
-        _ensure_image(args.image)
-        found = _preflight(args.image)
-        removed = sweep_dead_workers(docker_client())
+        with interrupts.routed():  # SIGTERM mid-preflight: its container is removed, then exit 143
+            _ensure_image(args.image)
+            found = _preflight(args.image)
+            removed = sweep_dead_workers(docker_client())
         copy = f"copy ({found['work_copy_note']})" if found.get("work_copy_note") else found.get("work_copy")
         print(
             f"gate-worker: preflight ok on {found['image_id'][:19]}; work copies: {copy}; "

@@ -39,6 +39,7 @@ from worker.celery.app import (
     CONTROL_CLOSE_RUN,
     DIRECT_PREFIX,
     SHARED_QUEUE,
+    STOP_SIGNAL,
     TASK_RUN_BATCH,
     VISIBILITY_TIMEOUT_S,
     direct_queue,
@@ -51,6 +52,7 @@ from worker.celery.wire import decode_observations, encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
 MAX_BATCH = 1000
+ABORT_WAIT_S = 2.0  # the most `abort` waits on the broker: Ctrl-C must stop the run within seconds
 CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (kombu retries for longer)
 # A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
 CLOSE_EXPIRES_S = 300.0
@@ -91,6 +93,7 @@ class CeleryExecutor:
         self.events: list[HarnessEvent] = []
         self._processes = 0
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
+        self._runs_of: dict[str, str] = {}  # task id -> run id, for batches not yet answered (abort revokes them)
         self.enrolled = enrolled
         self._roster: Roster | None = None
         self._issued: dict[str, str] = {}  # every batch id this coordinator sent -> digest of the spec it sent
@@ -123,6 +126,26 @@ class CeleryExecutor:
         its idle timeout. Never raises and waits at most CLOSE_WAIT_S for that broadcast: a broker
         outage must not change the verdict."""
         self.images.finish(run_id)
+        self._end_run(run_id, CLOSE_WAIT_S)
+
+    def abort(self, run_id: str) -> None:
+        """Stop the run now: batches not started are revoked, running ones are stopped in their worker
+        process (which removes its containers, worker.celery.tasks), and every worker removes the run's
+        containers. Waits for no publication and at most ABORT_WAIT_S for the broker."""
+        tasks = [task for task, run in self._runs_of.items() if run == run_id]
+        for task in tasks:
+            del self._runs_of[task]
+
+        def revoke() -> None:
+            with contextlib.suppress(BrokerError), broker_call("revoking the run's batches"):
+                self.app.control.revoke(tasks, terminate=True, signal=STOP_SIGNAL)
+
+        if tasks:
+            _bounded(revoke, "probegate-revoke", ABORT_WAIT_S / 2)
+        self._end_run(run_id, ABORT_WAIT_S / 2)
+
+    def _end_run(self, run_id: str, wait_s: float) -> None:
+        """Broadcast the run's end (workers remove its containers), waiting at most `wait_s` for it."""
         if run_id not in self._dispatched:
             return
         self._dispatched.discard(run_id)
@@ -133,9 +156,7 @@ class CeleryExecutor:
                     CONTROL_CLOSE_RUN, arguments={"run_id": run_id}, reply=False, timeout=CLOSE_EXPIRES_S
                 )
 
-        sender = threading.Thread(target=broadcast, name="probegate-close-run", daemon=True)
-        sender.start()
-        sender.join(CLOSE_WAIT_S)
+        _bounded(broadcast, "probegate-close-run", wait_s)
 
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         if not specs:
@@ -253,6 +274,7 @@ class CeleryExecutor:
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
             sent[result.id] = batch
+            self._runs_of[result.id] = batch[0].run_id
             self._issued[result.id] = spec_digest(payload)  # what a signed result must name
             self._dispatched.update(spec.run_id for spec in batch)
         return sent
@@ -276,6 +298,7 @@ class CeleryExecutor:
                         arrived = self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s)
                         for task_id, meta in arrived:
                             pending.discard(task_id)
+                            self._runs_of.pop(task_id, None)
                             yield from self._observations(sent[task_id], meta, task_id)
                     broker_down_since = None
                 except ResultTimeout:
@@ -285,9 +308,10 @@ class CeleryExecutor:
                         broker_down_since = time.monotonic()
                         self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
                     time.sleep(0.5)
-        except BaseException:
-            # Ctrl-C, or the caller stopped listening (a decided property): queued batches are
-            # revoked so no worker starts them; running ones finish and their results expire.
+        except GeneratorExit:
+            # The caller stopped listening (a decided property): queued batches are revoked so no
+            # worker starts them; running ones finish and their results expire. (Ctrl-C goes through
+            # `abort`, which also stops the running ones.)
             with contextlib.suppress(BrokerError), broker_call("revoking queued batches"):
                 self.app.control.revoke(list(pending))
             raise
@@ -375,3 +399,10 @@ def _claimed_key(result: Any) -> str | None:
     claim = result.get("signature") if isinstance(result, dict) else None
     key_id = claim.get("key_id") if isinstance(claim, dict) else None
     return key_id if isinstance(key_id, str) else None
+
+
+def _bounded(call: Callable[[], None], name: str, wait_s: float) -> None:
+    """Run `call` on a daemon thread and wait at most `wait_s` for it (kombu retries a lost broker for longer)."""
+    sender = threading.Thread(target=call, name=name, daemon=True)
+    sender.start()
+    sender.join(wait_s)

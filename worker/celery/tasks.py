@@ -16,6 +16,7 @@ from typing import Any
 
 import docker
 from celery import shared_task
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from gate.core.errors import GateError
 from gate.core.testing import MockSandbox
@@ -25,6 +26,7 @@ from worker.celery.blobs import BlobInputs, RedisBlobStore
 from worker.celery.images import Fetched, ensure_image
 from worker.celery.runs import open_runs  # also registers the close-run control command in the worker
 from worker.celery.signing import sign_result
+from worker.celery.stopping import WorkerStopping, stoppable  # also: a shutting-down worker stops its batches
 from worker.celery.wire import decode_batch, encode_observations
 
 MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
@@ -120,8 +122,21 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
             Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS, worker_id=worker_id()) for s in specs
         ]
     else:
-        with open_runs(sandbox).serving({spec.run_id for spec in specs}):
-            observed = sandbox().run_batch(specs, inputs())
+        run_ids = {spec.run_id for spec in specs}
+        with open_runs(sandbox).serving(run_ids):
+            try:
+                with stoppable():
+                    observed = sandbox().run_batch(specs, inputs())
+            except SoftTimeLimitExceeded:
+                # The coordinator stopped the run (CeleryExecutor.abort revokes with STOP_SIGNAL): remove
+                # its containers now, and start none of its trials in this process again.
+                for run_id in run_ids:
+                    sandbox().abort(run_id)
+                raise
+            except WorkerStopping:
+                # This worker is shutting down (its sandbox has removed the batch's containers): the
+                # batch goes back to the queue whole, for another worker.
+                raise Reject("worker shutting down", requeue=True) from None
     delivery = self.request.delivery_info or {}
     observations = encode_observations(observed)
     return {

@@ -58,6 +58,9 @@ class Fleet:
         self._leases: dict[str, list[Lease]] = {}
         self._leases_lock = threading.Lock()
         self.pool_note = ""  # why the pool gave nothing the last time it failed (tests, benchmarks)
+        # Runs told to stop (Ctrl-C): no container is made for them any more, and one whose creation
+        # was already on its way when `drop` listed the run's containers is removed by its creator.
+        self._aborted: set[str] = set()
 
     def open(self, run_id: str) -> None:
         self._pool.open(run_id)
@@ -83,6 +86,8 @@ class Fleet:
         """Start `count` containers for the open run in the background; its first batches bind them
         instead of paying a container start (~300 ms here) themselves. A standing pool gives what it
         has ready; the rest are started here."""
+        if run_id in self._aborted:
+            return
         for warm in self._from_pool(run_id, limits, count):
             done: Future[Warm] = Future()
             done.set_result(warm)
@@ -155,13 +160,19 @@ class Fleet:
         return len(warms)
 
     def drop(self, run_id: str) -> None:
-        """Close the run at once: remove what it kept without asking supervisors to exit."""
+        """Close the run at once: make nothing more for it, and remove what it kept without asking
+        supervisors to exit (spares still starting are removed by their starters, not waited for)."""
+        self._aborted.add(run_id)
         warms, spares = self._pool.close(run_id)
-        for warm in warms:
-            warm.remove()
         for starting in spares:
-            _removed(starting)
+            if starting.done():
+                warms += [warm] if (warm := _started(starting)) is not None else []
+        list(self._starter.map(Warm.remove, warms))  # in parallel: each removal waits on the engine
         self._end_leases(run_id)
+
+    def aborted(self, run_id: str) -> bool:
+        """Whether `drop` stopped this run (its batches then start no container)."""
+        return run_id in self._aborted
 
     def _from_pool(self, run_id: str, limits: Limits, count: int) -> list[Warm]:
         """Up to `count` started containers from the standing pool, held on a lease of this run;
@@ -201,6 +212,7 @@ class Fleet:
         try:
             warm.container.start()
             warm.started = True
+            self._refuse_if_aborted(run_id)
         except BaseException:
             warm.remove()
             raise
@@ -208,10 +220,22 @@ class Fleet:
 
     def _create(self, run_id: str, limits: Limits, image_id: str, property_id: str, first_trial: int) -> Warm:
         """A created (not yet started) container for one run, its report stream attached; `bind`
-        gives it a tree and a clock."""
+        gives it a tree and a clock. For a dropped run: SandboxError, and nothing left behind."""
+        self._refuse_if_aborted(run_id)
         labels = batch_labels(run_id, property_id, first_trial, uuid.uuid4().hex, self.worker_id)
         mode, note = self._work_copy()
-        return create_warm(self._client(), run_id, image_id, limits, (mode, note), self.supervisor, labels)
+        warm = create_warm(self._client(), run_id, image_id, limits, (mode, note), self.supervisor, labels)
+        try:
+            # `drop` may have listed the run's containers while this one was being made: remove it ourselves.
+            self._refuse_if_aborted(run_id)
+        except BaseException:
+            warm.remove()
+            raise
+        return warm
+
+    def _refuse_if_aborted(self, run_id: str) -> None:
+        if run_id in self._aborted:
+            raise SandboxError("run aborted")
 
 
 def create_warm(

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +46,8 @@ REQUEST_TIMEOUT_S = 5.0
 # While a run holds a lease the pool starts nothing (a container start costs ~0.3 s of the engine's
 # CPU, which the run's trials would pay for on a small machine), unless the lease is older than this.
 REFILL_DEFER_S = 30.0
+STOP_GRACE_S = 1.0  # how long a stopping pool lets runs give back what they hold before removing it
+JOIN_S = 3.0  # the most a stop waits for the pool's own threads
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class PoolServer:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
+        self._returned = threading.Event()  # a lease ended (a stop waits for those on event, not by polling)
         self._shapes: list[Shape] = []  # most recently asked last
         self._ready: dict[Shape, list[Ready]] = {}
         self._leased: dict[int, list[Warm]] = {}  # connection number → what it took
@@ -122,9 +126,10 @@ class PoolServer:
             time.sleep(0.05)
         return False
 
-    def stop(self, grace_s: float = 10.0) -> None:
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop handing out, remove every ready container, wait up to `grace_s` for runs to give
-        theirs back, then remove whatever is left: the pool leaves no container behind."""
+        theirs back, then remove whatever is left: the pool leaves no container behind, and a stop
+        takes seconds (SIGTERM to `gate pool serve`), whatever it was doing."""
         self._stopping.set()
         self._wake.set()
         if self._listener is not None:
@@ -132,7 +137,8 @@ class PoolServer:
             with contextlib.suppress(OSError):
                 self.path.unlink()
         for thread in self._threads:
-            thread.join(timeout=30)
+            # A refill under way finishes its one container start (under a second), sees the stop and removes it.
+            thread.join(timeout=JOIN_S)
         with self._lock:
             ready = [r.warm for slots in self._ready.values() for r in slots]
             self._ready.clear()
@@ -142,7 +148,8 @@ class PoolServer:
             with self._lock:
                 if not self._leased:
                     break
-            time.sleep(0.05)
+            self._returned.wait(0.05)
+            self._returned.clear()
         with self._lock:
             leased = [w for warms in self._leased.values() for w in warms]
             self._leased.clear()
@@ -193,6 +200,7 @@ class PoolServer:
                     self._lease_started.pop(number, None)
                 _remove_all(taken)
                 self._wake.set()
+                self._returned.set()
 
     def _hand_out(self, shape: Shape, count: int, number: int) -> list[Warm]:
         self._wanted(shape)
@@ -302,6 +310,14 @@ def _usable(ready: Ready) -> bool:
 
 
 def _remove_all(warms: list[Warm]) -> None:
-    for warm in warms:
+    """Remove them side by side: each removal waits on the engine (a running container is killed first)."""
+
+    def remove(warm: Warm) -> None:
         with contextlib.suppress(OSError, SandboxError):
             warm.remove()
+
+    if len(warms) <= 1:
+        list(map(remove, warms))
+        return
+    with ThreadPoolExecutor(max_workers=min(8, len(warms)), thread_name_prefix="probegate-pool-remove") as pool:
+        list(pool.map(remove, warms))

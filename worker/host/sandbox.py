@@ -162,11 +162,12 @@ class DockerSandbox:
         return self._fleet.close(run_id)
 
     def abort(self, run_id: str) -> int:
-        """Stop the run now: refuse its remaining trials and remove its containers (from any thread)."""
+        """Stop the run now: refuse its remaining trials and remove the containers this process made
+        for it (from any thread; another process's share of the run is that process's to stop)."""
         self._aborted.add(run_id)
         self._fleet.drop(run_id)
         with contextlib.suppress(SandboxError):
-            return sweep(self.client, run_id)
+            return sweep(self.client, run_id, pid=os.getpid())
         return 0
 
     def _fault(self, spec: TrialSpec, detail: str, image_id: str, origin: FaultOrigin) -> Observation:

@@ -20,12 +20,15 @@ LABEL_HOST, LABEL_PID = "probegate.host", "probegate.pid"
 LABEL_BATCH = "probegate.batch"
 
 
-def sweep(client: docker.DockerClient, run_id: str | None = None) -> int:
-    """Force-remove containers labelled probegate.run (all runs, or one); returns how many."""
-    label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
+def sweep(client: docker.DockerClient, run_id: str | None = None, *, pid: int | None = None) -> int:
+    """Force-remove containers labelled probegate.run (all runs, or one; of every process, or of `pid`);
+    returns how many."""
+    labels = [LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"]
+    if pid is not None:
+        labels.append(f"{LABEL_PID}={pid}")
     # sparse: no inspect per container, which fails when one is removed while we list (e.g. by its owner);
     # one already gone, or being removed by its owner right now, is not counted.
-    return sum(container.remove() for container in containers(client, labels=[label]))
+    return sum(container.remove() for container in containers(client, labels=labels))
 
 
 def sweep_dead_workers(client: docker.DockerClient) -> int:
