@@ -46,22 +46,20 @@ def test_the_handlers_before_are_put_back() -> None:
 def test_a_signal_during_the_commit_is_raised_when_it_ends() -> None:
     """Inside held() a signal is remembered; the block runs to its end, then Interrupted is raised."""
     written: list[str] = []
-    with routed(), pytest.raises(Interrupted):
-        with held():
-            written.append("books")
-            signal.raise_signal(signal.SIGINT)
-            written.append("card")
+    with routed(), pytest.raises(Interrupted), held():
+        written.append("books")
+        signal.raise_signal(signal.SIGINT)
+        written.append("card")
     assert written == ["books", "card"]
 
 
 def test_a_wait_before_anything_is_written_stops_at_once() -> None:
     """raise_if_pending() inside held(), at a point where nothing is written yet, raises the held signal."""
     written: list[str] = []
-    with routed(), pytest.raises(Interrupted):
-        with held():
-            signal.raise_signal(signal.SIGTERM)
-            raise_if_pending()  # e.g. queueing for another run's books lock
-            written.append("books")
+    with routed(), pytest.raises(Interrupted), held():
+        signal.raise_signal(signal.SIGTERM)
+        raise_if_pending()  # e.g. queueing for another run's books lock
+        written.append("books")
     assert written == []
 
 
