@@ -115,9 +115,10 @@ COIN = SLUGIFY.replace(
     "        return text\n",
 )
 # Each pair's colours differ with probability 1/2 (pass+fail or fail+pass, 1/4 each), independently of the
-# other pairs. The test needs one pair of each sort, so it fails by chance only if the first MAX_PAIRS
-# pairs all come out alike: 2 * 2**-12 = 1/2048 (about 0.05%). It stops as soon as it has seen both.
-MAX_PAIRS = 12
+# other pairs. The test needs one pair of each sort and stops as soon as it has seen both (3 pairs on
+# average). It could fail by chance only if the first MAX_PAIRS pairs all came out alike: 2 * 2**-40, about
+# once in 5e11 runs; at 12 pairs it was once in 2,048, a CI failure every few weeks.
+MAX_PAIRS = 40
 
 
 def small_suite(repo: Path) -> None:

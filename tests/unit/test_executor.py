@@ -3,13 +3,15 @@ and a run nobody opened is scoped to one `run` call; both end with the sandbox c
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from gate.core.testing import MockSandbox, make_specs
 from gate.core.trial import Limits, Observation, TrialSpec
-from gate.run.executor import LocalExecutor
+from gate.run.executor import LocalExecutor, opened
 
 
 class Inputs:
@@ -92,3 +94,41 @@ def test_prestart_count_follows_jobs(jobs: int) -> None:
     sandbox = Recording()
     LocalExecutor(sandbox, jobs=jobs).open("r", Limits())
     assert ("prestart", "r", jobs) in sandbox.calls
+
+
+class Hanging(Recording):
+    """Its first batch answers at once; every other batch runs until the run is aborted (a hanging probe
+    whose container the abort removes), or 30 s."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aborted = threading.Event()
+        self.first = threading.Lock()
+
+    def run_batch(self, specs: list[TrialSpec], inputs) -> list[Observation]:
+        if not self.first.acquire(blocking=False):
+            self.aborted.wait(30)
+        return [Observation.of(spec, exit_code=0) for spec in specs]
+
+    def abort(self, run_id: str) -> int:
+        self.aborted.set()
+        return super().abort(run_id)
+
+
+def test_ctrl_c_while_judging_aborts_the_run_and_frees_its_threads() -> None:
+    """Ctrl-C landing while the caller judges an observation (the executor's generator paused at a yield,
+    where no `except` of its own sees it) still aborts the run, and the trials still running on pool
+    threads end at once instead of running out their deadlines. (CI saw runs outlive Ctrl-C by 30 s:
+    the run was closed, not aborted, and its threads went on starting containers.)"""
+    sandbox = Hanging()
+    executor = LocalExecutor(sandbox, jobs=3, batch_size=1)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), opened(executor, "r", Limits()):
+        for _ in executor.run(specs("r", 6), Inputs()):
+            raise KeyboardInterrupt  # the signal arrives while the first observation is judged
+    assert ("abort", "r") in sandbox.calls and ("close", "r") not in sandbox.calls
+    busy = [t for t in threading.enumerate() if t.name.startswith("trial")]
+    for thread in busy:
+        thread.join(5)
+    assert not any(t.is_alive() for t in busy)
+    assert time.monotonic() - started < 5
