@@ -6,6 +6,7 @@ documented exit code (see gate.errors); only a bug in the gate prints a tracebac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import select
@@ -71,19 +72,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry(argv: Sequence[str] | None = None) -> NoReturn:
-    """The console script: `main`, then exit; after a signal, threads still finishing their clean-up
-    get EXIT_GRACE_S, not more (everything of ours they could touch is removed already)."""
+    """The console script: `main`, then exit. After a signal the interpreter's own exit (which joins
+    the thread pools' threads) gets EXIT_GRACE_S, not more: everything of ours a thread still busy
+    could touch is removed already, so a slow engine call must not hold the exit."""
     code = main(argv)
     if interrupts.interrupted():
-        give_up = time.monotonic() + EXIT_GRACE_S
-        for thread in threading.enumerate():
-            if thread is not threading.current_thread() and not thread.daemon:
-                thread.join(max(0.0, give_up - time.monotonic()))
-        if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+        threading.Thread(target=_exit_after, args=(code,), name="probegate-exit", daemon=True).start()
     sys.exit(code)
+
+
+def _exit_after(code: int) -> None:
+    time.sleep(EXIT_GRACE_S)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
