@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from gate.core.enrolment import EnrolledWorker, Roster, check_result, spec_digest
 from gate.core.fold import Tally
 from gate.core.suite import PropertySpec
-from gate.core.testing import MockSandbox, make_spec
+from gate.core.testing import make_spec
 from gate.core.trial import Observation, TrialSpec
 from gate.core.verdict import Outcome, OutcomeKind
 from gate.io.keys import SigningKey, load_verify_key
@@ -50,8 +50,8 @@ from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import LocalExecutor
 from worker.celery.dispatch import CeleryExecutor
 from worker.celery.signing import sign_result
-from worker.celery.tasks import null_observation
 from worker.celery.wire import encode_batch, encode_observations
+from worker.host.nullsandbox import NullSandbox
 
 
 def specs(n: int, tree_digest: str, fixture_digest: str, run_id: str) -> list[TrialSpec]:
@@ -150,7 +150,7 @@ def main() -> int:
     try:
         with LocalInputs(tmp / "tree", {hashlib.sha256(fixture).hexdigest(): fixture}) as inputs:
             digest = hashlib.sha256(fixture).hexdigest()
-            local = LocalExecutor(MockSandbox(null_observation, image="null"))
+            local = LocalExecutor(NullSandbox())
             celery = CeleryExecutor(
                 url, image="probegate/sandbox-python:trixie-1", worker_wait_s=60, batch_size=args.batch
             )
@@ -244,7 +244,7 @@ def sign_and_verify(size: int, rounds: int = 200) -> tuple[float, float]:
     signing._key = key = SigningKey.generate()
     batch = [make_spec(i, run_id="sig", tree_digest="t", fixture_digest="f") for i in range(size)]
     payload = encode_batch(batch)
-    observations = encode_observations([null_observation(s, b"") for s in batch])
+    observations = encode_observations(NullSandbox().run_batch(batch, inputs=None))  # type: ignore[arg-type]
     roster = Roster(
         workers=(
             EnrolledWorker(

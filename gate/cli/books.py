@@ -8,9 +8,8 @@ from pathlib import Path
 
 from gate.core.errors import UsageError
 from gate.core.suite import Suite
+from gate.io.cliargs import REDIS_SCHEMES
 from gate.run.runner import BooksFactory, RunRequest, file_books
-
-_REDIS = ("redis://", "rediss://")
 
 
 def add_ledger_arguments(run: argparse.ArgumentParser) -> None:
@@ -29,7 +28,7 @@ def add_new_ledger_argument(run: argparse.ArgumentParser) -> None:
 def ledger_url(args: argparse.Namespace) -> str | None:
     """The --ledger Redis URL, or None when the books are a file."""
     text: str | None = args.ledger
-    return text if text is not None and text.startswith(_REDIS) else None
+    return text if text is not None and text.startswith(REDIS_SCHEMES) else None
 
 
 def ledger_file(args: argparse.Namespace) -> Path | None:

@@ -37,6 +37,7 @@ from gate.core.errors import (
 from gate.io import interrupts
 from gate.io.artifacts import check_writable
 from gate.io.cardsig import envelope_path
+from gate.io.cliargs import check_redis_url
 from gate.run.runner import RunRequest
 
 EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still returning from a removed container
@@ -219,8 +220,8 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    if args.broker and not args.broker.startswith(("redis://", "rediss://")):
-        raise UsageError("must be a redis:// or rediss:// URL", field="--broker")
+    if args.broker:
+        check_redis_url(args.broker, "--broker")
     try:
         workdir_found = args.workdir.is_dir()
     except OSError:  # e.g. ENAMETOOLONG, which pathlib does not swallow

@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from gate.core.trial import Observation, TrialSpec
 from gate.core.verdict import Band, Outcome, OutcomeKind
 
-DEFAULT_SHARE = 0.05
 REPRODUCE = 2  # runs of the tie-break worker that must agree before anyone is quarantined
 CROSS_CHECK_BANDS = (Band.SAFETY, Band.CONTRACT)
 _MODEL = ConfigDict(frozen=True, extra="forbid")

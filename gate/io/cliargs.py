@@ -1,4 +1,4 @@
-"""The argument parser both command lines (`gate`, `gate-worker`) build on."""
+"""The argument parser both command lines (`gate`, `gate-worker`) build on, and the checks they share."""
 
 from __future__ import annotations
 
@@ -12,3 +12,14 @@ class ArgParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:
         raise UsageError(f"{self.prog}: {message}")
+
+
+REDIS_SCHEMES = ("redis://", "rediss://")
+
+
+def check_redis_url(url: str | None, field: str) -> str:
+    """`url` when it is a redis:// or rediss:// URL; else UsageError naming `field` (never echoing the URL:
+    it may hold a password)."""
+    if not (url or "").startswith(REDIS_SCHEMES):
+        raise UsageError("must be a redis:// or rediss:// URL", field=field)
+    return url  # type: ignore[return-value]

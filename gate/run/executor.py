@@ -21,7 +21,6 @@ from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, Sandbox, TrialSpec
 from gate.io.snapshot import LocalInputs
 
-SKIP_IN_TREE = frozenset({".git"})
 MAX_LOCAL_BATCH = 50  # a crashed supervisor costs at most this many trials' container
 
 
@@ -63,19 +62,6 @@ def opened(executor: Executor, run_id: str, limits: Limits) -> Iterator[Executor
         executor.abort(run_id)
         raise
     executor.close(run_id)
-
-
-class CrossCheckingExecutor(Executor, Protocol):
-    """An executor that can send trials to a worker other than given ones (`gate.run.crosscheck` looks
-    for the method; one without it cross-checks nothing). The specs are the very ones already run, so
-    nothing in them tells a worker it is being checked."""
-
-    def run_elsewhere(
-        self, specs: Sequence[TrialSpec], inputs: LocalInputs, avoid_workers: frozenset[str]
-    ) -> Iterator[Observation]:
-        """Run every spec on one worker outside `avoid_workers` (a spec listed twice runs twice there);
-        yield nothing for specs no such worker can take, and record a `no_cross_check_worker` event."""
-        ...
 
 
 class LocalExecutor:

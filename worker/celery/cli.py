@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from gate.core.errors import RET_OK, GateError, SandboxError, UsageError
 from gate.io import interrupts
-from gate.io.cliargs import ArgParser
+from gate.io.cliargs import ArgParser, check_redis_url
 
 if TYPE_CHECKING:
     from gate.io.keys import SigningKey
@@ -83,8 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
     try:
         args = build_parser().parse_args(argv)
-        if args.command in ("serve", "beat") and not (args.broker or "").startswith(("redis://", "rediss://")):
-            raise UsageError("--broker (or PROBEGATE_BROKER) must be a redis:// or rediss:// URL")
+        if args.command in ("serve", "beat"):
+            check_redis_url(args.broker, "--broker (or PROBEGATE_BROKER)")
         if args.command == "preflight":
             print(json.dumps(_preflight(args.image)))
             return RET_OK

@@ -19,7 +19,6 @@ from celery import shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from gate.core.errors import GateError
-from gate.core.testing import MockSandbox
 from gate.core.trial import FaultOrigin, Observation, Sandbox, TrialSpec
 from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.blobs import BlobInputs, RedisBlobStore
@@ -40,17 +39,14 @@ def worker_id() -> str:
     return os.environ.get("PROBEGATE_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
 
 
-def null_observation(spec: TrialSpec, fixture: bytes) -> Observation:
-    """What `--sandbox null` reports: a clean exit with no output. For measuring dispatch only."""
-    return Observation.of(spec, exit_code=0, image_id="null", worker_id=worker_id())
-
-
 def sandbox() -> Sandbox:
     """This process's sandbox, made on first use (a Docker client must not cross a fork)."""
     global _sandbox
     if _sandbox is None:
         if os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
-            _sandbox = MockSandbox(null_observation, image="null")
+            from worker.host.nullsandbox import NullSandbox
+
+            _sandbox = NullSandbox(worker_id())
         else:
             from worker.host.sandbox import DockerSandbox
 
