@@ -4,7 +4,8 @@ Celery's warm shutdown waits for every running task, and a batch of hanging prob
 So when the shutdown begins, the main process sends STOPPING_SIGNAL to each pool process; there it
 raises `WorkerStopping` in the running batch, the sandbox removes the batch's containers (as it does
 on Ctrl-C), and the task gives its message back to the broker (`Reject(requeue=True)`): another
-worker runs the batch from scratch, and the coordinator never sees a half-run one.
+worker runs the batch from scratch, and the coordinator never sees a half-run one. The worker exits
+EXIT_AFTER_S after the signal at the latest.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -19,6 +23,7 @@ from typing import Any
 
 from celery.signals import worker_process_init, worker_shutting_down
 
+EXIT_AFTER_S = 3.0  # from the signal to the worker's exit, at the latest
 STOPPING_SIGNAL = signal.SIGUSR2  # billiard keeps SIGUSR1 for soft time limits (worker.celery.app.STOP_SIGNAL)
 
 
@@ -60,10 +65,30 @@ def _listen_in_pool_process(**_: Any) -> None:
 
 @worker_shutting_down.connect
 def _stop_pool_processes(**_: Any) -> None:
-    # Runs in the main process's signal handler: only a signal to each child, nothing that blocks.
-    for pid in _children(os.getpid()):
+    # Runs in the main process's signal handler: a signal to each child and a thread, nothing that blocks.
+    children = _children(os.getpid())
+    for pid in children:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, STOPPING_SIGNAL)
+    threading.Thread(target=_exit_by_deadline, args=(children,), name="probegate-stop", daemon=True).start()
+
+
+def _exit_by_deadline(children: list[int]) -> None:
+    """Celery's own shutdown notices the signal up to a second late and joins its pool's threads, which
+    poll once a second: by EXIT_AFTER_S the batches are given back and their containers gone, so what is
+    left of it is cut short. Whatever a pool process still holds is removed first."""
+    time.sleep(EXIT_AFTER_S)
+    with contextlib.suppress(Exception):
+        from worker.host.engine import containers, docker_client
+        from worker.host.sweep import LABEL_PID
+
+        client = docker_client()
+        for pid in children:
+            for container in containers(client, labels=[f"{LABEL_PID}={pid}"]):
+                with contextlib.suppress(Exception):
+                    container.remove()
+    print("gate-worker: stopped (the rest of Celery's shutdown cut short)", file=sys.stderr, flush=True)
+    os._exit(0)
 
 
 def _children(parent: int) -> list[int]:
