@@ -1,6 +1,6 @@
 """The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
 keys, sign, workers, image, power, sweep, pool, schema. Every user mistake is one line on stderr and a
-documented exit code (see gate.errors); only a bug in the gate prints a traceback.
+documented exit code (see gate.core.errors); only a bug in the gate prints a traceback.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`gate power`: print a band rule's operating characteristics and plot them.
 
-The numbers come from `gate.power` (pure, exact); this module is the command line and the plot,
+The numbers come from `gate.core.power` (pure, exact); this module is the command line and the plot,
 drawn with matplotlib (the `plot` extra) in the format the file name asks for.
 """
 

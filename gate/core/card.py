@@ -1,5 +1,5 @@
 """The verdict card: one JSON document that binds a run, and `accept`, which re-derives from it
-whether the patch may merge. Both are pure; reading and writing the file is `gate.artifacts`.
+whether the patch may merge. Both are pure; reading and writing the file is `gate.io.artifacts`.
 """
 
 from __future__ import annotations

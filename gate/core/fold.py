@@ -1,7 +1,7 @@
 """The fold: observations in, one verdict per property out. Checks run here, on the coordinator,
 so the patch never reaches the oracle. A trial key counts once; a duplicate is a harness event.
 
-A `Tally` is what has been seen of one property so far; the wave loop (`gate.waves`) feeds it and
+A `Tally` is what has been seen of one property so far; the wave loop (`gate.run.waves`) feeds it and
 asks it how many more trials the band rule wants, and `fold_tallies` turns tallies into verdicts.
 """
 

@@ -6,7 +6,7 @@ dispatch (`rule.next_wave`), checked with the very `rule.decide` the fold uses; 
 one wave of N (the binomial tail). `window_effect` turns the chance of an inconclusive sample into
 the chance that the sampler window (more than `max_inconclusive` in `size`) trips the job.
 
-Pure: values in, values out. The `gate power` command and its plot live in `gate.power_cli`.
+Pure: values in, values out. The `gate power` command and its plot live in `gate.cli.power`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The filesystem side of sealing: walk a tree (refusing what cannot be sealed), stream its files
-into `gate.seal`, read and write seal files, verify a fixture tree, and read its clock.json.
+into `gate.core.seal`, read and write seal files, verify a fixture tree, and read its clock.json.
 """
 
 from __future__ import annotations

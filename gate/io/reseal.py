@@ -6,7 +6,7 @@ stays), otherwise `{"changed": true, "seal": NEW, "previous": OLD, "files": {"ch
 "added": [...], "removed": [...]}, "detail": ..., "written": BOOL}` from the manifest diff (a seal
 file holding only a digest cannot name files; `detail` says so).
 
-Exit codes (gate.errors):
+Exit codes (gate.core.errors):
     0   RET_OK       the seal is current, or it was stale (or missing) and --write replaced it
     1   RET_BLOCKED  the seal is stale and --write was not given; nothing was written
     64  RET_USAGE    bad command line, the seal file lies inside the tree it seals, or --write

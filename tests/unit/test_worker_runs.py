@@ -1,4 +1,4 @@
-"""worker.runs: a worker process opens a run on its first batch and closes it once idle or at exit."""
+"""worker.celery.runs: a worker process opens a run on its first batch and closes it once idle or at exit."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from celery import Celery
 VISIBILITY_TIMEOUT_S = float(os.environ.get("PROBEGATE_VISIBILITY_TIMEOUT", "600"))
 TASK_RUN_BATCH = "probegate.run_batch"
 TASK_RESEAL = "probegate.reseal"
-# Remote-control command the coordinator broadcasts when a run ends (handled in worker.runs).
+# Remote-control command the coordinator broadcasts when a run ends (handled in worker.celery.runs).
 CONTROL_CLOSE_RUN = "probegate_close_run"
 # What a revoke with terminate sends the pool process running a stopped run's batch: billiard turns
 # SIGUSR1 into SoftTimeLimitExceeded there, which the task catches to remove its containers itself.
@@ -26,7 +26,7 @@ STOP_SIGNAL = "SIGUSR1"
 
 
 # Every worker consumes this queue: a batch names its run's image by ID, and a worker that lacks
-# that image fetches it by content (worker.images), so any worker can serve any run.
+# that image fetches it by content (worker.celery.images), so any worker can serve any run.
 SHARED_QUEUE = "probegate.trials"
 
 

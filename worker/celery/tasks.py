@@ -1,8 +1,8 @@
 """The worker's tasks. `probegate.run_batch` runs trial specs through this machine's sandbox and
 returns observations; it runs no suite or check code and judges nothing. Inputs are fetched by
 digest from the blob store and verified before any trial sees them; so is the run's image when
-this engine lacks it (see worker.images). Each batch's run stays open in this process's sandbox
-(warm containers) until it has been idle a while (see worker.runs).
+this engine lacks it (see worker.celery.images). Each batch's run stays open in this process's sandbox
+(warm containers) until it has been idle a while (see worker.celery.runs).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def cache_dir() -> Path:
 
 def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
     """Make the run's image present on this engine (None: it was, or trials run in no container);
-    `wait_s`: how long its publication may still take (see worker.images.ensure_image)."""
+    `wait_s`: how long its publication may still take (see worker.celery.images.ensure_image)."""
     global _engine
     if not spec.image_id or os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
         return None

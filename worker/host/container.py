@@ -32,7 +32,7 @@ HELPERS = tuple(
     BOX / name for name in ("fsdiff.py", "lowerview.py", "probeproc.py", "workdir.py", "overlay.py", "nsfilter.py")
 )
 EOF = object()  # the stream ended: the container exited or was removed
-IDLE_S = 60.0  # the supervisor exits after this long without a batch (see worker/warm.py)
+IDLE_S = 60.0  # the supervisor exits after this long without a batch (see worker/host/warm.py)
 
 
 def stage_mount(mount_dir: Path, supervisor: Path) -> Path:

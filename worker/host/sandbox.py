@@ -1,6 +1,6 @@
 """DockerSandbox: runs batches of trials in network-less containers under the in-container
 supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial.
-For an open run (`open`..`close`) a container serves batch after batch (see worker/fleet.py)."""
+For an open run (`open`..`close`) a container serves batch after batch (see worker/host/fleet.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
 
 
 class DockerSandbox:
-    """The gate.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
+    """The gate.core.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
     `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
     batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison).
     `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py);
