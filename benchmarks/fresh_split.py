@@ -26,7 +26,7 @@ from pathlib import Path
 
 from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
 
-from gate.core.plan import batches
+from gate.core.batching import batches
 from gate.core.trial import Limits, Observation, TrialSpec
 from worker.host import fleet as fleet_module
 from worker.host import warm as warm_module

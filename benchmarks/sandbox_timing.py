@@ -12,7 +12,7 @@ from pathlib import Path
 
 from docker.types import Mount
 
-from gate.core.plan import batches
+from gate.core.batching import batches
 from gate.core.testing import make_specs as spec_batch
 from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.io.snapshot import world_readable

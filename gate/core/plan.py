@@ -79,11 +79,3 @@ def check_fixtures(properties: Sequence[PropertySpec], manifest: Mapping[str, st
                 file=suite_file,
                 field=f"property {prop.id}",
             )
-
-
-def batches(specs: Sequence[TrialSpec], size: int) -> list[list[TrialSpec]]:
-    """Specs grouped by property (same tree, same fixture), in chunks of at most `size`."""
-    groups: dict[str, list[TrialSpec]] = {}
-    for spec in specs:
-        groups.setdefault(spec.property_id, []).append(spec)
-    return [items[i : i + size] for items in groups.values() for i in range(0, len(items), size)]

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Protocol
 
+from gate.core.batching import batches
 from gate.core.card import HarnessEvent
-from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, Sandbox, TrialSpec
 from gate.io.snapshot import LocalInputs
 

@@ -28,10 +28,10 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as ResultTimeout
 
+from gate.core.batching import batches
 from gate.core.card import HarnessEvent
 from gate.core.enrolment import EnrolledWorker, Refusal, Roster, check_result, spec_digest
 from gate.core.errors import BrokerError, GateError
-from gate.core.plan import batches
 from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem

@@ -1,5 +1,5 @@
-"""The JSON that crosses the broker. A batch holds one property's trials, which differ only in
-their index and canary, so it travels as one spec (the template) plus the indices and canaries; observations travel as
+"""The JSON that crosses the broker. A batch holds trials that differ only in their index and canary
+(gate.core.batching), so it travels as one spec (the template) plus the indices and canaries; observations travel as
 one JSON string that pydantic parses and validates in one pass. Both keep the broker's own
 (slow, per-object) JSON work to a few strings per batch.
 """
@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from gate.core.batching import check_one_batch
 from gate.core.trial import Observation, TrialSpec
 
 _OBSERVATIONS = TypeAdapter(list[Observation])
@@ -17,20 +18,13 @@ _OBSERVATIONS = TypeAdapter(list[Observation])
 
 def encode_batch(specs: list[TrialSpec]) -> dict[str, Any]:
     """A batch as {"template": spec JSON, "indices": [...]}; refuses specs that differ in more."""
+    check_one_batch(specs)
     first = specs[0]
-    shape = _shape(first)
-    for spec in specs:
-        if _shape(spec) != shape:
-            raise ValueError(f"batch mixes trials of different shape ({spec.property_id})")
     return {
         "template": first.model_dump_json(),
         "indices": [spec.trial_index for spec in specs],
         "canaries": [spec.canary for spec in specs],  # one secret per trial, never shared
     }
-
-
-def _shape(spec: TrialSpec) -> tuple[object, ...]:
-    return tuple(getattr(spec, name) for name in TrialSpec.model_fields if name not in ("trial_index", "canary"))
 
 
 def decode_batch(payload: dict[str, Any]) -> list[TrialSpec]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gate.core.batching import batch_key
 from gate.core.trial import TrialSpec
 from worker.host.container import IN_DIR, LOWER, SCRATCH
-from worker.host.warm import ContainerShape
 
 WORK = "/work"  # where the supervisor lays out each trial's fresh copy of the tree
 WRITABLE_ROOTS = (WORK, "/tmp", "/dev/shm", "/dev/mqueue")
@@ -42,10 +42,11 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
 
 
 def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
-    """Runs of consecutive specs that can share one container: same run, tree, clock and limits."""
+    """Runs of consecutive specs that form one batch (gate.core.batching: the same key, so one container
+    shape), each sent to one container as one batch file."""
     group: list[TrialSpec] = []
     for spec in specs:
-        if group and (per_trial or ContainerShape.of(group[0], "") != ContainerShape.of(spec, "")):
+        if group and (per_trial or batch_key(group[0]) != batch_key(spec)):
             yield group
             group = []
         group.append(spec)
