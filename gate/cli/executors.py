@@ -4,39 +4,65 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.enrolment import Roster
 from gate.core.errors import ConfigError
 from gate.io.workers import ENV_REGISTRY, load_roster, registry_path, signing_required
 from gate.run.executor import Executor, LocalExecutor
-from gate.run.runner import RunRequest
+from gate.run.runner import ExecutorFactory
 
 
-def default_executor(request: RunRequest) -> Executor:
-    """Celery over Redis with --broker, else the local pool over this machine's Docker.
+@dataclass(frozen=True)
+class Placement:
+    """Where the command line sends trials: the local pool (`jobs` threads), or Celery over `broker`."""
+
+    jobs: int | None = None
+    broker: str | None = None
+    registry: str | None = None  # with a broker: where the run's image is pushed for workers to pull
+    queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
+    workers: Path | None = None  # with a broker: the worker registry (None: $PROBEGATE_WORKERS or the default)
+    worker_wait_s: float = 30.0
+    result_timeout_s: float | None = None
+
+
+def executor_factory(placement: Placement) -> ExecutorFactory:
+    """The run's executor factory: Celery over Redis with a broker, else the local pool over this
+    machine's Docker; either runs trials in the image the run hands it (None: the sandbox's own)."""
+    # A broken worker registry stops the command now, before the suite is read or any image built.
+    enrolled = enrolled_workers(placement.workers) if placement.broker else None
+
+    def make(image: str | None) -> Executor:
+        return default_executor(placement, image, enrolled)
+
+    return make
+
+
+def default_executor(placement: Placement, image: str | None, enrolled: Callable[[], Roster] | None) -> Executor:
+    """Celery over Redis with a broker, else the local pool over this machine's Docker.
 
     With Celery the run's image travels by content: through `--registry` (host[:port]) when given,
     else through the blob store; `--queue` pins batches to a fleet started with `gate-worker serve
     --queue`. With a worker registry only signed results of enrolled workers count. Imported late so
     that neither docker nor celery loads unless a run needs it."""
-    if request.broker:
+    if placement.broker:
         from worker.celery.dispatch import CeleryExecutor
 
-        options = {"image": request.image} if request.image else {}
+        options = {"image": image} if image else {}
         return CeleryExecutor(
-            request.broker,
-            enrolled=enrolled_workers(request.workers),
-            worker_wait_s=request.worker_wait_s,
-            result_timeout_s=request.result_timeout_s,
-            registry=request.registry,
-            queue=request.queue,
+            placement.broker,
+            enrolled=enrolled,
+            worker_wait_s=placement.worker_wait_s,
+            result_timeout_s=placement.result_timeout_s,
+            registry=placement.registry,
+            queue=placement.queue,
             **options,
         )
     from worker.host.sandbox import DockerSandbox
 
-    sandbox = DockerSandbox(image=request.image) if request.image else DockerSandbox()
-    return LocalExecutor(sandbox, jobs=request.jobs)
+    sandbox = DockerSandbox(image=image) if image else DockerSandbox()
+    return LocalExecutor(sandbox, jobs=placement.jobs)
 
 
 def enrolled_workers(given: Path | None) -> Callable[[], Roster] | None:

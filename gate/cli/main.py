@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
-from gate.cli.executors import default_executor
+from gate.cli.executors import Placement, executor_factory
 from gate.cli.images import build_for_run, run_image
 from gate.cli.power import run_from_args as run_power
 from gate.cli.report import report_targets
@@ -255,14 +255,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         base=args.base,
         ledger=ledger,
         new_ledger=getattr(args, "new_ledger", False),
-        jobs=args.jobs,
         image=args.image,
-        broker=args.broker,
-        registry=args.registry or os.environ.get("PROBEGATE_REGISTRY") or None,
-        queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
-        workers=args.workers,
-        worker_wait_s=args.worker_wait,
-        result_timeout_s=args.result_timeout,
         cross_check=args.cross_check,
         calibration=args.calibration if args.command == "run" else None,
         reports=reports,
@@ -280,7 +273,7 @@ def _run(args: argparse.Namespace) -> int:
     request = _request(args, card=args.card)
     result = run_gate(
         request,
-        executor_factory=default_executor,
+        executor_factory=executor_factory(_placement(args)),
         books_factory=books_factory(args),
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
@@ -314,9 +307,22 @@ def _baseline(args: argparse.Namespace) -> int:
         twice=args.twice,
         books_factory=books_factory(args),
         lift_target=args.lift_target,
-        executor_factory=default_executor,
+        executor_factory=executor_factory(_placement(args)),
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
+    )
+
+
+def _placement(args: argparse.Namespace) -> Placement:
+    """Where `run` and `baseline` send trials, from their arguments (checked by `_request`)."""
+    return Placement(
+        jobs=args.jobs,
+        broker=args.broker,
+        registry=args.registry or os.environ.get("PROBEGATE_REGISTRY") or None,
+        queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
+        workers=args.workers,
+        worker_wait_s=args.worker_wait,
+        result_timeout_s=args.result_timeout,
     )
 
 

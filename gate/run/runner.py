@@ -61,14 +61,7 @@ class RunRequest:
     base: str | None = None
     ledger: Path | None = None
     new_ledger: bool = False  # --new-ledger: the books may (and must) not exist yet
-    jobs: int | None = None
-    image: str | None = None
-    broker: str | None = None
-    registry: str | None = None  # with a broker: where the run's image is pushed for workers to pull
-    queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
-    workers: Path | None = None  # with a broker: the worker registry (None: $PROBEGATE_WORKERS or the default file)
-    worker_wait_s: float = 30.0
-    result_timeout_s: float | None = None
+    image: str | None = None  # --image: the sandbox image tag (refused when the suite names its own)
     cross_check: float | None = None  # --cross-check: the share of trials run again elsewhere (None: the suite's)
     calibration: Path | None = None
     calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
@@ -85,7 +78,9 @@ class RunResult:
     freeze_file: FreezeFile | None = None  # as the oracle read it (the nightly pair reads creation times)
 
 
-ExecutorFactory = Callable[[RunRequest], Executor]
+# Where trials run (the command line picks, with its own settings: broker, jobs, workers…), given the image
+# to run them in: the suite's project image, else --image, else None (the sandbox's own).
+ExecutorFactory = Callable[[str | None], Executor]
 # Finds or builds the suite's project image and returns its ID (the command line picks Docker).
 ImageFactory = Callable[[ImageSource], str]
 # Where the books live, under the suite's terms (the command line picks a file or Redis).
@@ -188,11 +183,11 @@ def _run(
     if request.sign_key is not None:  # read now: a key the sandbox could reach is refused before any trial
         signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
     run_id = run_id or uuid.uuid4().hex
-    request = _with_image(request, oracle.image, image_factory)
+    image = _run_image(request, oracle.image, image_factory)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
     # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included.
     log.info("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
-    with opened(executor_factory(request), run_id, suite.config.limits) as executor:
+    with opened(executor_factory(image), run_id, suite.config.limits) as executor:
         drift: SealDriftError | None = None
         try:
             current = verify(fixture_root, expected, seal_file=str(oracle.seal_file))
@@ -293,15 +288,15 @@ def _only(suite: Suite, chosen: tuple[str, ...]) -> tuple[PropertySpec, ...]:
     return tuple(p for p in suite.properties if p.id in chosen)
 
 
-def _with_image(request: RunRequest, source: ImageSource | None, image_factory: ImageFactory | None) -> RunRequest:
-    """The request with the suite's project image (built from the base's definition) to run in."""
+def _run_image(request: RunRequest, source: ImageSource | None, image_factory: ImageFactory | None) -> str | None:
+    """The image trials run in: the suite's project image (built from the base's definition), else --image."""
     if source is None:
-        return request
+        return request.image
     if request.image:
         raise UsageError(f"the suite names its image ([suite.image] {source.label}); drop --image", field="--image")
     if image_factory is None:
         raise UsageError("the suite names a project image, but this command cannot build images")
-    return replace(request, image=image_factory(source))
+    return image_factory(source)
 
 
 def file_books(request: RunRequest, suite: Suite) -> BooksStore:
