@@ -21,11 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gate.cli.signing import ACCEPT_KEY_ENV
-from gate.core.acceptance import prove
+from gate.core.acceptance import AcceptFacts, decide_merge
 from gate.core.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
-from gate.core.freezes import FreezeFile, dependent_freeze_reasons, resolve
-from gate.core.verdict import Band, Kind
 from gate.io.artifacts import parse_card
 from gate.io.cardsig import signature_reason
 from gate.io.inputs import read_input
@@ -64,29 +62,24 @@ def run_accept(
             card = parse_card(data, card_path)
         except GateError as exc:
             return _print(None, Acceptance(accepted=False, reasons=(str(exc),)))
-        result = prove(
-            card,
+        # Required (a key is named): checked here, where the envelope file is read; judged with the rest.
+        problem = None
+        if verifier is not None:
+            base = oracle.base_commit if oracle.base_commit is not None else card.base_rev
+            problem = signature_reason(card_path, card, data, verifier, tree_digest=digest, base_commit=base)
+        facts = AcceptFacts(
             seal_digest=oracle.expected.digest,
             tree_digest=digest,
             suite_sha256=oracle.suite.sha256,
             bands=oracle.suite.bands(),
-            freezes=_freezes(oracle.freeze_file, oracle.suite.bands(), card),
+            freeze_file=oracle.freeze_file,
+            base_commit=oracle.base_commit,
+            oracle_edits=oracle.edits,
+            now=now(),
             allow_unchecked_oracle=allow_unchecked_oracle,
+            signature_problem=problem,
         )
-        # Checked at accept's own time: a freeze that lapsed since the run excuses nothing now.
-        excused = [row.id for row in card.properties if row.kind is not Kind.PASS]
-        late = dependent_freeze_reasons(oracle.freeze_file, frozen=card.freeze_set, excused=excused, now=now())
-        if late:
-            earlier = () if result.accepted else result.reasons
-            result = Acceptance(accepted=False, reasons=(*earlier, *late))
-        if oracle.base_commit is not None:
-            result = _with_base(result, card, oracle.base_commit, oracle.edits)
-        if verifier is not None:
-            # An extra check, never a replacement: everything above was recomputed all the same.
-            base = oracle.base_commit if oracle.base_commit is not None else card.base_rev
-            why = signature_reason(card_path, card, data, verifier, tree_digest=digest, base_commit=base)
-            if why is not None:
-                result = Acceptance(accepted=False, reasons=(why, *(() if result.accepted else result.reasons)))
+        result = decide_merge(card, facts)
     return _print(card, result, key_id=verifier.key_id if verifier else None)
 
 
@@ -96,25 +89,6 @@ def _trusted_key(named: Path | None, suite_key: Path | None) -> VerifyKey | None
     env = os.environ.get(ACCEPT_KEY_ENV)
     path = named or (Path(env) if env else None) or suite_key
     return load_verify_key(path) if path is not None else None
-
-
-def _freezes(freeze_file: FreezeFile | None, bands: dict[str, Band], card: VerdictCard) -> dict[str, str]:
-    """The freezes the reviewed freeze file puts in force for the card's seal at the card's time."""
-    if freeze_file is None:
-        return {}
-    return resolve(freeze_file, bands=bands, seal=card.fixture.seal, now=card.created_at).frozen
-
-
-def _with_base(result: Acceptance, card: VerdictCard, commit: str, edits: tuple[str, ...]) -> Acceptance:
-    """What accept recomputed against the base itself: the card's base and oracle edits must agree."""
-    reasons = [] if result.accepted else list(result.reasons)
-    if card.base_rev != commit:
-        reasons.append(f"the card's oracle came from base {card.base_rev}, not {commit}")
-    if edits:
-        reasons.append(f"the tree edits oracle files (recomputed against the base): {', '.join(edits)}")
-    if tuple(card.new_oracle_edits) != edits:
-        reasons.append("card disagrees with the base: new_oracle_edits differ from what accept recomputed")
-    return Acceptance(accepted=not reasons, reasons=tuple(reasons) or result.reasons)
 
 
 def _print(card: VerdictCard | None, result: Acceptance, *, key_id: str | None = None) -> int:

@@ -9,16 +9,78 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import TypeAdapter, ValidationError
 
 from gate.core.bands import BandRule
 from gate.core.card import Acceptance, DeadlineSource, PropertyRow, VerdictCard, accept
+from gate.core.freezes import FreezeFile, dependent_freeze_reasons, resolve
 from gate.core.policy import Decision, decide
 from gate.core.verdict import Band, Kind, Verdict, kind_of
 
 _IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _RULE = TypeAdapter(BandRule)
+
+
+@dataclass(frozen=True)
+class AcceptFacts:
+    """What the merge decision needs besides the card, each read or recomputed from the tree being
+    merged and its base (never taken from the card)."""
+
+    seal_digest: str  # the base's seal file
+    tree_digest: str  # the tree being merged, recomputed
+    suite_sha256: str
+    bands: Mapping[str, Band]  # every property of the whole suite
+    freeze_file: FreezeFile | None  # the reviewed freeze file, as the base holds it
+    base_commit: str | None  # the base the oracle was read from (None: no --base)
+    oracle_edits: tuple[str, ...]  # oracle files the tree edits, recomputed against the base
+    now: datetime  # accept's own time: a freeze that lapsed since the run excuses nothing
+    allow_unchecked_oracle: bool = False
+    signature_problem: str | None = None  # why the card's signature fails, when one is required
+
+
+def decide_merge(card: VerdictCard, facts: AcceptFacts) -> Acceptance:
+    """The one accept path: what `gate accept` decides, and what `gate run` forecasts on its own card.
+    `prove`, then the freezes at accept's time, the base, and the signature; every reason is kept."""
+    result = prove(
+        card,
+        seal_digest=facts.seal_digest,
+        tree_digest=facts.tree_digest,
+        suite_sha256=facts.suite_sha256,
+        bands=facts.bands,
+        freezes=_freezes(facts.freeze_file, facts.bands, card),
+        allow_unchecked_oracle=facts.allow_unchecked_oracle,
+    )
+    reasons = [] if result.accepted else list(result.reasons)
+    excused = [row.id for row in card.properties if row.kind is not Kind.PASS]
+    reasons += dependent_freeze_reasons(facts.freeze_file, frozen=card.freeze_set, excused=excused, now=facts.now)
+    if facts.base_commit is not None:
+        reasons += _base_reasons(card, facts.base_commit, facts.oracle_edits)
+    if facts.signature_problem is not None:
+        # An extra check, never a replacement: everything above was recomputed all the same.
+        reasons.insert(0, facts.signature_problem)
+    return Acceptance(accepted=not reasons, reasons=tuple(reasons) or result.reasons)
+
+
+def _freezes(freeze_file: FreezeFile | None, bands: Mapping[str, Band], card: VerdictCard) -> dict[str, str]:
+    """The freezes the reviewed freeze file puts in force for the card's seal at the card's time."""
+    if freeze_file is None:
+        return {}
+    return resolve(freeze_file, bands=dict(bands), seal=card.fixture.seal, now=card.created_at).frozen
+
+
+def _base_reasons(card: VerdictCard, commit: str, edits: tuple[str, ...]) -> list[str]:
+    """What accept recomputed against the base itself: the card's base and oracle edits must agree."""
+    reasons = []
+    if card.base_rev != commit:
+        reasons.append(f"the card's oracle came from base {card.base_rev}, not {commit}")
+    if edits:
+        reasons.append(f"the tree edits oracle files (recomputed against the base): {', '.join(edits)}")
+    if tuple(card.new_oracle_edits) != edits:
+        reasons.append("card disagrees with the base: new_oracle_edits differ from what accept recomputed")
+    return reasons
 
 
 def prove(

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import structlog
 
-from gate.core.acceptance import prove
 from gate.core.bands import SamplerWindow
 from gate.core.calibration import deadline_source
 from gate.core.card import VerdictCard
@@ -43,6 +42,7 @@ from gate.io.treeselect import tree_selection
 from gate.run.baserun import with_base_reruns
 from gate.run.execute import all_harness, execute
 from gate.run.executor import Executor, opened
+from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runhistory import run_history
@@ -274,10 +274,8 @@ def _run(
         if signer is not None:
             write_signature(card_path, card, card_bytes(card), signer)
         write_reports(card, request.reports, records)
-    # What `gate accept` will say of this card on this tree, with the flags a CI job passes by default.
-    verdict = prove(
-        card, seal_digest=expected.digest, tree_digest=facts.tree_digest, suite_sha256=suite.sha256, bands=whole.bands()
-    )
+    # What `gate accept` will say of this card on this tree: one answer, by accept's own path.
+    verdict = forecast(card, card_path, oracle, tree_digest=facts.tree_digest, now=now())
     for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)

@@ -17,11 +17,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 class Run:
     """One finished `gate run` plus `gate accept` on its card."""
 
-    def __init__(self, card_path: Path, done: subprocess.CompletedProcess[str], accept: int) -> None:
+    def __init__(
+        self, card_path: Path, done: subprocess.CompletedProcess[str], accept: int, accept_said: str = ""
+    ) -> None:
         self.code = done.returncode
         self.stdout = done.stdout
         self.stderr = done.stderr
         self.accept = accept
+        # `gate accept`'s JSON line: {"accepted": …, "reasons": […], …}
+        self.accepted = json.loads(accept_said.splitlines()[-1]) if accept_said.strip() else None
         self.card = json.loads(card_path.read_text())
         self.lines = [json.loads(ln) for ln in done.stdout.splitlines()]
 
@@ -61,7 +65,7 @@ def gate_run(
         text=True,
         timeout=60,
     )
-    return Run(card, done, accepted.returncode)
+    return Run(card, done, accepted.returncode, accepted.stdout)
 
 
 GATE = Path(sys.executable).with_name("gate")  # the console script, installed outside the checkout

@@ -86,6 +86,16 @@ def test_stdout_is_one_json_line_per_property_then_the_job(runs: dict[str, Run])
     assert lines[-1]["job"] == "accepted" and lines[-1]["exit_code"] == 0
 
 
+def test_run_forecasts_what_accept_decides_for_every_patch(runs: dict[str, Run]) -> None:
+    """`gate run`'s job line says what `gate accept` will decide, by the one accept path: for every patch of
+    the example the forecast and accept's own answer (decision and reasons) are the same."""
+    for patch, run in runs.items():
+        job = run.lines[-1]
+        assert run.accepted is not None, (patch, run.stderr)
+        forecast = {"accepted": job["accepted"], "reasons": job["accept_reasons"]}
+        assert forecast == {"accepted": run.accepted["accepted"], "reasons": run.accepted["reasons"]}, patch
+
+
 def test_unmapped_write_is_fail_safety(runs: dict[str, Run]) -> None:
     """A patch that writes outside the write map fails safety, naming the file, and is blocked."""
     run = runs["unsafe_write"]

@@ -135,7 +135,8 @@ def dead_containers(docker_client, sandbox_image: str) -> Iterator[list]:
     made = [docker_client.containers.create(sandbox_image, ["true"], labels=labels) for _ in range(30)]
     yield made
     for container in made:
-        with contextlib.suppress(docker.errors.NotFound):
+        # Gone already, or being removed right now by some run's start-up sweep (409): either way it goes.
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             container.remove(force=True)
 
 
@@ -170,8 +171,9 @@ def test_sigint_while_building_the_project_image(tmp_path: Path, docker_client, 
     signalled.append(run)
 
     def building() -> list:
-        every = docker_client.containers.list(filters={"status": "running"})
-        return [c for c in every if token in " ".join(c.attrs.get("Config", {}).get("Cmd") or [])]
+        # Sparse: the listing's own fields (its command among them), no inspect that a removal could race.
+        every = docker_client.containers.list(filters={"status": "running"}, sparse=True)
+        return [c for c in every if token in (c.attrs.get("Command") or "")]
 
     run.wait_until(lambda: bool(building()), "the image build's step running")
     stopped(run, docker_client, took=run.stop())
