@@ -54,6 +54,12 @@ def make_specs(n: int, *, first: int = 0, **fields: Any) -> list[TrialSpec]:
     return [make_spec(i, **fields) for i in range(first, first + n)]
 
 
+def in_spec_image(spec: TrialSpec, obs: Observation) -> Observation:
+    """A handler's observation that names no image ran in the one its spec names (as a real sandbox's
+    does); a handler that names another image keeps it (a worker that ran elsewhere)."""
+    return obs if obs.image_id or obs.fault else obs.model_copy(update={"image_id": spec.image_id})
+
+
 class MockSandbox:
     """A Sandbox that answers each trial with `handler(spec, fixture_bytes)`; no container runs."""
 
@@ -65,7 +71,7 @@ class MockSandbox:
         return self.image
 
     def run_batch(self, specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
-        return [self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)) for spec in specs]
+        return [in_spec_image(spec, self.handler(spec, inputs.fixture_bytes(spec.fixture_digest))) for spec in specs]
 
     def open(self, run_id: str) -> None:
         return None
@@ -100,7 +106,7 @@ class MockExecutor:
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
         self.calls.append(("run", str(len(specs))))
         for spec in specs:
-            yield self.handler(spec, inputs.fixture_bytes(spec.fixture_digest))
+            yield in_spec_image(spec, self.handler(spec, inputs.fixture_bytes(spec.fixture_digest)))
 
     def close(self, run_id: str) -> None:
         self.calls.append(("close", run_id))
@@ -138,7 +144,7 @@ class MockFleet:
         return None
 
     def _answer(self, spec: TrialSpec, inputs: Inputs, worker: str) -> Observation:
-        obs = self.handler(spec, inputs.fixture_bytes(spec.fixture_digest), worker)
+        obs = in_spec_image(spec, self.handler(spec, inputs.fixture_bytes(spec.fixture_digest), worker))
         return obs if obs.worker_id else obs.model_copy(update={"worker_id": worker})
 
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:

@@ -23,6 +23,7 @@ from gate.core.errors import GateError
 from gate.core.evidence import TrialRecord
 from gate.core.flakes import BaseRerun, judge_base, needs_rerun
 from gate.core.proposals import flake_files
+from gate.core.provenance import in_run_image
 from gate.core.stamp import RunFacts
 from gate.core.verdict import Outcome, Verdict
 from gate.io.base import base_tree
@@ -100,6 +101,7 @@ def rerun_on_base(
         props = [by_id[v.property_id] for v in flickered]
         specs = [spec for prop in props for spec in planner.trials(prop, 0, prop.planned_trials())]
         wanted = {(s.property_id, s.trial_index) for s in specs}
+        sent = {s.key: s for s in specs}
         outcomes: dict[str, dict[int, Outcome]] = {p.id: {} for p in props}
         seen_events = len(executor.events)
         log.info("rerun.start", run_id=facts.run_id, properties=[p.id for p in props], trials=len(specs))
@@ -108,6 +110,9 @@ def rerun_on_base(
                 key = (obs.property_id, obs.trial_index)
                 if key not in wanted or obs.trial_index in outcomes[obs.property_id]:
                     continue  # a stray or a duplicate: the first result of each dispatched trial counts
+                if (spec := sent.get(obs.key)) is None:
+                    continue  # another run's
+                obs, _ = in_run_image(spec, obs)  # one that ran in another image is a fault
                 prop = by_id[obs.property_id]
                 trial = Trial(obs, fixtures[facts.seal.manifest[prop.fixture]], prop.params, facts.clock)
                 outcomes[prop.id][obs.trial_index] = judge(checks[prop.id], trial, prop.band)

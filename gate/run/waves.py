@@ -13,6 +13,7 @@ from gate.core.card import HarnessEvent
 from gate.core.crosscheck import with_coordinator_canary
 from gate.core.fold import Judge, Tally
 from gate.core.plan import Planner
+from gate.core.provenance import in_run_image
 from gate.core.suite import PropertySpec
 from gate.core.trial import Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
@@ -108,7 +109,17 @@ def _next_wave(tallies: Sequence[Tally], planner: Planner, progress: Progress) -
 
 
 def coordinator_canary(spec: TrialSpec, obs: Observation, events: list[HarnessEvent]) -> Observation:
-    """`obs` with the coordinator's own canary search applied; a worker that hid a leak is named."""
+    """`obs` as the coordinator checks it itself: run in the run's image (else a fault, and an event naming
+    the worker), and its own canary search applied (a worker that hid a leak is named)."""
+    obs, elsewhere = in_run_image(spec, obs)
+    if elsewhere:
+        events.append(
+            HarnessEvent(
+                kind="wrong_image",
+                property_id=obs.property_id,
+                detail=f"trial {obs.trial_index} on {obs.worker_id or 'a worker'}: {obs.fault}",
+            )
+        )
     obs, hidden = with_coordinator_canary(spec, obs)
     if hidden:
         events.append(

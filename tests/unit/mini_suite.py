@@ -127,8 +127,12 @@ def but(property_id: str, bad: Handler) -> Handler:
     return lambda spec, fixture: (bad if spec.property_id == property_id else good)(spec, fixture)
 
 
-def run(suite: Suite, handler: Handler, emit: Callable[[str], None] | None = None) -> tuple[RunResult, MockExecutor]:
-    executor = MockExecutor(handler)
+def run(
+    suite: Suite, handler: Handler, emit: Callable[[str], None] | None = None, *, image_id: str = "sha256:mock"
+) -> tuple[RunResult, MockExecutor]:
+    """A whole run of `suite` whose trials `handler` answers, in the image `image_id` (a handler's
+    observations must name it, or name none, to count)."""
+    executor = MockExecutor(handler, image_id=image_id)
     result = run_gate(
         suite.request,
         executor_factory=lambda _: executor,

@@ -16,9 +16,20 @@ from gate.core.trial import FaultOrigin, Observation
 from gate.core.verdict import Band, ColourChange, Kind, OutcomeCounts
 from gate.io.suite import load_suite
 
-from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, but, good, run, stdout
+from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, but, good, stdout
+from .mini_suite import run as mini_run
 
 IMAGE = "sha256:" + "a" * 64
+
+
+def run(suite, handler):
+    """A whole run whose trials ran in IMAGE, a real-looking image ID (the mini suite's `good` names the mock's)."""
+
+    def in_image(spec, fixture: bytes) -> Observation:
+        obs = handler(spec, fixture)
+        return obs.model_copy(update={"image_id": IMAGE}) if obs.image_id == "sha256:mock" else obs
+
+    return mini_run(suite, in_image, image_id=IMAGE)
 
 
 def real(spec, fixture: bytes) -> Observation:

@@ -1,0 +1,44 @@
+"""gate.core.provenance: a trial counts only if it ran in the run's own image; one a worker ran elsewhere
+(another image, or no sandbox at all) is a fault that can neither pass a row nor draw a credit."""
+
+from __future__ import annotations
+
+from gate.core.provenance import in_run_image
+from gate.core.testing import make_spec
+from gate.core.trial import FaultOrigin, Observation
+
+RUN_IMAGE = "sha256:" + "a" * 64
+
+
+def test_a_trial_in_the_runs_image_counts_as_it_is() -> None:
+    """The run's image: the observation is untouched."""
+    spec = make_spec(image_id=RUN_IMAGE)
+    obs = Observation.of(spec, exit_code=0, image_id=RUN_IMAGE)
+    assert in_run_image(spec, obs) == (obs, False)
+
+
+def test_a_null_sandbox_pass_becomes_an_unproven_fault() -> None:
+    """`gate-worker --sandbox null` reports a clean exit in image "null": a fault of unknown origin instead."""
+    spec = make_spec(image_id=RUN_IMAGE)
+    obs = Observation.of(spec, exit_code=0, image_id="null", worker_id="liar")
+    replaced, changed = in_run_image(spec, obs)
+    assert changed
+    assert replaced.fault is not None and "not the run's image" in replaced.fault
+    assert replaced.fault_origin is FaultOrigin.UNKNOWN  # never a harness credit
+    assert replaced.exit_code is None or replaced.exit_code != 0 or replaced.fault is not None
+    assert replaced.worker_id == "liar"
+
+
+def test_another_real_image_is_refused_too() -> None:
+    """Any image but the run's, and a report of none at all."""
+    spec = make_spec(image_id=RUN_IMAGE)
+    for other in ("sha256:" + "b" * 64, ""):
+        replaced, changed = in_run_image(spec, Observation.of(spec, exit_code=0, image_id=other))
+        assert changed and replaced.fault is not None
+
+
+def test_a_spec_naming_no_image_checks_nothing() -> None:
+    """Before the image is known (a spec with no image id), there is nothing to compare against."""
+    spec = make_spec()
+    obs = Observation.of(spec, exit_code=0, image_id="null")
+    assert in_run_image(spec, obs) == (obs, False)
