@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gate.cli.signing import ACCEPT_KEY_ENV
-from gate.core.acceptance import AcceptFacts, decide_merge
+from gate.core.acceptance import decide_merge
 from gate.core.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
 from gate.io.artifacts import parse_card
@@ -30,6 +30,7 @@ from gate.io.inputs import read_input
 from gate.io.keys import VerifyKey, load_verify_key
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection
+from gate.run.forecast import merge_facts
 from gate.run.oracle import OracleRequest, read_oracle
 
 
@@ -67,14 +68,9 @@ def run_accept(
         if verifier is not None:
             base = oracle.base_commit if oracle.base_commit is not None else card.base_rev
             problem = signature_reason(card_path, card, data, verifier, tree_digest=digest, base_commit=base)
-        facts = AcceptFacts(
-            seal_digest=oracle.expected.digest,
+        facts = merge_facts(
+            oracle,
             tree_digest=digest,
-            suite_sha256=oracle.suite.sha256,
-            bands=oracle.suite.bands(),
-            freeze_file=oracle.freeze_file,
-            base_commit=oracle.base_commit,
-            oracle_edits=oracle.edits,
             now=now(),
             allow_unchecked_oracle=allow_unchecked_oracle,
             signature_problem=problem,

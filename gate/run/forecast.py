@@ -19,7 +19,21 @@ from gate.run.oracle import Oracle
 
 def forecast(card: VerdictCard, card_path: Path, oracle: Oracle, *, tree_digest: str, now: datetime) -> Acceptance:
     """Accept's decision on `card` at `card_path` for the tree of `tree_digest`, at `now`."""
-    facts = AcceptFacts(
+    problem = _signature_problem(card, card_path, oracle, tree_digest)
+    return decide_merge(card, merge_facts(oracle, tree_digest=tree_digest, now=now, signature_problem=problem))
+
+
+def merge_facts(
+    oracle: Oracle,
+    *,
+    tree_digest: str,
+    now: datetime,
+    allow_unchecked_oracle: bool = False,
+    signature_problem: str | None = None,
+) -> AcceptFacts:
+    """What the merge decision takes from the oracle (the base's seal, suite, freeze file, the edits),
+    for `gate accept` and for the run's forecast alike."""
+    return AcceptFacts(
         seal_digest=oracle.expected.digest,
         tree_digest=tree_digest,
         suite_sha256=oracle.suite.sha256,
@@ -28,9 +42,9 @@ def forecast(card: VerdictCard, card_path: Path, oracle: Oracle, *, tree_digest:
         base_commit=oracle.base_commit,
         oracle_edits=oracle.edits,
         now=now,
-        signature_problem=_signature_problem(card, card_path, oracle, tree_digest),
+        allow_unchecked_oracle=allow_unchecked_oracle,
+        signature_problem=signature_problem,
     )
-    return decide_merge(card, facts)
 
 
 def _signature_problem(card: VerdictCard, card_path: Path, oracle: Oracle, tree_digest: str) -> str | None:

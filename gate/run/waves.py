@@ -112,22 +112,16 @@ def coordinator_canary(spec: TrialSpec, obs: Observation, events: list[HarnessEv
     """`obs` as the coordinator checks it itself: run in the run's image (else a fault, and an event naming
     the worker), and its own canary search applied (a worker that hid a leak is named)."""
     obs, elsewhere = in_run_image(spec, obs)
+    worker = obs.worker_id or "the worker"
     if elsewhere:
-        events.append(
-            HarnessEvent(
-                kind="wrong_image",
-                property_id=obs.property_id,
-                detail=f"trial {obs.trial_index} on {obs.worker_id or 'a worker'}: {obs.fault}",
-            )
-        )
+        events.append(_event("wrong_image", obs, f"on {worker}: {obs.fault}"))
     obs, hidden = with_coordinator_canary(spec, obs)
     if hidden:
         events.append(
-            HarnessEvent(
-                kind="canary_hidden",
-                property_id=obs.property_id,
-                detail=f"trial {obs.trial_index}: the canary is in the stream heads {obs.worker_id or 'the worker'} "
-                "returned, which reported none",
-            )
+            _event("canary_hidden", obs, f"the canary is in the stream heads {worker} returned, which reported none")
         )
     return obs
+
+
+def _event(kind: str, obs: Observation, detail: str) -> HarnessEvent:
+    return HarnessEvent(kind=kind, property_id=obs.property_id, detail=f"trial {obs.trial_index}: {detail}")

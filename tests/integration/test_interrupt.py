@@ -215,17 +215,23 @@ def test_sigint_while_waiting_for_the_books(tmp_path: Path, docker_client, sandb
     assert not books.exists()
 
 
+def busy_run(tmp_path: Path, name: str, docker_client, redis_server, workers, signalled) -> Signalled:
+    """A `gate run --broker` of the hanging patch, once worker `name` (the only one) runs its batch."""
+    workers.start(name)
+    workers.wait_ready()
+    example_suite(tmp_path)
+    run = Signalled(run_cmd(tmp_path, "hangs", "--broker", redis_server.url))
+    signalled.append(run)
+    workers.wait_busy(name, docker_client)
+    return run
+
+
 def test_sigint_while_waiting_for_celery_results(
     tmp_path: Path, docker_client, redis_server, workers, signalled
 ) -> None:
     """SIGINT while a worker runs the run's hanging batch: the coordinator stops within 5 s, and the
     worker stops the batch and removes its containers."""
-    workers.start("w1")
-    workers.wait_ready()
-    example_suite(tmp_path)
-    run = Signalled(run_cmd(tmp_path, "hangs", "--broker", redis_server.url))
-    signalled.append(run)
-    workers.wait_busy("w1", docker_client)
+    run = busy_run(tmp_path, "w1", docker_client, redis_server, workers, signalled)
     took = run.stop()
     record("celery coordinator", took)
     assert took < STOP_WITHIN_S, f"took {took:.1f}s:\n{run.stderr[-3000:]}"
@@ -251,12 +257,7 @@ def _group_of(pid: str) -> int | None:
 def test_sigterm_stops_a_busy_worker(tmp_path: Path, docker_client, redis_server, workers, signalled) -> None:
     """SIGTERM to a `gate-worker` running a hanging batch: it exits within 5 s and removes the batch's
     containers (the batch goes back to the queue for another worker)."""
-    workers.start("busy")
-    workers.wait_ready()
-    example_suite(tmp_path)
-    run = Signalled(run_cmd(tmp_path, "hangs", "--broker", redis_server.url))
-    signalled.append(run)
-    workers.wait_busy("busy", docker_client)
+    busy_run(tmp_path, "busy", docker_client, redis_server, workers, signalled)
     worker = workers.procs["busy"]
     pool = [int(pid) for pid in Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()]
     sent = time.monotonic()
