@@ -113,8 +113,10 @@ def test_an_image_not_built_from_the_base_is_refused() -> None:
 
 def test_the_lock_build_installs_offline_and_hash_checked() -> None:
     """The generated build runs pip from its wheel with no index and hashes required, and only the
-    installed packages reach the final stage."""
-    text = lock_dockerfile("pip-26.0-py3-none-any.whl", TRIXIE.site_packages)
+    installed packages reach the final stage; the install stage carries its build's own id, so the prune
+    after the build takes this stage and no other build's."""
+    text = lock_dockerfile("pip-26.0-py3-none-any.whl", TRIXIE.site_packages, "b1d")
+    assert "LABEL probegate.stage=b1d\n" in text
     assert "--no-index" in text and "--require-hashes" in text
     assert "/wheels/tools/pip-26.0-py3-none-any.whl/pip install" in text
     assert text.rstrip().endswith("COPY --from=deps /deps /usr/local/lib/python3.13/dist-packages")

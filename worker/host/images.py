@@ -15,6 +15,7 @@ import io
 import json
 import tarfile
 import tempfile
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,8 +51,11 @@ def project_image(
     found = image_attrs(client, tag)
     if found is None or (found.get("Config") or {}).get("Labels", {}).get(LABEL_INPUTS) != inputs:
         emit(f"building project image {tag} from {source.label}")
+        # This build's own stages carry its id: the prune below must not take a stage that a build
+        # running alongside (another run, another test) still has to copy from.
+        build_id = uuid.uuid4().hex
         with tempfile.TemporaryDirectory(prefix="probegate-image-") as tmp:
-            context, dockerfile = _context(client, source, base_attrs["Id"], Path(tmp))
+            context, dockerfile = _context(client, source, base_attrs["Id"], Path(tmp), build_id)
             try:
                 image_id, _ = build_image(
                     client,
@@ -64,7 +68,7 @@ def project_image(
             except BuildFailed as exc:
                 raise ImageError(f"image build failed: {str(exc)[:300]}", file=source.label) from None
             finally:
-                prune_dangling(client, label=LABEL_STAGE)
+                prune_dangling(client, label=f"{LABEL_STAGE}={build_id}")
         found = image_attrs(client, image_id)
         if found is None:
             raise SandboxError(f"built image {image_id[:19]} vanished")
@@ -93,7 +97,9 @@ def python_target(client: docker.DockerClient, base_id: str) -> PythonTarget:
         raise SandboxError(f"cannot tell the base image's Python: {exc}") from None
 
 
-def _context(client: docker.DockerClient, source: ImageSource, base_id: str, tmp: Path) -> tuple[io.BytesIO, str]:
+def _context(
+    client: docker.DockerClient, source: ImageSource, base_id: str, tmp: Path, build_id: str
+) -> tuple[io.BytesIO, str]:
     """The build context (a tar) and the Dockerfile's name in it."""
     if source.kind == "dockerfile":
         folder = source.definition.parent
@@ -107,13 +113,14 @@ def _context(client: docker.DockerClient, source: ImageSource, base_id: str, tmp
     files = {f"wheels/{name}": (wheels / name).read_bytes() for name in names}
     files[f"wheels/tools/{pip_wheel}"] = (wheels / "tools" / pip_wheel).read_bytes()
     files["wheels/requirements.txt"] = source.definition.read_bytes()
-    files["Dockerfile"] = lock_dockerfile(pip_wheel, target.site_packages).encode()
+    files["Dockerfile"] = lock_dockerfile(pip_wheel, target.site_packages, build_id).encode()
     return _tar(files), "Dockerfile"
 
 
-def lock_dockerfile(pip_wheel: str, site_packages: str) -> str:
+def lock_dockerfile(pip_wheel: str, site_packages: str, build_id: str) -> str:
     """Install the wheelhouse with pip run from its wheel (the base has no pip), offline and
-    hash-checked, in a first stage; only the installed packages reach the image."""
+    hash-checked, in a first stage (labelled with `build_id`, so its build prunes it and nothing else);
+    only the installed packages reach the image."""
     install = (
         f"python3 /wheels/tools/{pip_wheel}/pip install --no-index --find-links /wheels --require-hashes "
         "--disable-pip-version-check --no-cache-dir --no-warn-script-location --target /deps "
@@ -122,7 +129,7 @@ def lock_dockerfile(pip_wheel: str, site_packages: str) -> str:
     return (
         f"ARG {BASE_ARG}\n"
         f"FROM ${{{BASE_ARG}}} AS deps\n"
-        f"LABEL {LABEL_STAGE}=deps\n"
+        f"LABEL {LABEL_STAGE}={build_id}\n"
         "USER 0:0\n"
         "COPY wheels /wheels\n"
         f"RUN {install}\n"
