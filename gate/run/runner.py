@@ -186,7 +186,7 @@ def _run(
     image = _run_image(request, oracle.image, image_factory)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
     # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included.
-    log.info("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
+    log.debug("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
     with opened(executor_factory(image), run_id, suite.config.limits) as executor:
         drift: SealDriftError | None = None
         try:

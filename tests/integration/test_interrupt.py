@@ -29,7 +29,7 @@ from worker.host.sweep import LABEL_HOST, LABEL_PID, LABEL_RUN
 pytestmark = pytest.mark.integration
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
-RUN = [sys.executable, "-m", "gate.cli", "--log-level", "info", "run"]  # info: the lines that mark phases
+RUN = [sys.executable, "-m", "gate.cli", "--log-level", "debug", "run"]  # debug: the lines that mark phases
 
 
 def example_suite(folder: Path, *, deadline_s: float = 60.0, image: str = "") -> Path:
