@@ -37,7 +37,7 @@ from gate.io.reseal import run_reseal
 from gate.io.reviewed import read_calibration as load_calibration
 from gate.io.reviewed import read_freeze_file
 from gate.io.snapshot import tree_digest
-from gate.io.state import load_books
+from gate.io.state import encode_books, load_books
 from gate.io.suite import load_suite
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -113,7 +113,9 @@ def _json_fragment(draw: st.DrawFn) -> str:
         return json.dumps(draw(DATES))
     if kind == "zone":
         return json.dumps(draw(ZONES))
-    return draw(st.sampled_from(["null", "true", "false", "[]", "{}", '""', '"\\u0000"', '"a\\nb\\u001b[31m"']))
+    return draw(
+        st.sampled_from(["null", "true", "false", "[]", "{}", '""', '"\\u0000"', '"a\\nb\\u001b[31m"', '"\\ud800"'])
+    )
 
 
 json_fragment = st.composite(_json_fragment)()
@@ -277,6 +279,7 @@ def read_ledger(root: Path, data: bytes) -> object:
         ledger, window = books
         ledger.draw("rate", "fault", NOW)[0].pruned(NOW)
         window.push([True])
+        encode_books(ledger, window)  # what loaded can be written back after the trials (issue 26)
     return books
 
 
