@@ -78,7 +78,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             # patch's reach; one inside is read from the base, whatever the work tree holds.
             return base.need(path, what) if base and base.inside(path) else path
 
-        suite = load_suite(where(request.suite, "the suite file"))
+        suite = load_suite(where(request.suite, "the suite file"), repository=base.root if base else None)
         named = where(request.fixture, "the fixture tree") if request.fixture else None
         fixture_root = (named or suite.resolve(suite.config.fixtures)).resolve()
         seal_named = request.seal or _suite_seal(suite, base, shown=request.suite)
