@@ -64,10 +64,11 @@ def replaced(document: dict, path: tuple, raw: str) -> str:
 
 
 def gate(*argv: str) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    """The exit code, and what reached the terminal: stderr, and stdout (diff's text, accept's JSON)."""
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         code = main(list(argv))
-    return code, err.getvalue()
+    return code, err.getvalue() + out.getvalue()
 
 
 def commands(suite: Suite, card: Path, out: Path) -> list[list[str]]:
