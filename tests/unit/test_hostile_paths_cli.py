@@ -234,3 +234,26 @@ def test_key_id_hint_with_an_escape_sequence_is_escaped_in_rejected(
     assert len(lines) == 1 and lines[0].startswith("gate accept: REJECTED: "), err
     assert lines[0].isprintable() and "\\x1b[2J\\nFORGED" in lines[0], lines[0]
     assert "\x1b" not in out
+
+
+def test_run_sign_key_naming_a_fifo_is_refused_before_any_trial(tmp_path: Path) -> None:
+    """`gate run --sign-key FIFO` is refused (66) instead of blocking; no trial runs, no card is written."""
+    from dataclasses import replace
+
+    from gate.core.testing import MockExecutor
+    from gate.run.runner import run_gate
+
+    from .mini_suite import NOW, RUN_ID, build_suite, good
+
+    suite = build_suite(tmp_path)
+    fifo = tmp_path / "key-fifo"
+    os.mkfifo(fifo)
+    executor = MockExecutor(good)
+    request = replace(suite.request, sign_key=fifo)
+
+    def go() -> object:
+        return run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len)
+
+    with pytest.raises(InputMissingError, match="not a regular file"):
+        _in_time(go)
+    assert executor.calls == [] and not suite.card.exists()
