@@ -22,7 +22,8 @@ ACCEPT_KEY_ENV = "PROBEGATE_ACCEPT_KEY"  # `gate accept`: the public key's path;
 _KEYS_EPILOG = (
     "Writes PATH (the private key, PKCS#8 PEM, mode 0600) and PATH.pub (its public half, "
     "SubjectPublicKeyInfo PEM) and prints one JSON line with the key id (sha256 of the raw public key). "
-    "Exit 0: written; 64: PATH or PATH.pub is already there (nothing is overwritten); "
+    "Exit 0: written; 64: PATH or PATH.pub is already there (nothing is overwritten), or cannot be written "
+    "(under a regular file, a name too long): nothing is written; "
     "65: another process created PATH meanwhile."
 )
 _SIGN_EPILOG = (
