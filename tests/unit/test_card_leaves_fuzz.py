@@ -1,5 +1,5 @@
 """Every leaf value of a real card, replaced by a hostile one, is either read and used (accept, diff,
-report) or refused as one clean error line with a documented exit code: no traceback, no exit 70.
+refold, evidence, report) or refused as one clean error line with a documented exit code: no traceback, no exit 70.
 Numbers are bounded and dates aware where the card is read (gate.core.card.VerdictCard)."""
 
 from __future__ import annotations
@@ -78,6 +78,8 @@ def commands(suite: Suite, card: Path, out: Path) -> list[list[str]]:
          "--suite", str(root / "gate.toml"), "--allow-unchecked-oracle"],
         ["diff", str(suite.card), str(card)],
         ["diff", "--json", str(card), str(suite.card)],
+        ["refold", str(card)],
+        ["evidence", str(card)],
         ["report", str(card), "--report-html", str(out / "r.html"), "--junitxml", str(out / "r.xml"),
          "--summary-md", str(out / "r.md")],
     ]  # fmt: skip
