@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from gate.core.bands import Interval
 from gate.core.crosscheck_summary import CrossCheckSummary
@@ -32,10 +33,11 @@ def bounded_numbers(value: object, where: str = "") -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, int | float):
+        # The path goes in the error's context: the reader names it as the field (gate.io.artifacts).
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{where or 'card'}: {value} is not a finite number")
+            raise PydanticCustomError("card_number", "{value} is not a finite number", {"where": where, "value": value})
         if abs(value) > MAX_NUMBER:
-            raise ValueError(f"{where or 'card'}: a number beyond ±2**53 that no run writes")
+            raise PydanticCustomError("card_number", "a number beyond ±2**53 that no run writes", {"where": where})
     elif isinstance(value, dict):
         for key, inner in value.items():
             bounded_numbers(inner, f"{where}.{key}" if where else str(key))
