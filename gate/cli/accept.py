@@ -23,7 +23,7 @@ from pathlib import Path
 from gate.cli.signing import ACCEPT_KEY_ENV
 from gate.core.acceptance import decide_merge
 from gate.core.card import Acceptance, VerdictCard
-from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
+from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError, one_line
 from gate.io.artifacts import parse_card
 from gate.io.cardsig import signature_reason
 from gate.io.inputs import read_input
@@ -95,5 +95,6 @@ def _print(card: VerdictCard | None, result: Acceptance, *, key_id: str | None =
         line["signature_key"] = key_id  # the key the card's signature was required by
     print(json.dumps(line))
     word = "ACCEPTED" if result.accepted else "REJECTED"
-    print(f"gate accept: {word}: {'; '.join(result.reasons)}", file=sys.stderr)
+    # Reasons quote the card and its envelope (ids, details, key id hints): escaped, one line.
+    print(f"gate accept: {word}: {one_line('; '.join(result.reasons))}", file=sys.stderr)
     return RET_OK if result.accepted else RET_BLOCKED

@@ -30,7 +30,7 @@ def run_image(args: argparse.Namespace) -> int:
     """Build (or find) the project image the suite names and print its ID on stdout."""
     with BaseCheckout(args.suite.parent, args.base) if args.base else contextlib.nullcontext() as base:
         suite_path = base.need(args.suite, "the suite file") if base else args.suite
-        suite = load_suite(suite_path)
+        suite = load_suite(suite_path, repository=base.root if base else None)
         source = suite.image_source()
         if source is None:
             raise UsageError("the suite names no project image; add [suite.image]", file=str(args.suite))

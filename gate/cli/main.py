@@ -203,8 +203,10 @@ def _quiet_stdout() -> int:
 
 def _seal(args: argparse.Namespace) -> int:
     from gate.io.fixtures import seal_tree, write_seal_file
+    from gate.io.reseal import check_seal_outside
 
     if args.write:
+        check_seal_outside(args.write, args.dir, "--write")  # as `gate reseal` refuses it
         check_writable(args.write, "--write")
     seal = seal_tree(args.dir)
     if args.write:

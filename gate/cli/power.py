@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from gate.core.bands import BandRule, FixedRule, SprtRule
-from gate.core.errors import RET_OK, UsageError
+from gate.core.errors import RET_OK, UsageError, one_line
 from gate.core.power import OCPoint, operating_characteristics, power_table, smallest_fixed_n
 
 _SPRT_ARGS = ("p0", "p1", "alpha", "beta", "max_trials", "wave")
@@ -42,20 +42,30 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", type=Path, metavar="FILE", help="also write a plot (.svg or .png)")
 
 
+MAX_RATES = 1001  # 0:1:0.001; each rate is a row of the table and a point of the plot
+
+
 def parse_rates(text: str) -> list[float]:
     """`START:STOP:STEP` (inclusive) or `a,b,c` as a list of rates in [0, 1]."""
+    shown = one_line(text if len(text) <= 60 else text[:59] + "…")
     try:
         if ":" in text:
             start, stop, step = (float(part) for part in text.split(":"))
-            if step <= 0 or stop < start:
+            if not (step > 0 and stop >= start and all(map(math.isfinite, (start, stop, step)))):
                 raise ValueError
-            rates = [round(start + i * step, 10) for i in range(math.floor((stop - start) / step + 1e-9) + 1)]
+            # Counted before the list is built: 0:1:1e-12 would be a trillion rates.
+            count = math.floor((stop - start) / step + 1e-9) + 1
+            if count > MAX_RATES:
+                raise UsageError(f"{shown} makes {count} rates; at most {MAX_RATES}", field="--rates")
+            rates = [round(start + i * step, 10) for i in range(count)]
         else:
             rates = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise UsageError(f"{text!r} is not START:STOP:STEP or a comma list", field="--rates") from None
+    except (ValueError, OverflowError):
+        raise UsageError(f"{shown!r} is not START:STOP:STEP or a comma list", field="--rates") from None
+    if len(rates) > MAX_RATES:
+        raise UsageError(f"{len(rates)} rates; at most {MAX_RATES}", field="--rates")
     if not rates or any(not 0.0 <= r <= 1.0 for r in rates):
-        raise UsageError(f"rates must lie in [0, 1], got {text!r}", field="--rates")
+        raise UsageError(f"rates must lie in [0, 1], got {shown!r}", field="--rates")
     return rates
 
 

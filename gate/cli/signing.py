@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 
 from gate.core.errors import RET_OK, UsageError
+from gate.io.artifacts import check_writable
 from gate.io.cardsig import sign_card_file
 from gate.io.keys import load_signing_key, public_path, write_new_key
+from gate.io.state import exists
 
 SIGN_KEY_ENV = "PROBEGATE_SIGN_KEY"  # `gate run` / `gate sign`: the private key's path
 ACCEPT_KEY_ENV = "PROBEGATE_ACCEPT_KEY"  # `gate accept`: the public key's path; a signature is then required
@@ -20,7 +22,8 @@ ACCEPT_KEY_ENV = "PROBEGATE_ACCEPT_KEY"  # `gate accept`: the public key's path;
 _KEYS_EPILOG = (
     "Writes PATH (the private key, PKCS#8 PEM, mode 0600) and PATH.pub (its public half, "
     "SubjectPublicKeyInfo PEM) and prints one JSON line with the key id (sha256 of the raw public key). "
-    "Exit 0: written; 64: PATH or PATH.pub is already there (nothing is overwritten); "
+    "Exit 0: written; 64: PATH or PATH.pub is already there (nothing is overwritten), or cannot be written "
+    "(under a regular file, a name too long): nothing is written; "
     "65: another process created PATH meanwhile."
 )
 _SIGN_EPILOG = (
@@ -65,7 +68,10 @@ def run_keys(args: argparse.Namespace) -> int:
     """`gate keys new PATH`: refuse anything in the way, write the pair, print the key id."""
     path: Path = args.path
     for target in (path, public_path(path)):
-        if target.exists() or target.is_symlink():
+        # First whether both halves can be written at all (a folder under a regular file, /proc, a
+        # name too long for PATH.pub): refused before either half is.
+        check_writable(target, "PATH")
+        if exists(target):
             raise UsageError("already exists; refusing to overwrite a key", file=str(target), field="PATH")
     key = write_new_key(path)
     print(json.dumps({"key": str(path), "public": str(public_path(path)), "key_id": key.key_id}))

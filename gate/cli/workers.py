@@ -23,8 +23,8 @@ from typing import Any
 
 from gate.core.enrolment import EnrolledWorker, EnrolmentRefused, enrol, revoke
 from gate.core.errors import RET_OK, UsageError
-from gate.io.keys import load_verify_key
-from gate.io.workers import ENV_REGISTRY, load_roster, locked, registry_path, save_roster
+from gate.io.keys import VerifyKey, load_verify_key
+from gate.io.workers import ENV_REGISTRY, check_registry_writable, load_roster, locked, registry_path, save_roster
 
 ENV_ADMIN = "PROBEGATE_REDIS_ADMIN"
 _REDIS = ("redis://", "rediss://")
@@ -72,16 +72,27 @@ def run_workers(args: argparse.Namespace) -> int:
         for worker in load_roster(path, missing_ok=True).workers:
             print(json.dumps(_row(worker)))
         return RET_OK
+    # Every refusal that does not need the lock comes before it: a refused command leaves no file.
+    if args.action == "enrol":
+        key = _enrolling(args.pubkey, args.name)
+        check_registry_writable(path, "--workers")
+        load_roster(path, missing_ok=True)  # a malformed registry: refused now, read again under the lock
+    else:
+        load_roster(path)  # no registry: nothing to revoke
     with locked(path):
         if args.action == "enrol":
-            return _enrol(path, args.pubkey, args.name, admin)
+            return _enrol(path, key, args.name, admin)
         return _revoke(path, args.name, admin)
 
 
-def _enrol(path: Path, pubkey: Path, name: str, admin: str | None) -> int:
+def _enrolling(pubkey: Path, name: str) -> VerifyKey:
+    """The key to enrol under `name`, or the refusal of either."""
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise UsageError("a worker name is letters, digits, '-', '_' and '.'", field="--name")
-    key = load_verify_key(pubkey)
+    return load_verify_key(pubkey)
+
+
+def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
     roster = load_roster(path, missing_ok=True)
     from worker.celery.acl import acl_user  # late: redis loads only when a broker user is made
 

@@ -4,11 +4,12 @@ whether the patch may merge. Both are pure; reading and writing the file is `gat
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from gate.core.bands import Interval
 from gate.core.crosscheck_summary import CrossCheckSummary
@@ -20,7 +21,29 @@ from gate.core.trial import ClockSpec
 from gate.core.verdict import Band, ColourChange, Kind, OutcomeCounts
 
 CARD_SCHEMA_VERSION = 2  # 2: outcome counts per row and the policy's inputs, so `accept` can recompute
-_CARD = ConfigDict(frozen=True, extra="forbid")
+_CARD = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+# The largest number a card may hold anywhere: every count, index and duration a run writes is far
+# below it, and JSON readers elsewhere keep integers exact only up to here (2**53).
+MAX_NUMBER = 2**53
+
+
+def bounded_numbers(value: object, where: str = "") -> None:
+    """Refuse a number no run writes (NaN, an infinity, beyond ±MAX_NUMBER) anywhere in a card's
+    JSON, naming its path: readers (diff, reports, accept's arithmetic) then never overflow."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        # The path goes in the error's context: the reader names it as the field (gate.io.artifacts).
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PydanticCustomError("card_number", "{value} is not a finite number", {"where": where, "value": value})
+        if abs(value) > MAX_NUMBER:
+            raise PydanticCustomError("card_number", "a number beyond ±2**53 that no run writes", {"where": where})
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            bounded_numbers(inner, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list | tuple):
+        for index, inner in enumerate(value):
+            bounded_numbers(inner, f"{where}.{index}" if where else str(index))
 
 
 class DeadlineSource(StrEnum):
@@ -79,7 +102,7 @@ class VerdictCard(BaseModel):
     schema_version: Literal[2] = CARD_SCHEMA_VERSION
     gate_version: str
     run_id: str
-    created_at: datetime
+    created_at: AwareDatetime  # compared with freezes' and credits' aware expiries
     suite: str
     suite_sha256: str
     workdir: str
@@ -123,6 +146,12 @@ class VerdictCard(BaseModel):
     flake_history: str = ""
     # Trials run again on a second worker, and what the pairs showed (None: a card from before them).
     cross_check: CrossCheckSummary | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        bounded_numbers(data)
+        return data
 
 
 class Acceptance(BaseModel):

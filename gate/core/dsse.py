@@ -16,7 +16,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gate.core.errors import ConfigError
+from gate.core.errors import ConfigError, one_line
 
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -121,7 +121,7 @@ def verify(
         hints = sorted({s.keyid for s in envelope.signatures if s.keyid}) or ["none"]
         raise EnvelopeError(
             f"{len(accepted)} of the {threshold} trusted signature(s) needed verify "
-            f"({len(envelope.signatures)} signature(s), keyid hints: {', '.join(h[:16] for h in hints)})"
+            f"({len(envelope.signatures)} signature(s), keyid hints: {', '.join(one_line(h[:16]) for h in hints)})"
         )
     if envelope.payload_type not in payload_types:
         raise EnvelopeError(f"payloadType {envelope.payload_type!r} is not {' or '.join(map(repr, payload_types))}")

@@ -9,10 +9,17 @@ Time is a parameter: nothing here reads a clock.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+# The most a suite may grant ([suite.ledger] budget and ttl_hours in gate.core.suite); a card or the
+# books claiming more were not written by a run of any suite.
+MAX_BUDGET = 100
+MAX_TTL = timedelta(days=30)
+# The latest instant an expiry can name: `now + ttl` past it saturates here instead of overflowing.
+END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 
 
 class LedgerAction(StrEnum):
@@ -24,7 +31,7 @@ class LedgerAction(StrEnum):
 class Credit(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     property_id: str
-    remaining: int = Field(ge=0)
+    remaining: int = Field(ge=0, le=MAX_BUDGET)
     # Aware only: a naive expiry read back from the ledger file cannot be compared with the run's clock.
     expires_at: AwareDatetime
     last_detail: str
@@ -36,8 +43,8 @@ class LedgerEntry(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     property_id: str
     action: LedgerAction
-    remaining: int
-    expires_at: datetime
+    remaining: int = Field(ge=0, le=MAX_BUDGET)
+    expires_at: AwareDatetime
     detail: str
 
 
@@ -45,8 +52,8 @@ class Ledger(BaseModel):
     """Credits by property id, plus the budget and lifetime every new slot starts with."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    budget: int = Field(2, ge=0)
-    ttl: timedelta = timedelta(hours=6)
+    budget: int = Field(2, ge=0, le=MAX_BUDGET)
+    ttl: timedelta = Field(timedelta(hours=6), gt=timedelta(0), le=MAX_TTL)
     credits: dict[str, Credit] = {}
 
     def draw(self, property_id: str, detail: str, now: datetime) -> tuple[Ledger, LedgerEntry]:
@@ -58,7 +65,7 @@ class Ledger(BaseModel):
             slot = Credit(
                 property_id=property_id,
                 remaining=self.budget - 1,
-                expires_at=now + self.ttl,
+                expires_at=expiry(now, self.ttl),
                 last_detail=detail,
             )
             action = LedgerAction.OPENED
@@ -75,6 +82,14 @@ class Ledger(BaseModel):
         """The ledger without slots that expired by `now` (they would reopen fresh anyway)."""
         live = {k: v for k, v in self.credits.items() if v.expires_at > now}
         return self.model_copy(update={"credits": live})
+
+
+def expiry(now: datetime, ttl: timedelta) -> datetime:
+    """`now + ttl`, saturated at the end of datetime's range (a card dated 9999-12-31 is read, not a crash)."""
+    try:
+        return now + ttl
+    except OverflowError:
+        return END_OF_TIME
 
 
 def _entry(pid: str, action: LedgerAction, remaining: int, expires: datetime, detail: str) -> LedgerEntry:

@@ -31,11 +31,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
-from gate.core.ledger import Credit, Ledger, LedgerAction, LedgerEntry
+from gate.core.ledger import MAX_BUDGET, MAX_TTL, Credit, Ledger, LedgerAction, LedgerEntry
 from gate.core.verdict import Band, Kind, Verdict
 
 
@@ -62,12 +62,14 @@ class PolicyInputs(BaseModel):
     """What `decide` was given besides the verdicts, as the card records it: with these, `accept`
     re-runs the same decision instead of believing the card's status."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    ledger_budget: int
-    ledger_ttl_s: float
+    # Bounded as a suite bounds them (gate.core.suite.LedgerConfig): a card holding more was edited,
+    # and `ledger()` must build from whatever the card reader let through.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    ledger_budget: int = Field(ge=0, le=MAX_BUDGET)
+    ledger_ttl_s: float = Field(gt=0, le=MAX_TTL.total_seconds())
     credits_before: dict[str, Credit] = {}  # the faulted properties' credits as the run found them
     window_before: SamplerWindow = SamplerWindow()
-    max_fault_share: float = 0.25
+    max_fault_share: float = Field(0.25, gt=0, le=1)
 
     def ledger(self) -> Ledger:
         return Ledger(budget=self.ledger_budget, ttl=timedelta(seconds=self.ledger_ttl_s), credits=self.credits_before)

@@ -6,6 +6,7 @@ statistical property without a sane band is refused. Reading the file is `gate.i
 from __future__ import annotations
 
 import math
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,6 +293,43 @@ class Suite(BaseModel):
 
     def bands(self) -> dict[str, Band]:
         return {p.id: p.band for p in self.properties}
+
+    def named_paths(self) -> list[tuple[str, str]]:
+        """Every file or folder gate.toml names, as (field, the path as written): each must stay in
+        the suite's repository (`outside_repository`)."""
+        config = self.config
+        named = [("suite.fixtures", config.fixtures), ("suite.checks", config.checks)]
+        for key in ("freeze_file", "calibration", "seal", "card", "public_key"):
+            value = getattr(config, key)
+            if value is not None:
+                named.append((f"suite.{key}", value))
+        if config.image is not None:
+            named.append((f"suite.image.{'dockerfile' if config.image.dockerfile else 'requirements'}",
+                          config.image.definition))  # fmt: skip
+        return named
+
+    def named_globs(self) -> list[tuple[str, str]]:
+        """The globs gate.toml names for files in the repository (oracle files, the gate's outputs)."""
+        return [(f"suite.oracle.{i}", g) for i, g in enumerate(self.config.oracle)] + [
+            (f"suite.outputs.{i}", g) for i, g in enumerate(self.config.outputs)
+        ]
+
+    def outside_repository(self, repository: str) -> tuple[str, str] | None:
+        """The first (field, path) gate.toml names that leaves `repository` (an absolute, normalised
+        folder holding gate.toml) when joined to gate.toml's folder, or is absolute; a glob with an
+        absolute or '..' part. Lexical only: the file system's links are the reader's to check."""
+        root = os.path.normpath(self.root)
+        for field, value in self.named_paths():
+            if os.path.isabs(value) or not _within(os.path.normpath(os.path.join(root, value)), repository):
+                return field, value
+        for field, pattern in self.named_globs():
+            if os.path.isabs(pattern) or ".." in pattern.replace("\\", "/").split("/"):
+                return field, pattern
+        return None
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def one_line(exc: ValidationError) -> str:

@@ -90,5 +90,7 @@ def parse_card(data: bytes, path: Path) -> VerdictCard:
         return VerdictCard.model_validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "card"
-        raise ConfigError(f"unreadable verdict card: {where}: {first['msg']}", file=str(path)) from None
+        where = ".".join(str(p) for p in first["loc"]) or str(first.get("ctx", {}).get("where", ""))
+        # A check over the whole card (its numbers) names the field in its own message.
+        message = first["msg"].removeprefix("Value error, ")
+        raise ConfigError(f"unreadable verdict card: {message}", file=str(path), field=where or None) from None

@@ -11,6 +11,7 @@ import hashlib
 import io
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -21,6 +22,7 @@ from types import TracebackType
 
 from gate.core.errors import InputMissingError, UsageError
 from gate.io.fixtures import matches_any
+from gate.io.inputs import read_input
 from gate.io.patchedtree import PatchedTree, scan_tree
 from gate.io.treeselect import TreeSelection, walk_paths
 
@@ -155,17 +157,23 @@ def _walk(top: Path) -> list[str]:
 
 
 def _digest(path: Path) -> str | None:
-    """What a path holds, comparable across the two trees: None when absent."""
+    """What a path holds, comparable across the two trees: None when absent. The work tree is the
+    patch's: a FIFO or device at an oracle file's path is compared by its kind, never opened."""
     try:
-        if path.is_symlink():
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
             return "link:" + os.readlink(path)
-        if path.is_dir():
+        if stat.S_ISDIR(mode):
             return "dir"
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        if not stat.S_ISREG(mode):
+            return f"special:{stat.S_IFMT(mode):o}"
+        return hashlib.sha256(read_input(path, "oracle file")).hexdigest()
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        return f"unreadable:{exc.errno}"
+    except InputMissingError as exc:
+        return f"unreadable:{exc.message}"
+    except (OSError, ValueError) as exc:
+        return f"unreadable:{getattr(exc, 'errno', None)}"
 
 
 def _shown(path: Path, root: Path) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gate.core.card import VerdictCard
 from gate.core.dsse import Envelope, EnvelopeError, Signer, Verifier
-from gate.core.errors import GateError, UsageError
+from gate.core.errors import GateError, InputMissingError, UsageError
 from gate.core.signedcard import sign_card, signature_problem
 from gate.io.artifacts import parse_card, write_output
 from gate.io.evidence import stored_records
@@ -20,6 +20,10 @@ from gate.io.snapshot import check_outside_tree
 from gate.io.treeselect import TreeSelection
 
 SUFFIX = ".dsse.json"
+
+
+class _NoEnvelope(InputMissingError):
+    """No envelope beside the card."""
 
 
 def envelope_path(card: Path) -> Path:
@@ -86,10 +90,12 @@ def signature_reason(
     """Why the card file `data` at `card_path` is not proven by the envelope beside it under `key`
     (unsigned, unreadable envelope, or gate.core.signedcard's reasons), or None when it is."""
     where = envelope_path(card_path)
-    if not where.exists() and not where.is_symlink():
-        return f"the card is unsigned: no signature envelope at {where}"
     try:
-        envelope = Envelope.from_json(read_input(where, "card signature"))
+        # A card named so long that no envelope can sit beside it reads as unsigned, not as a crash.
+        data_in = read_input(where, "card signature", missing_error=_NoEnvelope)
+        envelope = Envelope.from_json(data_in)
+    except _NoEnvelope:
+        return f"the card is unsigned: no signature envelope at {where}"
     except EnvelopeError as exc:
         return f"unreadable card signature {where}: {exc.message}"
     except GateError as exc:

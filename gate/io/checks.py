@@ -4,14 +4,15 @@ the builtin ones from `gate.core.checks`, the rest from the checks file named by
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gate.core.checks import BUILTINS, Check
 from gate.core.errors import SuiteError
+from gate.io.inputs import read_input
 
 
 def load_checks(checks_path: Path, names: Mapping[str, str], *, suite_file: str) -> dict[str, Check]:
@@ -49,13 +50,14 @@ def _import_file(path: Path, suite_file: str) -> Any:
     if not found:
         raise SuiteError("checks module not found", file=str(path), field="suite.checks")
     name = f"probegate_checks_{abs(hash(path))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SuiteError("cannot import checks module", file=str(path))
-    module = importlib.util.module_from_spec(spec)
+    # Read through the one reader that never blocks (a FIFO swapped in after is_file() is refused),
+    # then run as the module's code: the import machinery would open the path itself.
+    source = read_input(path, "checks module")
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        exec(compile(source, str(path), "exec"), module.__dict__)
     except (Exception, SystemExit) as exc:  # a module calling sys.exit() must not end the gate unexplained
         raise SuiteError(f"importing the checks module failed: {type(exc).__name__}: {exc}", file=str(path)) from None
     return module

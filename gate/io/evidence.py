@@ -17,7 +17,7 @@ from gate.core.card import VerdictCard
 from gate.core.errors import ConfigError, UsageError
 from gate.core.evidence import TrialRecord, evidence_digest, record_bytes, record_digest
 from gate.io.artifacts import write_output
-from gate.io.inputs import reason
+from gate.io.inputs import read_input, reason
 
 FOLDER = "evidence"
 _NAME = re.compile(r"[0-9a-f]{64}\.json")
@@ -62,7 +62,7 @@ def read_evidence(folder: Path, run_id: str) -> dict[str, TrialRecord]:
         try:
             if not stat.S_ISREG(path.lstat().st_mode) or not _NAME.fullmatch(path.name):
                 raise ConfigError("not an evidence record (<sha256>.json, a regular file)", file=str(path))
-            data = path.read_bytes()
+            data = read_input(path, "evidence record")  # never blocks, were it swapped for a FIFO
         except OSError as exc:
             raise ConfigError(f"unreadable evidence record: {reason(exc)}", file=str(path)) from None
         digest = hashlib.sha256(data).hexdigest()

@@ -14,13 +14,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from gate.core.errors import ConfigError, InputMissingError
+from gate.core.errors import ConfigError, UsageError
+from gate.io.inputs import read_input, reason
 
 _RAW = serialization.Encoding.Raw, serialization.PublicFormat.Raw
+# What cryptography raises on a key file it cannot load: garbled PEM/DER (ValueError, TypeError) or a
+# well-formed key of an algorithm it does not know (an unknown OID: UnsupportedAlgorithm).
+_UNLOADABLE = (ValueError, TypeError, UnsupportedAlgorithm)
+_PUBLIC_PEM = b"-----BEGIN PUBLIC KEY-----"
 
 
 class KeyFileError(ConfigError):
@@ -63,7 +68,7 @@ class VerifyKey:
         """A public key from PEM text; anything else (a private key included) is a KeyFileError."""
         try:
             key = serialization.load_pem_public_key(data)
-        except (ValueError, TypeError) as exc:
+        except _UNLOADABLE as exc:
             raise KeyFileError(f"not a PEM public key ({type(exc).__name__})", file=file) from exc
         if not isinstance(key, Ed25519PublicKey):
             raise KeyFileError(f"not an Ed25519 key ({type(key).__name__})", file=file)
@@ -102,16 +107,34 @@ def write_new_key(path: Path) -> SigningKey:
     pem = key.key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (OSError, ValueError) as exc:  # a regular file on the way, /proc, a name too long
+        raise UsageError(f"cannot create the key's folder: {reason(exc)}", file=str(path.parent)) from None
     try:
         # O_EXCL: two workers starting at once on one home must not each write half a key.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError as exc:
         raise KeyFileError("a key already exists here; refusing to overwrite it", file=str(path)) from exc
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write the key: {reason(exc)}", file=str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(pem)
+        _write_public(public_path(path), key.public().pem())
+    except BaseException:
+        path.unlink(missing_ok=True)  # never half a pair: a private key without its public half
+        raise
+    return key
+
+
+def _write_public(path: Path, pem: bytes) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except (OSError, ValueError) as exc:  # e.g. PATH.pub one character too long for the file system
+        raise UsageError(f"cannot write the public key: {reason(exc)}", file=str(path)) from None
     with os.fdopen(fd, "wb") as out:
         out.write(pem)
-    public_path(path).write_bytes(key.public().pem())
-    return key
 
 
 def load_or_create(path: Path) -> SigningKey:
@@ -126,12 +149,14 @@ def load_or_create(path: Path) -> SigningKey:
 
 def load_signing_key(path: Path) -> SigningKey:
     """A private key file; a missing one is InputMissingError, a readable-by-others or wrong one KeyFileError."""
-    data = _read(path)
-    if path.stat().st_mode & 0o077:
+    data, mode = _read(path)
+    if _PUBLIC_PEM in data:  # its kind first: a public key's mode says nothing about it
+        raise KeyFileError("a public key; name the private key (the file without .pub)", file=str(path))
+    if mode & 0o077:
         raise KeyFileError("private key is readable by group or others (chmod 600 it)", file=str(path))
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
+    except _UNLOADABLE as exc:
         raise KeyFileError(f"not an unencrypted PEM private key ({type(exc).__name__})", file=str(path)) from exc
     if not isinstance(key, Ed25519PrivateKey):
         raise KeyFileError(f"not an Ed25519 key ({type(key).__name__})", file=str(path))
@@ -140,13 +165,13 @@ def load_signing_key(path: Path) -> SigningKey:
 
 def load_verify_key(path: Path) -> VerifyKey:
     """A public key file (PEM); a private key named here is refused rather than silently used."""
-    return VerifyKey.from_pem(_read(path), file=str(path))
+    return VerifyKey.from_pem(_read(path)[0], file=str(path))
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path) -> tuple[bytes, int]:
+    """A key file's bytes and mode, through the one reader that never blocks (a FIFO is refused)."""
+    data = read_input(path, "key file", missing="key file not found")
     try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise InputMissingError("key file not found", file=str(path)) from exc
-    except OSError as exc:
-        raise KeyFileError(f"cannot read key file ({exc.strerror})", file=str(path)) from exc
+        return data, os.stat(path).st_mode
+    except (OSError, ValueError) as exc:  # replaced or removed since the read
+        raise KeyFileError(f"cannot read key file ({reason(exc)})", file=str(path)) from None

@@ -38,9 +38,7 @@ from gate.io.fixtures import read_seal_file, seal_tree, write_seal_file
 def run_reseal(fixture_dir: Path, seal_file: Path, *, write: bool, out: TextIO = sys.stdout) -> int:
     """Compare `seal_file` with the seal of `fixture_dir`, print the report, write only if asked."""
     fixture_dir, seal_file = Path(fixture_dir), Path(seal_file)
-    if _kind(fixture_dir) == "dir" and _inside(seal_file, fixture_dir):
-        # It would seal itself: every write changes the tree, so the seal could never be current.
-        raise UsageError("the seal file must lie outside the tree it seals", file=str(seal_file), field="--seal")
+    check_seal_outside(seal_file, fixture_dir, "--seal")
     kind = _kind(seal_file)
     if kind not in ("missing", "file"):
         raise ConfigError("not a regular file", file=str(seal_file))
@@ -68,6 +66,13 @@ def _kind(path: Path) -> str:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "the path holds a NUL byte"
         raise InputMissingError(f"cannot read: {reason}", file=str(path)) from None
     return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "other"
+
+
+def check_seal_outside(seal_file: Path, fixture_dir: Path, field: str) -> None:
+    """Refuse a seal file inside the tree it seals (`gate seal --write`, `gate reseal --seal`)."""
+    if _kind(fixture_dir) == "dir" and _inside(seal_file, fixture_dir):
+        # It would seal itself: every write changes the tree, so the seal could never be current.
+        raise UsageError("the seal file must lie outside the tree it seals", file=str(seal_file), field=field)
 
 
 def _inside(path: Path, root: Path) -> bool:

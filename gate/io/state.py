@@ -100,9 +100,40 @@ def decode_all(
                 file=where,
                 field=f"credits.{key}",
             )
+    # What was read must be writable again after the trials (and go on the card as the policy's
+    # inputs): JSON's "\\ud800" parses to a lone surrogate, which no UTF-8 file can hold.
+    unwritable = first_unwritable(books.model_dump(mode="python"))
+    if unwritable is not None:
+        raise ConfigError(
+            "holds text that cannot be written back (a lone surrogate): the books were edited",
+            file=where,
+            field=unwritable,
+        )
     fresh, window = empty_books(ledger, sampler)
     history = bounded(History(runs=books.history), HISTORY_LIMIT)
     return (fresh.model_copy(update={"credits": books.credits}), window.push(books.sampler_window)), history
+
+
+def first_unwritable(value: object, where: str = "") -> str | None:
+    """The dotted path of the first string (or key) in `value` that UTF-8 cannot encode, else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "(top)"
+        return None
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            found = first_unwritable(key, path) or first_unwritable(inner, path)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, inner in enumerate(value):
+            found = first_unwritable(inner, f"{where}.{index}" if where else str(index))
+            if found is not None:
+                return found
+    return None
 
 
 def encode_books(ledger: Ledger, window: SamplerWindow, history: History | None = None) -> bytes:

@@ -18,8 +18,9 @@ from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 from gate.core.enrolment import Roster
-from gate.core.errors import ConfigError, InputMissingError
-from gate.io.artifacts import write_atomic
+from gate.core.errors import ConfigError, InputMissingError, UsageError
+from gate.io.artifacts import check_writable, write_output
+from gate.io.inputs import read_input, reason
 from gate.io.keys import KeyFileError, VerifyKey
 
 DEFAULT_REGISTRY = Path(".probegate") / "workers.json"
@@ -45,15 +46,14 @@ def signing_required() -> bool:
 
 
 def load_roster(path: Path, *, missing_ok: bool = False) -> Roster:
-    """The roster in `path`; a missing file is an empty roster only with `missing_ok`."""
+    """The roster in `path`; a missing file is an empty roster only with `missing_ok`. Read through
+    the one reader that never blocks: a FIFO or a directory named as the registry is refused."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_input(path, "worker registry", missing_error=_Missing)
+    except _Missing:
         if missing_ok:
             return Roster()
         raise InputMissingError("worker registry not found", file=str(path)) from None
-    except OSError as exc:
-        raise RegistryFileError(f"cannot read the worker registry ({exc.strerror})", file=str(path)) from exc
     try:
         return Roster.model_validate_json(data)
     except ValidationError as exc:
@@ -63,15 +63,32 @@ def load_roster(path: Path, *, missing_ok: bool = False) -> Roster:
         ) from None
 
 
+class _Missing(InputMissingError):
+    """No registry file at the path (its absence may mean an empty roster)."""
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def check_registry_writable(path: Path, field: str = "--workers") -> None:
+    """Refuse, before the lock file is made, a registry path the gate could not write: a folder that
+    cannot be created (under a regular file), a name too long for the registry or its lock."""
+    check_writable(path, field)
+    check_writable(lock_path(path), field)
+
+
 @contextlib.contextmanager
 def locked(path: Path, timeout_s: float = 30.0) -> Iterator[None]:
     """Hold `<registry>.lock` for one read-change-write, so two enrolments at once both land."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path.with_name(path.name + ".lock")), timeout=timeout_s)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(lock_path(path)), timeout=timeout_s)
         lock.acquire()
     except Timeout:
         raise RegistryFileError(f"the worker registry stayed locked for {timeout_s:.0f} s", file=str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot lock the worker registry: {reason(exc)}", file=str(path)) from None
     try:
         yield
     finally:
@@ -80,7 +97,7 @@ def locked(path: Path, timeout_s: float = 30.0) -> Iterator[None]:
 
 def save_roster(path: Path, roster: Roster) -> None:
     """Replace the registry file in one rename (mode 0644: public keys only, nothing secret)."""
-    write_atomic(path, roster.model_dump_json(indent=2).encode() + b"\n")
+    write_output(path, roster.model_dump_json(indent=2).encode() + b"\n", "worker registry")
 
 
 def verify_pem(public_pem: str, signature: bytes, message: bytes) -> bool:

@@ -22,6 +22,7 @@ from gate.core.trial import ClockSpec
 from gate.io.base import BaseCheckout, oracle_edits
 from gate.io.checks import load_checks
 from gate.io.fixtures import read_clock, read_seal_file
+from gate.io.inputs import read_input
 from gate.io.reviewed import read_calibration, read_freeze_file
 from gate.io.suite import load_suite
 
@@ -78,7 +79,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             # patch's reach; one inside is read from the base, whatever the work tree holds.
             return base.need(path, what) if base and base.inside(path) else path
 
-        suite = load_suite(where(request.suite, "the suite file"))
+        suite = load_suite(where(request.suite, "the suite file"), repository=base.root if base else None)
         named = where(request.fixture, "the fixture tree") if request.fixture else None
         fixture_root = (named or suite.resolve(suite.config.fixtures)).resolve()
         seal_named = request.seal or _suite_seal(suite, base, shown=request.suite)
@@ -102,7 +103,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             calibration=read_calibration(calibration_path if request.calibrated_deadlines else None),
             edits=_edits(base, suite, request, seal_named, fixture_root, calibration_path, entry) if base else (),
             base_commit=base.commit if base else None,
-            overrides={entry: base.need(request.workdir / entry, "the probe entry").read_bytes()}
+            overrides={entry: read_input(base.need(request.workdir / entry, "the probe entry"), "probe entry")}
             if base and entry
             else {},
             image=image,

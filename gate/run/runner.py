@@ -31,6 +31,7 @@ from gate.io.artifacts import card_bytes, check_writable, write_card
 from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
+from gate.io.inputs import read_input
 from gate.io.interrupts import held
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import check_fits, read_patched_tree
@@ -216,7 +217,7 @@ def _run(
             suite_file=str(request.suite),
         )
         fixtures = {
-            current.manifest[p.fixture]: (fixture_root / p.fixture).read_bytes()
+            current.manifest[p.fixture]: read_input(fixture_root / p.fixture, "fixture")
             for p in suite.properties
             if p.fixture in current.manifest
         }

@@ -1,11 +1,12 @@
 """Every reader of a file the user (or the patch) wrote holds under hostile bytes: whatever the file
 holds or wherever the path points, the only exception out of it is a GateError, and its text is one
-printable line. Covers the suite, clock, freeze file, calibration, ledger, seal file, card, and the
-tree walk behind `gate seal` / `gate reseal`.
+printable line. Covers the suite, clock, freeze file, calibration, ledger, seal file, card, key files, the worker
+registry, and the tree walk behind `gate seal` / `gate reseal`.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
@@ -16,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,12 +36,14 @@ from gate.core.suite import LedgerConfig, SamplerConfig, Suite
 from gate.io.artifacts import check_writable, read_card
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree
 from gate.io.inputs import read_input
+from gate.io.keys import load_signing_key, load_verify_key
 from gate.io.reseal import run_reseal
 from gate.io.reviewed import read_calibration as load_calibration
 from gate.io.reviewed import read_freeze_file
 from gate.io.snapshot import tree_digest
-from gate.io.state import load_books
+from gate.io.state import encode_books, load_books
 from gate.io.suite import load_suite
+from gate.io.workers import load_roster
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEAL = "c" * 64
@@ -113,7 +118,9 @@ def _json_fragment(draw: st.DrawFn) -> str:
         return json.dumps(draw(DATES))
     if kind == "zone":
         return json.dumps(draw(ZONES))
-    return draw(st.sampled_from(["null", "true", "false", "[]", "{}", '""', '"\\u0000"', '"a\\nb\\u001b[31m"']))
+    return draw(
+        st.sampled_from(["null", "true", "false", "[]", "{}", '""', '"\\u0000"', '"a\\nb\\u001b[31m"', '"\\ud800"'])
+    )
 
 
 json_fragment = st.composite(_json_fragment)()
@@ -277,6 +284,7 @@ def read_ledger(root: Path, data: bytes) -> object:
         ledger, window = books
         ledger.draw("rate", "fault", NOW)[0].pruned(NOW)
         window.push([True])
+        encode_books(ledger, window)  # what loaded can be written back after the trials (issue 26)
     return books
 
 
@@ -334,7 +342,57 @@ def test_reader_refuses_hostile_fields_with_one_line(name: str, data: st.DataObj
         read(root, document)
 
 
-ALL_READERS = {**{name: entry[0] for name, entry in READERS.items()}, "seal": read_seal}
+def read_public_key(root: Path, data: bytes) -> object:
+    (root / "key.pub").write_bytes(data)
+    return holds(lambda: load_verify_key(root / "key.pub"))
+
+
+def read_private_key(root: Path, data: bytes) -> object:
+    (root / "key").write_bytes(data)
+    (root / "key").chmod(0o600)
+    return holds(lambda: load_signing_key(root / "key"))
+
+
+def read_registry(root: Path, data: bytes) -> object:
+    (root / "workers.json").write_bytes(data)
+    return holds(lambda: load_roster(root / "workers.json"))
+
+
+ALL_READERS = {
+    **{name: entry[0] for name, entry in READERS.items()},
+    "seal": read_seal,
+    "public_key": read_public_key,
+    "private_key": read_private_key,
+    "registry": read_registry,
+}
+
+
+def _pem(label: str, der: bytes) -> bytes:
+    return f"-----BEGIN {label}-----\n{base64.encodebytes(der).decode()}-----END {label}-----\n".encode()
+
+
+_KEY = Ed25519PrivateKey.generate()
+KEY_DER = {
+    "PRIVATE KEY": _KEY.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()),
+    "PUBLIC KEY": _KEY.public_key().public_bytes(serialization.Encoding.DER,
+                                                 serialization.PublicFormat.SubjectPublicKeyInfo),
+}  # fmt: skip
+
+
+@FUZZ
+@given(label=st.sampled_from(sorted(KEY_DER)), at=st.integers(0, 60), byte=st.integers(0, 255), data=st.data())
+def test_key_files_with_one_byte_changed_load_or_fail_in_one_line(
+    label: str, at: int, byte: int, data: st.DataObject
+) -> None:
+    """A real key's DER with one byte changed (its algorithm OID, a length, the key) under either PEM
+    label: both key readers load it or refuse it as one clean GateError (never UnsupportedAlgorithm)."""
+    der = bytearray(KEY_DER[label])
+    der[at % len(der)] = byte
+    as_label = data.draw(st.sampled_from(sorted(KEY_DER)))
+    with scratch() as root:
+        read_public_key(root, _pem(as_label, bytes(der)))
+        read_private_key(root, _pem(as_label, bytes(der)))
 
 
 @pytest.mark.parametrize("name", sorted(ALL_READERS))
@@ -468,6 +526,9 @@ PATH_READERS: dict[str, Callable[[Path, Path], object]] = {
     "tree_digest": lambda root, path: tree_digest(path),
     "reseal": lambda root, path: run_reseal(path, root / "out-seal", write=False, out=io.StringIO()),
     "reseal_seal": lambda root, path: run_reseal(root / "a-dir", path, write=True, out=io.StringIO()),
+    "public_key": lambda root, path: load_verify_key(path),
+    "private_key": lambda root, path: load_signing_key(path),
+    "registry": lambda root, path: load_roster(path),
 }
 
 

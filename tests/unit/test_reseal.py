@@ -99,3 +99,20 @@ def test_deploy_files_use_the_same_schedule() -> None:
     assert [ln.split()[:5] for ln in cron_lines] == [NIGHTLY_CRON.split()]
     timer = (ROOT / "deploy" / "probegate-reseal.timer").read_text()
     assert f"OnCalendar=*-*-* {int(hour):02d}:{int(minute):02d}:00" in timer.splitlines()
+
+
+def test_seal_write_inside_the_tree_it_seals_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`gate seal fixtures --write fixtures/seal` is refused as `gate reseal` refuses it (64), and
+    nothing is written; a seal beside the tree is written as before (issue 26)."""
+    from gate.cli.main import main
+
+    tree = tmp_path / "fixtures"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.json").write_text("{}")
+    for inside in (tree / "seal", tree / "sub" / "seal", tree / "sub" / ".." / "seal"):
+        assert main(["seal", str(tree), "--write", str(inside)]) == 64
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--write" in err and "outside the tree it seals" in err
+    assert sorted(p.name for p in tree.rglob("*")) == ["a.json", "sub"]
+    assert main(["seal", str(tree), "--write", str(tmp_path / "fixtures.seal")]) == 0
+    assert (tmp_path / "fixtures.seal").is_file()

@@ -97,3 +97,22 @@ def test_baseline_never_touches_the_real_books(suite: Suite, tmp_path: Path) -> 
     before = suite.ledger.read_bytes()
     baseline()
     assert suite.ledger.read_bytes() == before
+
+
+def test_books_that_could_not_be_written_back_refuse_the_run_before_any_trial(suite: Suite) -> None:
+    """A credit whose last_detail is a lone surrogate reads as JSON, but no UTF-8 file (nor the card's
+    policy inputs) can hold it: the run refuses at the books' check, before the executor opens, so no
+    run is lost after its trials (issue 26). Exit 65 naming the field; the books stay as they were."""
+    from gate.core.errors import RET_CONFIG, ConfigError
+
+    suite.ledger.parent.mkdir(parents=True, exist_ok=True)
+    books = {
+        "credits": {STAT: {"property_id": STAT, "remaining": 1, "expires_at": "2099-01-01T00:00:00Z",
+                           "last_detail": "\\ud800"}},
+        "sampler_window": [],
+    }  # fmt: skip
+    suite.ledger.write_text(json.dumps(books).replace("\\\\ud800", "\\ud800"))
+    before = suite.ledger.read_bytes()
+    exc = refused_before_the_executor(suite, new_ledger=False, error=ConfigError)
+    assert exc.exit_code == RET_CONFIG and "last_detail" in str(exc) and str(exc).isprintable()
+    assert suite.ledger.read_bytes() == before and not suite.card.exists()

@@ -125,3 +125,115 @@ def test_accept_without_any_card_is_one_usage_error(tmp_path: Path) -> None:
     suite = with_paths(tmp_path, seal="fixtures.seal")
     with pytest.raises(UsageError, match=r"pass --card or set \[suite\] card"):
         run_accept(None, None, workdir=tmp_path / "work", suite=suite.request.suite)
+
+
+# ---------------------------------------------------------------- paths that leave the suite's repository (issue 26)
+
+OUTSIDE = [
+    ("checks", "../../elsewhere/checks.py", "suite.checks"),
+    ("checks", "/etc/passwd", "suite.checks"),
+    ("fixtures", "../../fixtures", "suite.fixtures"),
+    ("seal", "../../fixtures.seal", "suite.seal"),
+    ("card", "/tmp/card.json", "suite.card"),
+    ("freeze_file", "a/../../../freeze.json", "suite.freeze_file"),
+    ("calibration", "../../c.json", "suite.calibration"),
+    ("public_key", "/root/key.pub", "suite.public_key"),
+]
+
+
+def suite_in_repo(tmp_path: Path, **keys: str) -> Suite:
+    """The mini suite one folder down in a git repository `repo/`."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    (repo / "suite").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return with_paths(repo / "suite", **({"seal": "fixtures.seal", "card": "out/card.json"} | keys))
+
+
+@pytest.mark.parametrize(("key", "value", "field"), OUTSIDE)
+def test_a_path_out_of_the_repository_is_refused_at_load(tmp_path: Path, key: str, value: str, field: str) -> None:
+    """A path gate.toml names that leaves the suite's repository: run, accept and baseline refuse at
+    load (exit 65, naming the field), before anything is imported or read from it."""
+    suite = suite_in_repo(tmp_path)
+    toml = suite.request.suite
+    lines = [line for line in toml.read_text().splitlines(keepends=True) if not line.startswith(f"{key} = ")]
+    toml.write_text("".join(lines).replace("[suite]\n", f'[suite]\n{key} = "{value}"\n', 1))
+    with pytest.raises(SuiteError, match="outside the suite's repository") as info:
+        run(suite, good)
+    assert info.value.exit_code == 65 and info.value.field == field and str(info.value).isprintable()
+    with pytest.raises(SuiteError, match="outside the suite's repository"):
+        run_accept(None, None, workdir=suite.request.workdir, suite=toml, allow_unchecked_oracle=True)
+    assert not suite.card.exists()
+
+
+def test_checks_outside_the_repository_are_never_imported(tmp_path: Path) -> None:
+    """The issue's case: `checks` naming a module outside the repository is refused, not imported."""
+    suite = suite_in_repo(tmp_path)
+    planted = tmp_path / "planted.py"
+    planted.write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    toml = suite.request.suite
+    toml.write_text(toml.read_text().replace('checks = "checks.py"', 'checks = "../../planted.py"'))
+    with pytest.raises(SuiteError, match=r"suite\.checks"):
+        run(suite, good)
+    assert not (tmp_path / "imported").exists()
+
+
+def test_a_link_out_of_the_repository_is_refused(tmp_path: Path) -> None:
+    suite = suite_in_repo(tmp_path)
+    (tmp_path / "elsewhere.py").write_text("")
+    checks = suite.request.suite.parent / "checks.py"
+    checks.unlink()
+    checks.symlink_to(tmp_path / "elsewhere.py")
+    with pytest.raises(SuiteError, match=r"suite\.checks"):
+        run(suite, good)
+
+
+def test_a_path_up_to_the_repository_is_kept(tmp_path: Path) -> None:
+    """`..` that stays in the repository is fine: a suite in a subfolder may name the repository's files."""
+    suite = suite_in_repo(tmp_path)
+    shared = tmp_path / "repo" / "shared"
+    shared.mkdir()
+    (suite.request.suite.parent / "checks.py").rename(shared / "checks.py")
+    toml = suite.request.suite
+    toml.write_text(toml.read_text().replace('checks = "checks.py"', 'checks = "../shared/checks.py"'))
+    result, _ = run(suite, good)
+    assert result.card.exit_code == RET_OK
+
+
+@pytest.mark.parametrize("line", ['oracle = ["../*.py"]', 'outputs = ["/etc/*"]'])
+def test_globs_out_of_the_repository_are_refused(tmp_path: Path, line: str) -> None:
+    suite = suite_in_repo(tmp_path)
+    toml = suite.request.suite
+    toml.write_text(toml.read_text().replace("[suite]\n", f"[suite]\n{line}\n", 1))
+    with pytest.raises(SuiteError, match="outside the suite's repository"):
+        run(suite, good)
+
+
+def test_a_dockerfile_out_of_the_repository_is_refused_before_any_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`[suite.image] dockerfile = "../../../../etc/passwd"`: `gate image build` refuses at load (65)
+    before sealing any build context; `gate run` likewise."""
+    from gate.cli.main import main
+
+    suite = suite_in_repo(tmp_path)
+    toml = suite.request.suite
+    text = toml.read_text().replace(
+        "\n[[property]]", '\n[suite.image]\ndockerfile = "../../../../etc/passwd"\n\n[[property]]', 1
+    )
+    toml.write_text(text)
+    assert main(["image", "build", "--suite", str(toml)]) == 65
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "suite.image.dockerfile" in err and "outside the suite's repository" in err
+    with pytest.raises(SuiteError, match=r"suite\.image\.dockerfile"):
+        run(suite, good)
+
+
+def test_command_line_paths_are_unaffected(tmp_path: Path) -> None:
+    """--seal outside the repository is the CI job's own file: used as before."""
+    suite = suite_in_repo(tmp_path)
+    kept = tmp_path / "ci-seal"
+    (suite.request.suite.parent / "fixtures.seal").rename(kept)
+    result, _ = run(replace(suite, request=replace(suite.request, seal=kept)), good)
+    assert result.card.exit_code == RET_OK

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import docker
 
-from gate.core.errors import ImageError, SandboxError
+from gate.core.errors import GateError, ImageError, SandboxError
 from gate.core.suite import ImageSource
 from gate.io.fixtures import seal_tree, tree_files
+from gate.io.inputs import read_input
 from worker.host.engine import BuildFailed, build_image, image_attrs, prune_dangling, resolve_image_id, run_once
 from worker.host.wheelhouse import TARGET_PROBE, PythonTarget, download
 
@@ -103,7 +104,9 @@ def _context(
     """The build context (a tar) and the Dockerfile's name in it."""
     if source.kind == "dockerfile":
         folder = source.definition.parent
-        return _tar({rel: (folder / rel).read_bytes() for rel in tree_files(folder)}), source.definition.name
+        return _tar(
+            {rel: read_input(folder / rel, "build context file") for rel in tree_files(folder)}
+        ), source.definition.name
     target = python_target(client, base_id)
     wheels = tmp / "wheels"
     names = download(source.definition, wheels, target, label=source.label)
@@ -112,7 +115,7 @@ def _context(
         raise ImageError("no pip wheel was downloaded for the image build", file=source.label)
     files = {f"wheels/{name}": (wheels / name).read_bytes() for name in names}
     files[f"wheels/tools/{pip_wheel}"] = (wheels / "tools" / pip_wheel).read_bytes()
-    files["wheels/requirements.txt"] = source.definition.read_bytes()
+    files["wheels/requirements.txt"] = _read(source.definition, source.label)
     files["Dockerfile"] = lock_dockerfile(pip_wheel, target.site_packages, build_id).encode()
     return _tar(files), "Dockerfile"
 
@@ -152,9 +155,9 @@ def _tar(files: dict[str, bytes]) -> io.BytesIO:
 
 def _read(path: Path, label: str) -> bytes:
     try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ImageError(f"cannot read the image definition: {exc.strerror or exc}", file=label) from None
+        return read_input(path, "image definition")
+    except GateError as exc:
+        raise ImageError(f"cannot read the image definition: {exc.message}", file=label) from None
 
 
 def _digest(fields: dict[str, object]) -> str:
