@@ -27,6 +27,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if not item.get_closest_marker("serial")]
 
 
+class LoadGroupNodeIds:
+    """xdist's --dist loadgroup sends the tests of one xdist_group to one worker by suffixing their node ids
+    with `@group` (xdist 3.8 sets `item._nodeid`). pytest 9.2 derives `nodeid` from `item._id` instead, so
+    the suffix is lost and a group's tests spread over workers, each making the group's module fixtures
+    again. Put the suffix where pytest reads it (a no-op where xdist's own one took effect)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        try:
+            from _pytest.nodeid import coerce_node_id
+        except ImportError:  # pytest before 9.2: xdist's suffix works
+            return
+        if not config.getvalue("loadgroup"):
+            return
+        for item in items:
+            marks = item.iter_markers("xdist_group")
+            groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+            if groups and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+                item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(LoadGroupNodeIds(), "probegate-loadgroup-node-ids")
+
+
 @pytest.fixture(autouse=True)
 def keep_logging() -> Iterator[None]:
     """`main()` run in-process points structlog at the test's captured stderr, which closes after it: put
