@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -14,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +24,133 @@ from worker.celery.app import make_app
 
 WORKER = [sys.executable, "-m", "worker.celery.cli"]
 
+# Below the kernel's ephemeral range (32768-60999 by default): no outgoing connection is ever given one
+# of these as its local port, so a server that lets go of its port for a restart can bind it again.
+PORTS = range(20000, 32000)
+
 
 def free_port() -> int:
+    """A loopback port nothing is bound to right now. Another process (another xdist worker) may take it
+    before the caller binds it: servers started on it retry on a new port (LoopbackServer.start)."""
+    for _ in range(1000):
+        port = random.choice(PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {PORTS.start}-{PORTS.stop - 1}")
+
+
+@contextlib.contextmanager
+def unserved_port(port: int | None = None, timeout: float = 10) -> Iterator[int]:
+    """A loopback port held bound but not listening for the block: a connection to it is refused, and no
+    other test's server can take it meanwhile (a port that is merely free now may be served a moment later).
+    `port`: one a server of this test just let go of (waits up to `timeout` for it to be released)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the killed server's TIME_WAIT sockets
+        give_up = time.monotonic() + timeout
+        while True:
+            try:
+                sock.bind(("127.0.0.1", port or free_port()))
+                break
+            except OSError:
+                if time.monotonic() > give_up:
+                    raise RuntimeError(f"could not hold loopback port {port} within {timeout} s") from None
+                time.sleep(0.05)
+        yield sock.getsockname()[1]
 
 
-class RedisServer:
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself holds a listening socket on 127.0.0.1:`port` (and not some other
+    process that took the port first: then this one's bind failed)."""
+    wanted = f"0100007F:{port:04X}"
+    inodes = set()
+    with contextlib.suppress(OSError), open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == wanted and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return False
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    return True
+    return False
+
+
+class LoopbackServer:
+    """A server process listening on one 127.0.0.1 port, its output in `workdir`. `start` retries on a new
+    port when the chosen one was taken before the server could bind it; a restart keeps its port (clients
+    hold the URL) and retries that one."""
+
+    name = "server"
+    start_timeout = 15.0
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._started_once = False
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def answers(self) -> bool:
+        """Whether the server, listening, also serves (subclasses ask it something); True by default."""
+        return True
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        give_up = time.monotonic() + self.start_timeout
+        while True:
+            with self.log.open("wb") as log:
+                self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT)
+            while self.proc.poll() is None and time.monotonic() < give_up:
+                if listens(self.proc.pid, self.port) and self.answers():
+                    self._started_once = True
+                    return
+                time.sleep(0.05)
+            said = self.log.read_text(errors="replace")[-1500:]
+            if self.proc.poll() is None:
+                self.stop()
+                raise RuntimeError(
+                    f"{self.name} never listened on 127.0.0.1:{self.port} ({self.start_timeout} s): {said}"
+                )
+            if "address already in use" not in said.lower() or time.monotonic() > give_up:
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) on port {self.port}: {said}")
+            # Another process bound the port between free_port() and the server's bind.
+            if self._started_once:
+                time.sleep(0.1)
+            else:
+                self.port = free_port()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    @contextlib.contextmanager
+    def down(self) -> Iterator[None]:
+        """Stopped for the block, its port held (refusing connections) so no other server takes it; started
+        again on the same port afterwards."""
+        self.stop()
+        with unserved_port(self.port):
+            yield
+        self.start()
+
+
+class RedisServer(LoopbackServer):
     """redis-server on 127.0.0.1 only, no persistence: a restart loses every queued message."""
+
+    name = "redis-server"
 
     def __init__(self, workdir: Path) -> None:
         binary = shutil.which("redis-server")
@@ -39,44 +159,17 @@ class RedisServer:
                 pytest.fail("CI=true but redis-server is not installed")
             pytest.skip("redis-server is not installed")
         self.binary = binary
-        self.port = free_port()
-        self.workdir = workdir
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(workdir)
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        give_up = time.monotonic() + 10
-        while time.monotonic() < give_up:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+    def argv(self) -> list[str]:
+        return [
+            *(self.binary, "--port", str(self.port), "--bind", "127.0.0.1"),
+            *("--save", "", "--appendonly", "no", "--dir", str(self.workdir)),
+        ]
 
 
 REGISTRY_CONFIG = """version: 0.1
@@ -94,49 +187,37 @@ http:
 """
 
 
-class RegistryServer:
+class RegistryServer(LoopbackServer):
     """Debian's docker-registry on 127.0.0.1 only (the engine speaks plain http to loopback
     registries), storing in a temporary directory; no auth: only this machine can reach it."""
 
     BINARY = "/usr/bin/docker-registry"
+    name = "docker-registry"
 
     def __init__(self, workdir: Path) -> None:
         if not os.access(self.BINARY, os.X_OK):
             if os.environ.get("CI") == "true":
                 pytest.fail("CI=true but docker-registry is not installed")
             pytest.skip("docker-registry is not installed (apt-get install docker-registry)")
-        self.port = free_port()
-        self.workdir = workdir
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(workdir)
 
     @property
     def address(self) -> str:
         """What `--registry` takes: host:port."""
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> None:
+    def argv(self) -> list[str]:
         (self.workdir / "storage").mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.yml"
         config.write_text(REGISTRY_CONFIG.format(root=self.workdir / "storage", port=self.port))
-        log = (self.workdir / "registry.log").open("wb")
-        self.proc = subprocess.Popen([self.BINARY, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
-        give_up = time.monotonic() + 15
-        while time.monotonic() < give_up:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"docker-registry exited: {(self.workdir / 'registry.log').read_text()[-1000:]}")
-            try:
-                with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=1) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("docker-registry did not start")
+        return [self.BINARY, "serve", str(config)]
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+    def answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://{self.address}/v2/", timeout=1) as reply:
+                return reply.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
 
 
 class Workers:

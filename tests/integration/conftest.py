@@ -3,8 +3,12 @@ headless Chromium."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import subprocess
+import sys
+import tempfile
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,6 +20,7 @@ from typing import Any, NoReturn
 import docker
 import pytest
 from celery_helpers import RedisServer, Workers
+from filelock import FileLock, Timeout
 from run_containers import containers_of
 
 from gate.core.errors import HarnessError, SandboxError
@@ -40,6 +45,53 @@ def _unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {reason}")
     pytest.skip(reason)
+
+
+# Machine-wide test locks: shared by the xdist workers of one pytest run and by pytest runs side by side.
+LOCKS = Path(tempfile.gettempdir()) / "probegate-test-locks"
+_held: dict[str, FileLock] = {}
+
+
+@contextlib.contextmanager
+def machine_lock(name: str, timeout: float = 900) -> Iterator[None]:
+    """Hold the lock `name` for the block against every test process on this machine (reentrant within one)."""
+    LOCKS.mkdir(exist_ok=True)
+    lock = _held.setdefault(name, FileLock(LOCKS / f"{name}.lock"))
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:
+        pytest.fail(f"waited {timeout} s for the machine-wide test lock {name} ({lock.lock_file})")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@pytest.fixture
+def project_image_builds() -> Iterator[None]:
+    """Held by a test that builds project images: each build ends by pruning the dangling build stages of
+    every project image on the engine (worker/host/images.py), which would remove the first stage of a lock
+    build running alongside before its second stage copies from it."""
+    with machine_lock("project-image-builds"):
+        yield
+
+
+WINDOWS_SUITE = Path(__file__).resolve().parents[2] / "examples" / "windows" / "repo" / "gate.toml"
+
+
+@pytest.fixture(scope="session")
+def windows_project_image(sandbox_image: str) -> str:
+    """The windows example's project image (from its hashed lock), built once on this machine before any
+    test runs the example: its runs then find it, instead of several building it at once."""
+    with machine_lock("project-image-builds"):
+        done = subprocess.run(
+            [sys.executable, "-m", "gate.cli", "image", "build", "--suite", str(WINDOWS_SUITE)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery_helpers import RedisServer, free_port
+from celery_helpers import RedisServer, unserved_port
 from gate_runs import EXAMPLE, gate_run
 
 from gate.core.bands import SamplerWindow
@@ -201,10 +201,11 @@ def test_an_unreachable_redis_is_a_harness_error(redis_server: RedisServer) -> N
     """A store whose Redis is gone refuses check() and update() with BrokerError (exit 2) naming it."""
     store(redis_server.url, create=True).update(one_run("p"))
     redis_server.stop()
-    for call in (lambda: store(redis_server.url).check(), lambda: store(redis_server.url).update(one_run("p"))):
-        with pytest.raises(BrokerError) as info:
-            call()
-        assert info.value.exit_code == RET_HARNESS and f"127.0.0.1:{redis_server.port}" in str(info.value)
+    with unserved_port(redis_server.port):  # no other test's server may take the port meanwhile
+        for call in (lambda: store(redis_server.url).check(), lambda: store(redis_server.url).update(one_run("p"))):
+            with pytest.raises(BrokerError) as info:
+                call()
+            assert info.value.exit_code == RET_HARNESS and f"127.0.0.1:{redis_server.port}" in str(info.value)
 
 
 def test_where_never_shows_the_password() -> None:
@@ -242,8 +243,9 @@ def refused(done: subprocess.CompletedProcess[str], code: int, *needles: str) ->
 
 def test_cli_refuses_an_unreachable_redis_ledger_before_any_container(tmp_path: Path) -> None:
     """`gate run --ledger redis://` on a port nobody serves exits 2 in one line naming it, with no card."""
-    url = f"redis://127.0.0.1:{free_port()}/0"
-    refused(gate(*run_args(tmp_path / "card.json", "--ledger", url)), RET_HARNESS, "cannot reach the ledger", url)
+    with unserved_port() as port:
+        url = f"redis://127.0.0.1:{port}/0"
+        refused(gate(*run_args(tmp_path / "card.json", "--ledger", url)), RET_HARNESS, "cannot reach the ledger", url)
     assert not (tmp_path / "card.json").exists()
 
 

@@ -107,8 +107,7 @@ def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
     workers.wait_ready()
     card = tmp_path / "card.json"
     proc = run_slow(slow_suite, card, "--broker", redis_server.url, env={**workers.env})
-    workers.wait_busy("w1", docker_client)
-    time.sleep(0.5)  # inside its batch of one-second trials
+    workers.wait_busy("w1", docker_client)  # a probe container of w1 runs: it holds an unacknowledged batch
     workers.kill("w1")
     _, stderr = proc.communicate(timeout=180)
     stamped = json.loads(card.read_text())
@@ -122,7 +121,7 @@ def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
 
 
 def test_broker_restart_mid_run_never_passes_falsely(
-    workers: Workers, redis_server: RedisServer, slow_suite: Path, tmp_path: Path
+    workers: Workers, redis_server: RedisServer, slow_suite: Path, tmp_path: Path, docker_client
 ) -> None:
     """Restarting redis-server (losing every queued batch) mid-run ends as harness_error with exit 2."""
     suite = slow_suite / "gate.toml"  # no credit to draw, so a harness fault fails the job at once
@@ -131,10 +130,9 @@ def test_broker_restart_mid_run_never_passes_falsely(
     workers.wait_ready()
     card = tmp_path / "card.json"
     proc = run_slow(slow_suite, card, "--broker", redis_server.url, "--result-timeout", "25", env={**workers.env})
-    time.sleep(3.0)
-    redis_server.stop()
-    time.sleep(1.0)
-    redis_server.start()
+    workers.wait_busy("w1", docker_client)  # mid-run: batches are queued and one is in flight
+    with redis_server.down():  # the kill drops every connection and every queued batch; then it comes back
+        pass
     _, stderr = proc.communicate(timeout=180)
     stamped = json.loads(card.read_text())
     kind, hits, trials = rows(stamped)["slow_tool_choice"]

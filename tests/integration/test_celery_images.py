@@ -153,8 +153,18 @@ def test_a_second_run_reuses_the_cached_image(base_worker, redis_server: RedisSe
     assert fetches(second) == []
 
 
+def waiting_for(workers: Workers, name: str, image_id: str, timeout: float = 60) -> None:
+    """Wait until worker `name` waits for `image_id` to be published: it holds the image's fetch lock
+    (worker.celery.images.ensure_image), taken once it found the image missing from its engine."""
+    lock = workers.tmp / f"cache-{name}" / "images" / f"{image_id.removeprefix('sha256:')}.lock"
+    give_up = time.monotonic() + timeout
+    while not lock.exists():
+        assert time.monotonic() < give_up, f"worker {name} never began waiting for image {image_id[:19]} ({lock})"
+        time.sleep(0.05)
+
+
 def test_a_worker_lacking_the_image_waits_for_a_publication_in_flight(
-    base_worker, redis_server: RedisServer, derived, inputs, elsewhere, store, monkeypatch
+    base_worker, workers: Workers, redis_server: RedisServer, derived, inputs, elsewhere, store, monkeypatch
 ) -> None:
     """Batches go out while the coordinator still publishes; the worker that lacks the image waits, then runs it."""
     image_id, text = derived
@@ -163,7 +173,7 @@ def test_a_worker_lacking_the_image_waits_for_a_publication_in_flight(
     redis.Redis.from_url(redis_server.url).delete(f"probegate:name:{manifest_name(image_id)}")  # not yet
 
     def slow_publish(store_, client, image_id_: str, **_: object) -> str:
-        time.sleep(3.0)
+        waiting_for(workers, "w1", image_id_)  # the publication ends only once the worker waits for it
         store_.name(manifest_name(image_id_), digest)
         return "blob store, after a while"
 
@@ -176,14 +186,14 @@ def test_a_worker_lacking_the_image_waits_for_a_publication_in_flight(
 
 
 def test_a_failed_publication_is_refused_by_the_waiting_worker(
-    base_worker, redis_server: RedisServer, derived, inputs, images, monkeypatch
+    base_worker, workers: Workers, redis_server: RedisServer, derived, inputs, images, monkeypatch
 ) -> None:
     """When the coordinator cannot publish, a worker lacking the image refuses at once with the reason."""
     image_id, _ = derived
     images.drop(image_id)
 
     def failing_publish(store_, client, image_id_: str, **_: object) -> str:
-        time.sleep(1.0)
+        waiting_for(workers, "w1", image_id_)  # it fails while the worker waits for it
         raise SandboxError("saving image: the engine went away (test)")
 
     monkeypatch.setattr(imagepublish, "publish", failing_publish)

@@ -71,6 +71,15 @@ def slow_suite(tmp_path: Path) -> Path:
     return root
 
 
+def _reaped(pid: int, timeout: float = 60) -> None:
+    """Wait until the killed dockerd is gone, zombie included: a new dockerd refuses to start while its pid
+    file names a process that still exists (seen in CI: "pid file found, ensure docker is not running")."""
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}"):
+        assert time.monotonic() < deadline, f"the killed dockerd (pid {pid}) was not reaped within {timeout} s"
+        time.sleep(0.1)
+
+
 def _restart_engine() -> docker.DockerClient:
     """Bring dockerd back the way CI provisions it, and wait until it answers."""
     subprocess.run(["bash", str(ROOT / "deploy" / "provision.sh"), "--no-redis"], check=True, timeout=300)
@@ -93,6 +102,7 @@ def _cut_run(root: Path, ledger: Path, *extra: str) -> tuple[int, dict]:
         *("--seal", str(root / "seal"), "--card", str(card), "--ledger", str(ledger), "--jobs", "2", *extra),
     ]
     gate = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = None
     try:
         client = docker_client()
         deadline = time.monotonic() + 60
@@ -107,6 +117,8 @@ def _cut_run(root: Path, ledger: Path, *extra: str) -> tuple[int, dict]:
     finally:
         if gate.poll() is None:
             gate.kill()
+        if pid is not None:
+            _reaped(pid)
         client = _restart_engine()
     assert "Traceback" not in err, err
     written = json.loads(card.read_text())

@@ -17,6 +17,9 @@ from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
 from gate.core.verdict import Kind
 
 pytestmark = pytest.mark.integration
+# The tests reading `runs` and `copy_runs` (16 gate runs, made by each worker that needs them) all go to one
+# worker (--dist loadgroup), so the runs are made once; the module's other tests spread.
+SHARES_RUNS = pytest.mark.xdist_group("example_runs")
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,7 @@ def copy_runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> d
     }
 
 
+@SHARES_RUNS
 def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs(runs, copy_runs) -> None:
     """Each patch gets the same kinds and exit code in overlay mode (the default) and the forced copy mode,
     and each card says which mode ran and why copy did."""
@@ -65,6 +69,7 @@ def example(tmp_path: Path) -> Path:
     return dest
 
 
+@SHARES_RUNS
 def test_good_patch_passes_and_is_accepted(runs: dict[str, Run]) -> None:
     """The good patch passes every property, exits 0 and its card is accepted."""
     run = runs["good"]
@@ -78,6 +83,7 @@ def test_good_patch_passes_and_is_accepted(runs: dict[str, Run]) -> None:
     assert (stat["hits"], stat["trials"]) == (10, 10) and stat["interval"]["method"] == "wilson"
 
 
+@SHARES_RUNS
 def test_stdout_is_one_json_line_per_property_then_the_job(runs: dict[str, Run]) -> None:
     """Stdout holds one JSON object per property and then the job's final line."""
     lines = runs["good"].lines
@@ -86,6 +92,7 @@ def test_stdout_is_one_json_line_per_property_then_the_job(runs: dict[str, Run])
     assert lines[-1]["job"] == "accepted" and lines[-1]["exit_code"] == 0
 
 
+@SHARES_RUNS
 def test_run_forecasts_what_accept_decides_for_every_patch(runs: dict[str, Run]) -> None:
     """`gate run`'s job line says what `gate accept` will decide, by the one accept path: for every patch of
     the example the forecast and accept's own answer (decision and reasons) are the same."""
@@ -96,6 +103,7 @@ def test_run_forecasts_what_accept_decides_for_every_patch(runs: dict[str, Run])
         assert forecast == {"accepted": run.accepted["accepted"], "reasons": run.accepted["reasons"]}, patch
 
 
+@SHARES_RUNS
 def test_unmapped_write_is_fail_safety(runs: dict[str, Run]) -> None:
     """A patch that writes outside the write map fails safety, naming the file, and is blocked."""
     run = runs["unsafe_write"]
@@ -105,6 +113,7 @@ def test_unmapped_write_is_fail_safety(runs: dict[str, Run]) -> None:
     assert (run.code, run.accept) == (RET_BLOCKED, 1)
 
 
+@SHARES_RUNS
 def test_leaked_token_is_fail_safety(runs: dict[str, Run]) -> None:
     """A patch that dumps its environment to stderr leaks the trial's canary: fail_safety, blocked."""
     run = runs["leaks_token"]
@@ -114,6 +123,7 @@ def test_leaked_token_is_fail_safety(runs: dict[str, Run]) -> None:
     assert "API_TOKEN" not in run.stdout  # the card and the JSON lines never carry the secret itself
 
 
+@SHARES_RUNS
 def test_half_up_rounding_is_fail_contract(runs: dict[str, Run]) -> None:
     """Rounding the tie half-up misses the half-even total by a cent: fail_contract, blocked."""
     run = runs["half_up_rounding"]
@@ -122,6 +132,7 @@ def test_half_up_rounding_is_fail_contract(runs: dict[str, Run]) -> None:
     assert (run.code, run.accept) == (RET_BLOCKED, 1)
 
 
+@SHARES_RUNS
 def test_crashing_probe_is_the_patch_not_the_harness(runs: dict[str, Run]) -> None:
     """A probe that exits non-zero fails the contracts that need its output; no harness_error."""
     run = runs["crashes"]
@@ -130,6 +141,7 @@ def test_crashing_probe_is_the_patch_not_the_harness(runs: dict[str, Run]) -> No
     assert run.code == RET_BLOCKED and run.card["ledger_actions"] == []
 
 
+@SHARES_RUNS
 def test_hang_is_inconclusive_timeout_and_not_accepted(runs: dict[str, Run]) -> None:
     """A probe that ignores SIGTERM and loops times out: inconclusive, exit 0, accept refuses."""
     run = runs["hangs"]
@@ -139,6 +151,7 @@ def test_hang_is_inconclusive_timeout_and_not_accepted(runs: dict[str, Run]) -> 
     assert run.accept == 1
 
 
+@SHARES_RUNS
 def test_noisy_sampler_is_inconclusive_sample(runs: dict[str, Run]) -> None:
     """Tie-breaking at random lands 6 of 10 hits, below the 8-of-10 band: inconclusive_sample."""
     run = runs["noisy_sampler"]
@@ -148,6 +161,7 @@ def test_noisy_sampler_is_inconclusive_sample(runs: dict[str, Run]) -> None:
     assert run.code == RET_OK and run.accept == 1
 
 
+@SHARES_RUNS
 def test_drifted_fixture_is_harness_error_naming_the_file(runs: dict[str, Run]) -> None:
     """A retuned fixture breaks the seal: harness_error naming the file, exit 2, accept refuses."""
     run = runs["drifted_fixture"]
@@ -157,12 +171,14 @@ def test_drifted_fixture_is_harness_error_naming_the_file(runs: dict[str, Run]) 
     assert (run.code, run.accept) == (RET_HARNESS, 1)
 
 
+@SHARES_RUNS
 def test_all_six_kinds_appear_across_the_example(runs: dict[str, Run]) -> None:
     """The example patches between them produce every verdict kind."""
     seen = {kind for run in runs.values() for kind in run.kinds().values()}
     assert seen == {kind.value for kind in Kind}
 
 
+@SHARES_RUNS
 def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> None:
     """After every example run, no container labelled with any of their run ids remains."""
     for run in runs.values():

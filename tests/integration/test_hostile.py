@@ -186,6 +186,9 @@ FLOOD = """
 """
 
 
+# Serial: 1.07 GiB must pass through within a 3 s deadline, which the CPU of a machine busy with parallel
+# tests does not give (seen timed out under -n 4).
+@pytest.mark.serial
 def test_a_gibibyte_of_stdout_is_capped_with_full_length_and_digest(observe, make_trial):
     """1.07 GiB on stdout finishes inside its deadline, keeps 1 KiB, and records the full length and sha256."""
     obs = observe(*make_trial(FLOOD, deadline_s=3, limits=Limits(output_cap_bytes=1024)))
@@ -198,6 +201,8 @@ def test_a_gibibyte_of_stdout_is_capped_with_full_length_and_digest(observe, mak
     assert obs.stdout.sha256 == digest.hexdigest()
 
 
+# Serial: the kill must land within a second of the deadline, which a machine busy with parallel tests stretches.
+@pytest.mark.serial
 def test_a_loop_ignoring_sigterm_times_out_at_its_deadline(observe, make_trial):
     """A SIGTERM-ignoring busy loop is killed at 1 s and judged a timeout, not a pass."""
     probe = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass\n"
@@ -220,6 +225,8 @@ ORPHAN = """
 """
 
 
+# Serial: trial 0 must end within the orphan's 0.5 s, or the orphan writes before the kill (seen 0.87 s under -n 4).
+@pytest.mark.serial
 def test_an_orphan_is_killed_before_the_next_trial_and_its_writes_never_appear(run_batch, make_trial):
     """A detached child meant to write 0.5 s later is killed with its probe; trial 1 never sees its files."""
     specs, inputs = batch(make_trial, ORPHAN, 2, deadline_s=3)

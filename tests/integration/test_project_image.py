@@ -29,10 +29,16 @@ check = "builtin:exits_zero"
 """
 
 
+# One worker takes these tests in turn: each holds the machine's project-image lock throughout, so the
+# others would only wait for it on other workers.
+pytestmark = pytest.mark.xdist_group("project_images")
+
+
 @pytest.fixture
-def built(docker_client: docker.DockerClient, sandbox_image: str) -> Iterator[list[str]]:
+def built(docker_client: docker.DockerClient, sandbox_image: str, project_image_builds: None) -> Iterator[list[str]]:
     """Image IDs a test built; every project image that appeared meanwhile is removed afterwards
-    (refused ones too; the base image is never touched)."""
+    (refused ones too; the base image is never touched). No other test builds one meanwhile: the
+    machine's project-image lock is held from before the first listing to after the removal."""
 
     def project_images() -> set[str]:
         return {image.id for image in docker_client.images.list(filters={"label": LABEL_INPUTS})}
@@ -116,8 +122,11 @@ def test_a_failing_build_step_is_one_line(tmp_path: Path, built: list[str]) -> N
     refused(dockerfile(tmp_path, "RUN exit 3\n"), "image build failed")
 
 
-def test_a_lock_builds_an_image_with_its_wheels(tmp_path: Path, built: list[str], docker_client) -> None:
+def test_a_lock_builds_an_image_with_its_wheels(
+    tmp_path: Path, windows_project_image: str, built: list[str], docker_client
+) -> None:
     """A hashed lock becomes an image whose python3 imports the locked package, compiled parts included."""
+    # The windows example's lock: its image was built once for the session (windows_project_image) and is found.
     lock = (Path(__file__).resolve().parents[2] / "examples" / "windows" / "repo" / "requirements.lock").read_text()
     done = build(tmp_path, 'requirements = "requirements.lock"', {"requirements.lock": lock})
     assert done.returncode == RET_OK, done.stderr

@@ -23,7 +23,8 @@ from gate.io.artifacts import read_card, write_card
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.run.runner import RunRequest, run_gate
 
-pytestmark = pytest.mark.integration
+# One worker takes the whole module (--dist loadgroup): the module's `report` and headless `browser` are made once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report_browser")]
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 ARTIFACTS_ENV = "PROBEGATE_ARTIFACTS"  # .ci/run sets it: where CI keeps the screenshot

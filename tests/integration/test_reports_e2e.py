@@ -25,7 +25,9 @@ from junitparser import Failure, JUnitXml
 
 from gate.core.errors import RET_BLOCKED, RET_OK
 
-pytestmark = pytest.mark.integration
+# One worker takes the whole module (--dist loadgroup): its `runs` (three gate runs with every report)
+# and `chromium` are made once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("reports_e2e")]
 
 STAT = "tool_choice_rate"
 GOOD_PICK = "name = random.Random(seed).choice([n for s, n in scored if s == best])"

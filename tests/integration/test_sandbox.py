@@ -125,6 +125,8 @@ STUBBORN_PROBE = """
 """
 
 
+# Serial: the kill must land within a second of the deadline, which a machine busy with parallel tests stretches.
+@pytest.mark.serial
 def test_probe_ignoring_sigterm_is_killed_at_its_deadline(observe, make_trial, leftovers):
     """A SIGTERM-ignoring busy loop (with a detached child) is SIGKILLed at 1 s and leaves no container."""
     started = time.monotonic()
@@ -135,6 +137,8 @@ def test_probe_ignoring_sigterm_is_killed_at_its_deadline(observe, make_trial, l
     assert leftovers() == []
 
 
+# Serial: deadline plus grace must be kept within seconds, which a machine busy with parallel tests stretches.
+@pytest.mark.serial
 def test_host_kills_a_container_whose_supervisor_hangs(docker_client, sandbox_image, make_trial, leftovers, tmp_path):
     """When the in-container supervisor never reports, the host kills and removes the container at deadline+grace."""
     hung = tmp_path / "hung_supervisor.py"

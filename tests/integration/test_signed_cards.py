@@ -25,6 +25,8 @@ from gate.io.cardsig import envelope_path
 from gate.io.keys import public_path, write_new_key
 
 pytestmark = pytest.mark.integration
+# The tests reading `signed` (a gate run) go to one worker (--dist loadgroup), so it is made once.
+SHARES_SIGNED = pytest.mark.xdist_group("signed_cards")
 
 
 def accept(repo: Repo, card: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
@@ -48,6 +50,7 @@ def signed(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> tupl
     return repo, card, key
 
 
+@SHARES_SIGNED
 def test_signed_card_is_accepted_with_the_key_and_without_one(signed) -> None:
     """The unedited signed card is accepted with --key and with $PROBEGATE_ACCEPT_KEY, naming the key; with
     no key anywhere no signature is required (cards from before signing keep working)."""
@@ -67,6 +70,7 @@ def test_signed_card_is_accepted_with_the_key_and_without_one(signed) -> None:
     assert done.returncode == RET_OK and done.stdout.startswith("signature: verified by key"), done.stdout
 
 
+@SHARES_SIGNED
 def test_an_edited_or_resigned_card_is_refused(signed, tmp_path: Path) -> None:
     """A card edited in one field and written again the way the gate writes cards is accepted without a
     key (nothing recomputable changed) but refused with one; the original card with its envelope re-signed

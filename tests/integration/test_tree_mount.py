@@ -98,6 +98,9 @@ def test_remove_dir_never_deletes_through_a_mounted_tree(tmp_path: Path, tree: P
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*")) == ["data.txt", "pkg", "pkg/a.py"]
 
 
+# Serial: the SIGKILLed child's mounts are a dead process's, which any concurrent `gate run` sweeps at its
+# start (sweep_dead_workers), and then this sweep finds nothing to count.
+@pytest.mark.serial
 def test_a_killed_processs_mounts_are_swept_and_a_live_ones_are_not(tmp_path: Path, tree: Path) -> None:
     """sweep_mounts releases and removes the dirs of a SIGKILLed process, and leaves this live one's."""
     parent = tmp_path / "c"

@@ -72,7 +72,9 @@ def assert_earned(patch: str, ran: int, accepted: int, card: dict) -> None:
 
 @pytest.mark.kinds
 @pytest.mark.parametrize("patch", sorted(EXPECTED))
-def test_each_patch_earns_its_kind_through_the_local_pool(patch: str, tmp_path: Path, sandbox_image: str) -> None:
+def test_each_patch_earns_its_kind_through_the_local_pool(
+    patch: str, tmp_path: Path, windows_project_image: str
+) -> None:
     """Through the local pool, each patch gets the exit codes and kind of the example's table."""
     ran, accepted, card = run_patch(tmp_path, patch)
     assert_earned(patch, ran, accepted, card)
@@ -99,7 +101,7 @@ def far_workers(redis_server: RedisServer, tmp_path: Path, docker_client) -> Ite
 
 
 def test_each_patch_earns_its_kind_through_celery_workers_that_fetched_the_image(
-    far_workers: tuple[Workers, object], redis_server: RedisServer, tmp_path: Path, sandbox_image: str
+    far_workers: tuple[Workers, object], redis_server: RedisServer, tmp_path: Path, windows_project_image: str
 ) -> None:
     """Through a Celery worker on another engine, each patch earns the same kind; that engine had only the
     base image, and the project image it ran in arrived by content (fetched once, then found)."""
