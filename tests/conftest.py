@@ -7,16 +7,11 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-# test_interrupt.py times how fast SIGINT stops a run, and SIGKILLs a run to see the next one sweep what it
-# left: a parallel neighbour's `gate run` would sweep it first, and its load stretches the timings. It is
-# being rewritten (issue 23) and should carry `pytest.mark.serial` itself; until then it is marked here.
-SERIAL_MODULES = {"test_interrupt.py"}
-
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker and xdist groups by xdist_group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in SERIAL_MODULES or item.get_closest_marker("restarts_engine"):
+        if item.get_closest_marker("restarts_engine"):
             item.add_marker(pytest.mark.serial)
     if hasattr(config, "workerinput"):
         # An xdist worker: the tests that need the machine to themselves never run here, whatever -m said;
