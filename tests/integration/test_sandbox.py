@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from gate.core.errors import SandboxError
 from gate.core.trial import Change, Limits, Observation
 from worker.host.engine import DEFAULT_IMAGE
 from worker.host.sandbox import DockerSandbox
-from worker.host.sweep import LABEL_RUN, sweep
+from worker.host.sweep import LABEL_PID, LABEL_RUN, sweep
 
 pytestmark = pytest.mark.integration
 
@@ -296,9 +297,15 @@ def test_missing_image_or_tree_is_a_fault_observation(docker_client, run_batch, 
 
 
 def test_interrupt_sweeps_the_runs_containers(run_batch, sandbox_image, docker_client, make_trial, run_id, leftovers):
-    """A KeyboardInterrupt mid-batch removes every container labelled with the run before re-raising."""
-    docker_client.containers.run(
-        sandbox_image, ["sleep", "60"], detach=True, network_mode="none", labels={LABEL_RUN: run_id}
+    """A KeyboardInterrupt mid-batch removes every container this process made for the run before re-raising,
+    and leaves the run's containers of another process alone (another worker process on this host serving
+    the same run: its batches are its own to stop)."""
+    mine = docker_client.containers.run(
+        sandbox_image, ["sleep", "60"], detach=True, network_mode="none",
+        labels={LABEL_RUN: run_id, LABEL_PID: str(os.getpid())},
+    )  # fmt: skip
+    theirs = docker_client.containers.create(
+        sandbox_image, ["true"], network_mode="none", labels={LABEL_RUN: run_id, LABEL_PID: "1"}
     )
     spec, inputs = make_trial("print('hi')\n")
 
@@ -306,10 +313,11 @@ def test_interrupt_sweeps_the_runs_containers(run_batch, sandbox_image, docker_c
         raise KeyboardInterrupt
 
     inputs.fixture_bytes = interrupt
-    assert len(leftovers()) == 1
+    assert {c.id for c in leftovers()} == {mine.id, theirs.id}
     with pytest.raises(KeyboardInterrupt):
         run_batch([spec], inputs)
-    assert leftovers() == []
+    assert [c.id for c in leftovers()] == [theirs.id]
+    theirs.remove(force=True)
 
 
 def test_sweep_removes_only_the_named_run(docker_client, sandbox_image, run_id, leftovers):
