@@ -83,8 +83,8 @@ def test_timeout_is_promoted_only_on_a_calibrated_deadline(example: Path, tmp_pa
     suite = example / "gate.toml"
     suite.write_text(
         suite.read_text().replace(
-            'check = "checks:invoice_total"\ndeadline_s = 2.0',
-            'check = "checks:invoice_total"\ndeadline_s = 2.0\ntimeout_is_safety = true',
+            'check = "checks:invoice_total"\ndeadline_s = 5.0',
+            'check = "checks:invoice_total"\ndeadline_s = 5.0\ntimeout_is_safety = true',
         )
     )
     calibration = tmp_path / "calibration.json"

@@ -330,8 +330,8 @@ def test_probe_with_a_nul_byte_is_refused(example: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "value", "field"),
     [
-        ("deadline_s = 2.0", 'deadline_s = "2"', "deadline_s"),
-        ("deadline_s = 2.0", "deadline_s = true", "deadline_s"),
+        ("deadline_s = 5.0", 'deadline_s = "5"', "deadline_s"),
+        ("deadline_s = 5.0", "deadline_s = true", "deadline_s"),
         ("trials = 10", "trials = 10.0", "trials"),
         ("trials = 10", 'trials = "10"', "trials"),
         ('freeze_file = "flake-freeze.json"', 'freeze_file = "flake-freeze.json"\nledger = { budget = "2" }', "budget"),

@@ -40,7 +40,7 @@ def example_suite(folder: Path, *, deadline_s: float = 60.0, image: str = "") ->
     """The invoice example's suite in `folder` with `deadline_s` deadlines (long: without the abort the
     hanging patch would hold the run for minutes) and, when given, a `[suite.image]` section."""
     folder.mkdir(parents=True, exist_ok=True)
-    text = (EXAMPLE / "gate.toml").read_text().replace("deadline_s = 2.0", f"deadline_s = {deadline_s}")
+    text = (EXAMPLE / "gate.toml").read_text().replace("deadline_s = 5.0", f"deadline_s = {deadline_s}")
     suite = folder / "gate.toml"
     suite.write_text(text.replace("[[property]]", f"{image}\n[[property]]", 1) if image else text)
     for name in ("checks.py", "flake-freeze.json"):
@@ -192,7 +192,7 @@ def test_sigint_during_the_base_rerun(suite_repo: Path, docker_client, signalled
         1,
     )
     toml = suite_repo / "gate.toml"
-    toml.write_text(toml.read_text().replace("deadline_s = 2.0", "deadline_s = 200.0"))
+    toml.write_text(toml.read_text().replace("deadline_s = 5.0", "deadline_s = 200.0"))
     (suite_repo / "src" / "textkit.py").write_text(slow_base)
     commit_all(suite_repo, "the suite, over a slow but steady textkit")
     (suite_repo / "src" / "textkit.py").write_text(FLICKER)
