@@ -52,3 +52,16 @@ def run_counting_containers(
     labels = [f"{LABEL_PID}={proc.pid}", f"{LABEL_HOST}={socket.gethostname()}"]
     filters = {"type": "container", "event": "create", "label": labels}
     return done, sum(1 for _ in client.events(since=int(since) - 1, until=until, filters=filters, decode=True))
+
+
+def probe_running(client: docker.DockerClient, pid: int) -> bool:
+    """A container the process `pid` started runs a probe (a trial in flight, not an idle supervisor)."""
+    mine = {"label": f"{LABEL_PID}={pid}", "status": "running"}
+    for container in client.containers.list(filters=mine, sparse=True):
+        try:
+            processes = container.top()["Processes"] or []
+        except docker.errors.APIError:
+            continue  # removed or stopping meanwhile
+        if any("probe.py" in " ".join(p) for p in processes):
+            return True
+    return False

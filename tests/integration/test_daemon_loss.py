@@ -16,6 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from run_containers import probe_running
 
 from gate.io.fixtures import seal_tree, write_seal_file
 from worker.host.engine import docker_client
@@ -93,20 +94,6 @@ def _restart_engine() -> docker.DockerClient:
             time.sleep(0.5)
 
 
-def _probe_running(client: docker.DockerClient, pid: int) -> bool:
-    """A container of the `gate run` process `pid` runs a probe (a trial in flight, not an idle supervisor)."""
-    for container in client.containers.list(
-        filters={"label": f"probegate.pid={pid}", "status": "running"}, sparse=True
-    ):
-        try:
-            processes = container.top()["Processes"] or []
-        except docker.errors.APIError:
-            continue  # removed or stopping meanwhile
-        if any("probe.py" in " ".join(p) for p in processes):
-            return True
-    return False
-
-
 def _cut_run(root: Path, ledger: Path, *extra: str) -> tuple[int, dict]:
     """Start `gate run`, kill dockerd once its first containers run, and return (exit, card)."""
     card = root / "out" / "card.json"
@@ -120,7 +107,7 @@ def _cut_run(root: Path, ledger: Path, *extra: str) -> tuple[int, dict]:
     try:
         client = docker_client()
         deadline = time.monotonic() + 60
-        while not _probe_running(client, gate.pid):  # the trials are under way, not just their containers
+        while not probe_running(client, gate.pid):  # the trials are under way, not just their containers
             assert gate.poll() is None, gate.communicate()
             assert time.monotonic() < deadline, "no probe ran in a container of the run within 60 s"
             time.sleep(0.1)

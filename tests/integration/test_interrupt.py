@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 import pytest
 from filelock import FileLock
-from run_containers import gone_within
+from run_containers import gone_within, probe_running
 from signalled import STOP_WITHIN_S, Signalled, record
 from test_flakes_docker import FLICKER, suite_repo
 from test_init import SLUGIFY, commit_all, repo
@@ -65,18 +65,6 @@ def labelled(client: docker.DockerClient, pid: int, *, running: bool = False) ->
     if running:
         filters["status"] = "running"
     return client.containers.list(all=not running, filters=filters, sparse=True)
-
-
-def probe_running(client: docker.DockerClient, pid: int) -> bool:
-    """A container of `pid` runs a probe process (the trials are under way, not just the supervisor)."""
-    for container in labelled(client, pid, running=True):
-        try:
-            processes = container.top()["Processes"] or []
-        except docker.errors.APIError:
-            continue  # removed or stopping meanwhile
-        if any("probe.py" in " ".join(p) for p in processes):
-            return True
-    return False
 
 
 def stopped(cmd: Signalled, client: docker.DockerClient, *, code: int = 130, took: float) -> None:
