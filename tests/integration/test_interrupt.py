@@ -173,10 +173,10 @@ def test_sigint_while_building_the_project_image(tmp_path: Path, docker_client, 
 
 
 def test_sigint_during_the_base_rerun(suite_repo: Path, docker_client, signalled) -> None:
-    """SIGINT while the flickering row's trials rerun on the base, whose code is slow."""
+    """SIGINT while the flickering row's trials rerun on the base, whose code hangs (until its 200 s deadline)."""
     slow_base = SLUGIFY.replace(
         "    plain = ",
-        '    if text.startswith("Hello"):\n        import time\n\n        time.sleep(120)\n    plain = ',
+        '    if text.startswith("Hello"):\n        import threading\n\n        threading.Event().wait()\n    plain = ',
         1,
     )
     toml = suite_repo / "gate.toml"
