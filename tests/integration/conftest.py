@@ -21,6 +21,7 @@ import docker
 import pytest
 from celery_helpers import RedisServer, Workers
 from filelock import FileLock, Timeout
+from gate_runs import ExampleRuns
 from run_containers import containers_of
 
 from gate.core.errors import HarnessError, SandboxError
@@ -92,6 +93,14 @@ def windows_project_image(sandbox_image: str) -> str:
         )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def example_runs(tmp_path_factory: pytest.TempPathFactory, worker_id: str, sandbox_image: str) -> ExampleRuns:
+    """The invoice example's patch runs, made once per pytest session and shared by its xdist workers."""
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base is popen-gwN inside the session's own folder, which they share.
+    return ExampleRuns((base if worker_id == "master" else base.parent) / "example-runs")
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,14 @@ then `python -P -m gate.accept --base` (-P: the working directory never lands on
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 from example_repo import Repo, example_repo
+from filelock import FileLock
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 
@@ -20,10 +22,12 @@ class Run:
     def __init__(
         self, card_path: Path, done: subprocess.CompletedProcess[str], accept: int, accept_said: str = ""
     ) -> None:
+        self.card_path = card_path
         self.code = done.returncode
         self.stdout = done.stdout
         self.stderr = done.stderr
         self.accept = accept
+        self.accept_said = accept_said
         # `gate accept`'s JSON line: {"accepted": …, "reasons": […], …}
         self.accepted = json.loads(accept_said.splitlines()[-1]) if accept_said.strip() else None
         self.card = json.loads(card_path.read_text())
@@ -31,6 +35,18 @@ class Run:
 
     def kinds(self) -> dict[str, str]:
         return {row["id"]: row["kind"] for row in self.card["properties"]}
+
+    def save(self, path: Path) -> None:
+        """Write what `load` needs to give this run back (the card stays where it is)."""
+        said = {"card": str(self.card_path), "code": self.code, "stdout": self.stdout, "stderr": self.stderr}
+        path.write_text(json.dumps({**said, "accept": self.accept, "accept_said": self.accept_said}))
+
+    @classmethod
+    def load(cls, path: Path) -> Run:
+        """The run `save` wrote to `path`."""
+        said = json.loads(path.read_text())
+        done = subprocess.CompletedProcess([], said["code"], said["stdout"], said["stderr"])
+        return cls(Path(said["card"]), done, said["accept"], said["accept_said"])
 
 
 def gate_run(
@@ -92,3 +108,33 @@ def script_accept(
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd)
     assert "Traceback" not in done.stderr, done.stderr
     return done
+
+
+class ExampleRuns:
+    """The invoice example's patches, each run once per pytest session in each work copy mode and shared by
+    every xdist worker through `root`: the first test to ask runs it (holding its lock), the others read it."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, patch: str, mode: str = "default") -> Run:
+        """`patch` run with the default work copy mode (`default`) or with copy mode forced (`copy`)."""
+        where = self.root / mode / patch
+        where.mkdir(parents=True, exist_ok=True)
+        with FileLock(where / "run.lock", timeout=600):
+            if (where / "run.json").exists():
+                return Run.load(where / "run.json")
+            env = {k: v for k, v in os.environ.items() if k != "PROBEGATE_WORK_COPY"}
+            if mode == "copy":
+                env["PROBEGATE_WORK_COPY"] = "copy"
+            run = gate_run(EXAMPLE, patch, where / "verdict-card.json", env=env, new_ledger=True)
+            run.save(where / "run.json")
+            return run
+
+    def all(self, mode: str = "default") -> dict[str, Run]:
+        """Every patch of the example, by name."""
+        return {name: self.get(name, mode) for name in PATCHES}
+
+
+PATCHES = sorted(p.name for p in (EXAMPLE / "patches").iterdir())

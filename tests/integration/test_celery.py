@@ -12,11 +12,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, gate_run
+from gate_runs import EXAMPLE, PATCHES, ExampleRuns, gate_run
 from run_containers import containers_of, gone_within
 
 from gate.core.errors import RET_HARNESS
@@ -82,20 +83,33 @@ def rows(card: dict) -> dict[str, tuple[str, int, int]]:
     return {r["id"]: (r["kind"], r["hits"], r["trials"]) for r in card["properties"]}
 
 
-def test_celery_gives_the_local_card(workers: Workers, redis_server: RedisServer, tmp_path: Path) -> None:
-    """Every example patch earns the same kinds and hit counts through two workers as through the local pool."""
-    workers.start("w1")
-    workers.start("w2")
-    workers.wait_ready()
-    for patch in sorted(p.name for p in (EXAMPLE / "patches").iterdir()):
-        local = gate_run(EXAMPLE, patch, tmp_path / "local" / patch / "card.json", new_ledger=True)
-        remote = gate_run(
-            EXAMPLE, patch, tmp_path / "celery" / patch / "card.json", "--broker", redis_server.url, new_ledger=True
-        )
-        assert rows(remote.card) == rows(local.card), patch
-        assert (remote.code, remote.accept) == (local.code, local.accept), patch
-        if remote.card["properties"][0]["trials"]:  # drift runs no trial, so no image is seen
-            assert remote.card["image_id"] == local.card["image_id"]
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image: str) -> Iterator[Workers]:
+    """Two gate-workers on a private broker, shared by the module's per-patch comparisons."""
+    tmp = tmp_path_factory.mktemp("two-workers")
+    server = RedisServer(tmp)
+    server.start()
+    pool = Workers(server.url, tmp)
+    pool.start("w1")
+    pool.start("w2")
+    pool.wait_ready()
+    yield pool
+    pool.stop_all()
+    sweep_dead_workers(docker_client)
+    server.stop()
+
+
+@pytest.mark.parametrize("patch", PATCHES)
+def test_celery_gives_the_local_card(
+    two_workers: Workers, example_runs: ExampleRuns, patch: str, tmp_path: Path
+) -> None:
+    """Each example patch earns the same kinds and hit counts through two workers as through the local pool."""
+    local = example_runs.get(patch)
+    remote = gate_run(EXAMPLE, patch, tmp_path / "card.json", "--broker", two_workers.url, new_ledger=True)
+    assert rows(remote.card) == rows(local.card)
+    assert (remote.code, remote.accept) == (local.code, local.accept)
+    if remote.card["properties"][0]["trials"]:  # drift runs no trial, so no image is seen
+        assert remote.card["image_id"] == local.card["image_id"]
 
 
 def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
@@ -111,7 +125,7 @@ def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
     workers.kill("w1")
     _, stderr = proc.communicate(timeout=180)
     stamped = json.loads(card.read_text())
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 0, (stderr, stamped["properties"], stamped["harness_events"])
     assert rows(stamped) == {"slow_tool_choice": ("pass", 12, 12)}
     assert "redelivery" in {e["kind"] for e in stamped["harness_events"]}
     assert stamped["retry_count"] == 0

@@ -10,38 +10,28 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gate_runs import EXAMPLE, Run, gate_run
+from gate_runs import EXAMPLE, ExampleRuns, Run, gate_run
 from run_containers import containers_of
 
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
 from gate.core.verdict import Kind
 
 pytestmark = pytest.mark.integration
-# The tests reading `runs` and `copy_runs` (16 gate runs, made by each worker that needs them) all go to one
-# worker (--dist loadgroup), so the runs are made once; the module's other tests spread.
+# The tests reading `runs` and `copy_runs` go to one worker (--dist loadgroup), so they wait on no other
+# worker's runs; the module's other tests spread. The runs themselves are the session's shared ones.
 SHARES_RUNS = pytest.mark.xdist_group("example_runs")
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[str, Run]:
+def runs(example_runs: ExampleRuns) -> dict[str, Run]:
     """Every example patch, run once against the committed example in the default work copy mode."""
-    out = tmp_path_factory.mktemp("cards")
-    env = {k: v for k, v in os.environ.items() if k != "PROBEGATE_WORK_COPY"}
-    return {
-        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", env=env, new_ledger=True)
-        for p in sorted((EXAMPLE / "patches").iterdir())
-    }
+    return example_runs.all()
 
 
 @pytest.fixture(scope="module")
-def copy_runs(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> dict[str, Run]:
+def copy_runs(example_runs: ExampleRuns) -> dict[str, Run]:
     """Every example patch run again with copy mode forced (PROBEGATE_WORK_COPY=copy)."""
-    out = tmp_path_factory.mktemp("copy-cards")
-    env = {**os.environ, "PROBEGATE_WORK_COPY": "copy"}
-    return {
-        p.name: gate_run(EXAMPLE, p.name, out / p.name / "verdict-card.json", env=env, new_ledger=True)
-        for p in sorted((EXAMPLE / "patches").iterdir())
-    }
+    return example_runs.all("copy")
 
 
 @SHARES_RUNS
