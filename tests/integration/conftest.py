@@ -41,6 +41,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A test marked `kinds` asserts the verdict kinds of real gate runs: it runs once in the default work copy
+    # mode and once with copy mode forced, so CI shows both modes give the same kinds.
+    if metafunc.definition.get_closest_marker("kinds"):
+        metafunc.parametrize("gate_work_copy", ["default", "copy"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def gate_work_copy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The work copy mode of the gate runs a `kinds` test starts (their environment's PROBEGATE_WORK_COPY)."""
+    mode = getattr(request, "param", "default")
+    if mode == "copy":
+        monkeypatch.setenv("PROBEGATE_WORK_COPY", "copy")
+    return mode
+
+
 def _unavailable(reason: str) -> NoReturn:
     # CI must prove the sandbox; a laptop without Docker may skip it.
     if os.environ.get("CI") == "true":

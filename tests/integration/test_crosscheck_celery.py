@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, Run, gate_run
+from gate_runs import EXAMPLE, ExampleRuns, Run, gate_run
 
 from gate.io.keys import public_path, write_new_key
 
@@ -135,14 +135,14 @@ def test_a_third_honest_worker_quarantines_the_stand_in(
 
 
 def test_two_honest_workers_give_the_local_pools_rows_at_full_share(
-    workers: Workers, redis_server: RedisServer, tmp_path: Path
+    workers: Workers, redis_server: RedisServer, example_runs: ExampleRuns, tmp_path: Path
 ) -> None:
     """Two honest workers, every safety/contract trial cross-checked: accepted, no disagreement, and the
     rows' kinds, trials, hits and counts equal the local pool's."""
     workers.start("w1")
     workers.start("w2")
     workers.wait_ready()
-    local = gate_run(EXAMPLE, "good", tmp_path / "local" / "card.json", new_ledger=True)
+    local = example_runs.get("good")
     run = remote("good", tmp_path / "celery" / "card.json", redis_server.url, "--cross-check", "1")
     assert (run.code, run.accept) == (0, 0), run.stderr
     assert rows(run) == rows(local)

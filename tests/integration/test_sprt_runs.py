@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, gate_run
 from run_containers import containers_created, containers_of
 
@@ -30,26 +31,32 @@ def tool_row(card: dict) -> dict:
     return next(r for r in card["properties"] if r["id"] == "tool_choice_rate")
 
 
-@pytest.mark.parametrize("through", [pytest.param("local", marks=pytest.mark.kinds), "celery"])
-def test_sprt_stops_early_on_both_executors(sprt_example: Path, tmp_path: Path, through: str, request) -> None:
+def sprt_stops_early(sprt_example: Path, folder: Path, *extra: str) -> None:
     """A clean patch passes after three waves and a noisy one is called below the band long before the cap."""
-    extra: tuple[str, ...] = ()
-    if through == "celery":
-        workers = request.getfixturevalue("workers")
-        workers.start("s1")
-        workers.start("s2")
-        workers.wait_ready()
-        extra = ("--broker", request.getfixturevalue("redis_server").url)
-    else:
-        request.getfixturevalue("sandbox_image")
-    good = gate_run(sprt_example, "good", tmp_path / through / "good.json", *extra, new_ledger=True)
-    noisy = gate_run(sprt_example, "noisy_sampler", tmp_path / through / "noisy.json", *extra)
+    good = gate_run(sprt_example, "good", folder / "good.json", *extra, new_ledger=True)
+    noisy = gate_run(sprt_example, "noisy_sampler", folder / "noisy.json", *extra)
     row = tool_row(good.card)
     assert (row["kind"], row["hits"], row["trials"]) == ("pass", 15, 15)  # 11 straight hits needed; waves of 5
     assert row["rule"]["rule"] == "sprt" and row["interval"]["method"] == "wilson"
     row = tool_row(noisy.card)
     assert row["kind"] == "inconclusive_sample" and row["trials"] < 120 and row["trials"] % 5 == 0
     assert "sprt finds rate <= 0.6" in row["detail"]
+
+
+@pytest.mark.kinds
+def test_sprt_stops_early_through_the_local_pool(sprt_example: Path, tmp_path: Path, sandbox_image: str) -> None:
+    """Through the local pool, a clean patch passes after three waves and a noisy one is called early."""
+    sprt_stops_early(sprt_example, tmp_path)
+
+
+def test_sprt_stops_early_through_celery(
+    sprt_example: Path, tmp_path: Path, workers: Workers, redis_server: RedisServer
+) -> None:
+    """Through two Celery workers, a clean patch passes after three waves and a noisy one is called early."""
+    workers.start("s1")
+    workers.start("s2")
+    workers.wait_ready()
+    sprt_stops_early(sprt_example, tmp_path, "--broker", redis_server.url)
 
 
 def test_a_local_run_keeps_its_containers_across_waves(sprt_example: Path, tmp_path: Path, docker_client) -> None:

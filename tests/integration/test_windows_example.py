@@ -73,11 +73,13 @@ def assert_earned(patch: str, ran: int, accepted: int, card: dict) -> None:
 @pytest.mark.kinds
 @pytest.mark.parametrize("patch", sorted(EXPECTED))
 def test_each_patch_earns_its_kind_through_the_local_pool(
-    patch: str, tmp_path: Path, windows_project_image: str
+    patch: str, tmp_path: Path, windows_project_image: str, gate_work_copy: str
 ) -> None:
     """Through the local pool, each patch gets the exit codes and kind of the example's table."""
     ran, accepted, card = run_patch(tmp_path, patch)
     assert_earned(patch, ran, accepted, card)
+    if gate_work_copy == "copy":  # the forced mode reached the run
+        assert card["work_copy"] == "copy", card["harness_events"]
     if patch == "edits_lock":
         assert card["new_oracle_edits"] == ["requirements.lock"]
 
