@@ -7,7 +7,7 @@ cost of cross-checks: the same Celery run as safety trials plus the cross-check 
 0%, 5% and 100%, each as a ratio of wall time to the run without the step.
 
 Signed results, in the same run: Celery again with a worker registry (every result's signature
-checked, gate.core.enrolment) against Celery without one, as trials/s and as a ratio; and the cost
+checked, gate.core.trust.enrolment) against Celery without one, as trials/s and as a ratio; and the cost
 of signing plus verifying one batch's result, timed alone, as a ratio to the unsigned path's whole
 round trip per batch (the unverified Celery run's time divided by its batches). Workers sign
 every result whatever the coordinator checks, so the end-to-end ratio shows the verifying side
@@ -37,12 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from datetime import UTC, datetime
 
-from gate.core.enrolment import EnrolledWorker, Roster, check_result, spec_digest
-from gate.core.fold import Tally
-from gate.core.suite import PropertySpec
+from gate.core.suite.fold import Tally
+from gate.core.suite.suite import PropertySpec
+from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import make_spec
-from gate.core.trial import Observation, TrialSpec
-from gate.core.verdict import Outcome, OutcomeKind
+from gate.core.trust.enrolment import EnrolledWorker, Roster, check_result, spec_digest
+from gate.core.verdicts.verdict import Outcome, OutcomeKind
 from gate.io.keys import SigningKey, load_verify_key
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem

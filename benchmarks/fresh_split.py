@@ -26,8 +26,8 @@ from pathlib import Path
 
 from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
 
-from gate.core.batching import batches
-from gate.core.trial import Limits, Observation, TrialSpec
+from gate.core.suite.batching import batches
+from gate.core.suite.trial import Limits, Observation, TrialSpec
 from worker.host import fleet as fleet_module
 from worker.host import warm as warm_module
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id

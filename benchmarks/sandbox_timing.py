@@ -12,9 +12,9 @@ from pathlib import Path
 
 from docker.types import Mount
 
-from gate.core.batching import batches
+from gate.core.suite.batching import batches
+from gate.core.suite.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.core.testing import make_specs as spec_batch
-from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.io.snapshot import world_readable
 from worker.host.batchfile import probe_env
 from worker.host.sandbox import DockerSandbox

@@ -1,10 +1,10 @@
 """Trials saved by the sequential band rule: SPRT against the smallest fixed-N test with the same
 error rates, on simulated Bernoulli properties at true hit rates 0.5 to 0.95.
 
-For p0 0.8, p1 0.6, alpha = beta = 0.05 the smallest fixed test is 43 of 60 (gate.core.power finds it).
+For p0 0.8, p1 0.6, alpha = beta = 0.05 the smallest fixed test is 43 of 60 (gate.core.verdicts.power finds it).
 Each rate is simulated `--runs` times (seeded `random`) through the rule's own decisions, both for
 Wald's classic test (checked after every trial, wave 1) and for the default waves of 5 the
-coordinator dispatches; the exact figures from gate.core.power's dynamic programme are printed beside
+coordinator dispatches; the exact figures from gate.core.verdicts.power's dynamic programme are printed beside
 the simulated ones. The saving is the mean over p in {0.6, 0.8, 0.9} of 1 - E[trials] / 60.
 
     .venv/bin/python benchmarks/sprt_savings.py [--runs 10000] [--seed 20261201]
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gate.core.bands import FixedRule, SprtRule
-from gate.core.power import OCPoint, operating_characteristic, smallest_fixed_n
+from gate.core.verdicts.bands import FixedRule, SprtRule
+from gate.core.verdicts.power import OCPoint, operating_characteristic, smallest_fixed_n
 
 P0, P1, ALPHA, BETA, MAX_TRIALS = 0.8, 0.6, 0.05, 0.05, 120
 RATES = [round(0.5 + 0.05 * i, 2) for i in range(10)]
@@ -78,7 +78,7 @@ def main() -> int:
     }
     print(f"p0 {P0}  p1 {P1}  alpha {ALPHA}  beta {BETA}  max_trials {MAX_TRIALS}  runs/rate {args.runs}")
     print(f"smallest fixed test with the same alpha, beta: pass at >= {k} of {n}")
-    print("error = P(not pass) at rate >= p0, P(pass) at rate <= p1; sim = simulated, exact = gate.core.power")
+    print("error = P(not pass) at rate >= p0, P(pass) at rate <= p1; sim = simulated, exact = gate.core.verdicts.power")
     print()
     head = f"{'rate':>5} | {'fixed ' + str(n) + ' err sim/exact':>24}"
     for name in rules:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
 
-from gate.core.trial import Limits, Observation, TrialSpec
+from gate.core.suite.trial import Limits, Observation, TrialSpec
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import sweep

@@ -4,7 +4,7 @@ print the decision. Without `--card`/`--seal`, the suite's `[suite] card` and `[
 (relative to gate.toml's folder in the tree being merged; with `--base` the suite naming them is
 the base's).
 
-Exit 0 only when `gate.core.acceptance.prove` says so and, when a public key is named (--key,
+Exit 0 only when `gate.core.card.acceptance.prove` says so and, when a public key is named (--key,
 $PROBEGATE_ACCEPT_KEY or `[suite] public_key`), the card's envelope (gate.io.cardsig) proves the card
 file, the recomputed tree and the base under that key; a missing or unreadable card is a failed
 gate (1). Bad arguments (a missing seal file or suite, a workdir that is not a folder, a base that
@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gate.cli.signing import ACCEPT_KEY_ENV
-from gate.core.acceptance import decide_merge
-from gate.core.card import Acceptance, VerdictCard
+from gate.core.card.acceptance import decide_merge
+from gate.core.card.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError, one_line
 from gate.io.artifacts import parse_card
 from gate.io.cardsig import signature_reason

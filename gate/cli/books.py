@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from gate.core.errors import UsageError
-from gate.core.suite import Suite
+from gate.core.suite.suite import Suite
 from gate.io.cliargs import REDIS_SCHEMES
 from gate.run.runner import BooksFactory, RunRequest, file_books
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gate.core.carddiff import diff_cards
+from gate.core.card.carddiff import diff_cards
 from gate.core.errors import RET_BLOCKED, RET_OK
 from gate.io.artifacts import read_card
 

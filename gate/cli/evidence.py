@@ -1,5 +1,5 @@
 """`gate evidence CARD`: the reviewers' view of the trial records kept beside a card — per property the
-trials that missed, timed out or faulted and a sample of passing ones (gate.core.evidence_view), as
+trials that missed, timed out or faulted and a sample of passing ones (gate.core.report.evidence_view), as
 escaped text or JSON. The store is verified first, exactly as `gate refold` verifies it.
 """
 
@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from gate.core.errors import RET_OK, UsageError
-from gate.core.evidence_view import DEFAULT_LIMIT, DEFAULT_PASSES, build_review
+from gate.core.report.evidence_view import DEFAULT_LIMIT, DEFAULT_PASSES, build_review
 from gate.io.artifacts import read_card
 from gate.io.evidence import verified_evidence
 

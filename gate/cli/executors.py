@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate.core.enrolment import Roster
 from gate.core.errors import ConfigError
+from gate.core.trust.enrolment import Roster
 from gate.io.workers import ENV_REGISTRY, load_roster, registry_path, signing_required
 from gate.run.executor import Executor, LocalExecutor
 from gate.run.runner import ExecutorFactory

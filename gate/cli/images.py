@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gate.core.errors import RET_OK, ImageError, UsageError
-from gate.core.suite import ImageSource
+from gate.core.suite.suite import ImageSource
 from gate.io.base import BaseCheckout
 from gate.io.suite import load_suite
 

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from gate.core.errors import RET_OK, InputMissingError, UsageError
-from gate.core.suite import SuiteConfig
+from gate.core.suite.suite import SuiteConfig
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.inputs import reason
 from gate.io.state import empty_books, encode_books

@@ -166,12 +166,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 def _schema(what: str) -> dict[str, Any]:
     """The JSON schema of the verdict card, or of gate.toml (its `[suite]` table and `[[property]]` list)."""
     if what == "card":
-        from gate.core.card import VerdictCard
+        from gate.core.card.card import VerdictCard
 
         return VerdictCard.model_json_schema()
     from pydantic import ConfigDict, Field, create_model
 
-    from gate.core.suite import PropertySpec, SuiteConfig
+    from gate.core.suite.suite import PropertySpec, SuiteConfig
 
     suite_file = create_model(
         "SuiteFile",
@@ -286,7 +286,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _baseline(args: argparse.Namespace) -> int:
     from gate.cli.progress import progress_for
-    from gate.core.history import runs_needed
+    from gate.core.policy.history import runs_needed
     from gate.run.baseline import run_baseline
 
     if args.factor < 1:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from gate.core.errors import UsageError
-from gate.core.trial import Limits, WorkCopy
+from gate.core.suite.trial import Limits, WorkCopy
 from gate.io import interrupts
 
 

@@ -1,6 +1,6 @@
 """`gate power`: print a band rule's operating characteristics and plot them.
 
-The numbers come from `gate.core.power` (pure, exact); this module is the command line and the plot,
+The numbers come from `gate.core.verdicts.power` (pure, exact); this module is the command line and the plot,
 drawn with matplotlib (the `plot` extra) in the format the file name asks for.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from gate.core.bands import BandRule, FixedRule, SprtRule
 from gate.core.errors import RET_OK, UsageError, one_line
-from gate.core.power import OCPoint, operating_characteristics, power_table, smallest_fixed_n
+from gate.core.verdicts.bands import BandRule, FixedRule, SprtRule
+from gate.core.verdicts.power import OCPoint, operating_characteristics, power_table, smallest_fixed_n
 
 _SPRT_ARGS = ("p0", "p1", "alpha", "beta", "max_trials", "wave")
 _FIXED_ARGS = ("trials", "min_hits")

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, Tim
 from rich.progress import Progress as RichBars
 
 from gate.core.errors import one_line
-from gate.core.verdict import OutcomeKind
+from gate.core.verdicts.verdict import OutcomeKind
 from gate.run.progress import NO_PROGRESS, Progress
 
 OVERALL = "all trials"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gate.core.card.evidence import refold
 from gate.core.errors import RET_BLOCKED, RET_OK, one_line
-from gate.core.evidence import refold
 from gate.io.artifacts import parse_card
 from gate.io.cardsig import signature_reason
 from gate.io.evidence import verified_records

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
 from gate.core.errors import one_line
-from gate.core.flakes import files_line, flake_note
+from gate.core.policy.flakes import files_line, flake_note
 
 # Off a terminal nothing is wrapped for a screen: a CI log keeps each row on as few lines as it can.
 PIPED_WIDTH = 200

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gate.core.enrolment import EnrolledWorker, EnrolmentRefused, enrol, revoke
 from gate.core.errors import RET_OK, UsageError
+from gate.core.trust.enrolment import EnrolledWorker, EnrolmentRefused, enrol, revoke
 from gate.io.keys import VerifyKey, load_verify_key
 from gate.io.workers import ENV_REGISTRY, check_registry_writable, load_roster, locked, registry_path, save_roster
 

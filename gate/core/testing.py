@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gate.core.card import HarnessEvent
-from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
-from gate.core.verdict import Band, Kind, Verdict
+from gate.core.card.card import HarnessEvent
+from gate.core.suite.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+from gate.core.verdicts.verdict import Band, Kind, Verdict
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
 from gate.core.errors import ConfigError, UsageError
 from gate.io.inputs import read_input, reason
 

@@ -1,16 +1,16 @@
 """The signature envelope beside a card: `<card file name>.dsse.json` (for `verdict-card.json`,
 `verdict-card.json.dsse.json`), a DSSE JSON envelope whose payload is the in-toto Statement of
-gate.core.signedcard. Written by `gate sign` and `gate run --sign-key`, read by `accept` and `refold`.
+gate.core.card.signedcard. Written by `gate sign` and `gate run --sign-key`, read by `accept` and `refold`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gate.core.card import VerdictCard
-from gate.core.dsse import Envelope, EnvelopeError, Signer, Verifier
+from gate.core.card.card import VerdictCard
+from gate.core.card.dsse import Envelope, EnvelopeError, Signer, Verifier
+from gate.core.card.signedcard import sign_card, signature_problem
 from gate.core.errors import GateError, InputMissingError, UsageError
-from gate.core.signedcard import sign_card, signature_problem
 from gate.io.artifacts import parse_card, write_output
 from gate.io.evidence import stored_records
 from gate.io.inputs import read_input
@@ -88,7 +88,7 @@ def signature_reason(
     base_commit: str | None,
 ) -> str | None:
     """Why the card file `data` at `card_path` is not proven by the envelope beside it under `key`
-    (unsigned, unreadable envelope, or gate.core.signedcard's reasons), or None when it is."""
+    (unsigned, unreadable envelope, or gate.core.card.signedcard's reasons), or None when it is."""
     where = envelope_path(card_path)
     try:
         # A card named so long that no envelope can sit beside it reads as unsigned, not as a crash.

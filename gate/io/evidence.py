@@ -1,5 +1,5 @@
 """The evidence store beside a card: `<card folder>/evidence/<sha256>.json`, one trial record per file,
-named by the sha256 of its canonical bytes (`gate.core.evidence`). Runs writing cards into the same
+named by the sha256 of its canonical bytes (`gate.core.card.evidence`). Runs writing cards into the same
 folder share the store; a card's records are those whose observation carries its run id.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
+from gate.core.card.evidence import TrialRecord, evidence_digest, record_bytes, record_digest
 from gate.core.errors import ConfigError, UsageError
-from gate.core.evidence import TrialRecord, evidence_digest, record_bytes, record_digest
 from gate.io.artifacts import write_output
 from gate.io.inputs import read_input, reason
 

@@ -1,5 +1,5 @@
 """The filesystem side of sealing: walk a tree (refusing what cannot be sealed), stream its files
-into `gate.core.seal`, read and write seal files, verify a fixture tree, and read its clock.json.
+into `gate.core.suite.seal`, read and write seal files, verify a fixture tree, and read its clock.json.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gate.core.errors import ConfigError, FixtureTreeError, InputMissingError, SealDriftError
-from gate.core.seal import Seal, compute
-from gate.core.suite import one_line
-from gate.core.trial import ClockSpec
+from gate.core.suite.seal import Seal, compute
+from gate.core.suite.suite import one_line
+from gate.core.suite.trial import ClockSpec
 from gate.io.artifacts import write_output
 from gate.io.inputs import decode_text, parse_json, read_input
 

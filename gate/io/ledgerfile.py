@@ -16,8 +16,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from gate.core.errors import HarnessError, UsageError
-from gate.core.history import History
-from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.core.policy.history import History
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.io.artifacts import write_output
 from gate.io.interrupts import raise_if_pending
 from gate.io.state import (

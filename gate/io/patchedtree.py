@@ -21,9 +21,9 @@ from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import FixtureTreeError, InputMissingError, TreeTooLargeError
-from gate.core.seal import Seal, compute_tree, sort_key
-from gate.core.treelimits import TreeSize, refusal, tree_size
-from gate.core.trial import Limits
+from gate.core.suite.seal import Seal, compute_tree, sort_key
+from gate.core.suite.treelimits import TreeSize, refusal, tree_size
+from gate.core.suite.trial import Limits
 from gate.io.treeselect import WHOLE_TREE, TreeSelection, select_paths, walk_paths
 
 CHUNK = 1 << 20

@@ -1,6 +1,6 @@
 """Writing what a run found about flakes beside its card: `freeze-proposal.json` (a freeze file
 fragment whose entries wait for an owner) and `repair-task.md`. The contents are rendered by
-`gate.core.proposals` from the card alone; a file this run has nothing for is removed, so a stale
+`gate.core.report.proposals` from the card alone; a file this run has nothing for is removed, so a stale
 proposal from an earlier run never sits beside a card that does not name it.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
 from gate.core.errors import UsageError
-from gate.core.freezes import FreezeFile
-from gate.core.proposals import (
+from gate.core.policy.freezes import FreezeFile
+from gate.core.report.proposals import (
     FREEZE_PROPOSAL,
     LIFT_PROPOSAL,
     REPAIR_TASK,

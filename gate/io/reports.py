@@ -1,6 +1,6 @@
 """Where the CI reports of a card go (JUnit XML, a Markdown summary, GitHub's step summary, an HTML
-page) and writing them: the rendering is `gate.core.report_junit` / `gate.core.report_markdown` /
-`gate.core.report_html` (which also draws from the card's trial records)."""
+page) and writing them: the rendering is `gate.core.report.junit` / `gate.core.report.markdown` /
+`gate.core.report.html` (which also draws from the card's trial records)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate.core.card import VerdictCard
-from gate.core.evidence import TrialRecord
-from gate.core.report_html import render_html
-from gate.core.report_junit import render_junit
-from gate.core.report_markdown import render_markdown
+from gate.core.card.card import VerdictCard
+from gate.core.card.evidence import TrialRecord
+from gate.core.report.html import render_html
+from gate.core.report.junit import render_junit
+from gate.core.report.markdown import render_markdown
 from gate.io.artifacts import append_output, check_writable, write_output
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"  # GitHub Actions appends this file to the job's page

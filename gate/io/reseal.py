@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gate.core.errors import RET_BLOCKED, RET_OK, ConfigError, InputMissingError, UsageError
-from gate.core.seal import describe_change
+from gate.core.suite.seal import describe_change
 from gate.io.artifacts import check_writable
 from gate.io.fixtures import read_seal_file, seal_tree, write_seal_file
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gate.core.calibration import Calibration, calibration_from_json
+from gate.core.card.calibration import Calibration, calibration_from_json
 from gate.core.errors import FreezeFileError
-from gate.core.freezes import FreezeFile, check_properties
-from gate.core.suite import Suite, one_line
+from gate.core.policy.freezes import FreezeFile, check_properties
+from gate.core.suite.suite import Suite, one_line
 from gate.io.inputs import decode_text, read_input, read_json
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gate.core.errors import SandboxError, UsageError
-from gate.core.trial import SANDBOX_UID, Limits
+from gate.core.suite.trial import SANDBOX_UID, Limits
 from gate.io.patchedtree import PatchedTree, check_fits, copy_tree, laid_out, read_patched_tree, seal_patched
 from gate.io.treeselect import WHOLE_TREE, TreeSelection
 

@@ -16,11 +16,11 @@ from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError, InputMissingError, UsageError
-from gate.core.history import HISTORY_LIMIT, History, HistoryEntry, bounded
-from gate.core.ledger import Credit, Ledger
-from gate.core.suite import LedgerConfig, SamplerConfig, one_line
+from gate.core.policy.history import HISTORY_LIMIT, History, HistoryEntry, bounded
+from gate.core.policy.ledger import Credit, Ledger
+from gate.core.suite.suite import LedgerConfig, SamplerConfig, one_line
+from gate.core.verdicts.bands import SamplerWindow
 from gate.io.inputs import parse_json, read_input
 
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""Loading the suite file (gate.toml): read, parse and validate it into `gate.core.suite.Suite`.
+"""Loading the suite file (gate.toml): read, parse and validate it into `gate.core.suite.suite.Suite`.
 Every problem is one SuiteError naming the file and the field; nothing else escapes.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from gate.core.errors import SuiteError
-from gate.core.suite import PropertySpec, Suite, SuiteConfig, one_line
+from gate.core.suite.suite import PropertySpec, Suite, SuiteConfig, one_line
 from gate.io.inputs import parse_problem, read_input
 
 M = TypeVar("M", bound=BaseModel)

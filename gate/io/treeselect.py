@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gate.core.errors import FixtureTreeError, InputMissingError, UsageError
-from gate.core.proposals import FREEZE_PROPOSAL, LIFT_PROPOSAL, REPAIR_TASK
-from gate.core.seal import sort_key
-from gate.core.suite import Suite
+from gate.core.report.proposals import FREEZE_PROPOSAL, LIFT_PROPOSAL, REPAIR_TASK
+from gate.core.suite.seal import sort_key
+from gate.core.suite.suite import Suite
 from gate.io.fixtures import matches_any
 
 GIT_DIR = ".git"

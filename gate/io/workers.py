@@ -1,4 +1,4 @@
-"""The worker registry on the coordinator's disk: a JSON file of enrolled keys (gate.core.enrolment).
+"""The worker registry on the coordinator's disk: a JSON file of enrolled keys (gate.core.trust.enrolment).
 
 It lives with the books, on the coordinator (default `.probegate/workers.json`, or the file
 $PROBEGATE_WORKERS names), never in the broker: nothing a worker's broker credential reaches can
@@ -17,8 +17,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from gate.core.enrolment import Roster
 from gate.core.errors import ConfigError, InputMissingError, UsageError
+from gate.core.trust.enrolment import Roster
 from gate.io.artifacts import check_writable, write_output
 from gate.io.inputs import read_input, reason
 from gate.io.keys import KeyFileError, VerifyKey
@@ -101,7 +101,7 @@ def save_roster(path: Path, roster: Roster) -> None:
 
 
 def verify_pem(public_pem: str, signature: bytes, message: bytes) -> bool:
-    """gate.core.enrolment's Verify over a registry entry's PEM; a garbled entry verifies nothing."""
+    """gate.core.trust.enrolment's Verify over a registry entry's PEM; a garbled entry verifies nothing."""
     key = _parsed(public_pem)
     return key is not None and key.verify(signature, message)
 

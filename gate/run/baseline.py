@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from gate.core.calibration import baseline_findings, calibration_to_json, summarise
+from gate.core.card.calibration import baseline_findings, calibration_to_json, summarise
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK
-from gate.core.history import LIFT_TARGET
-from gate.core.verdict import Kind
+from gate.core.policy.history import LIFT_TARGET
+from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import write_atomic
 from gate.io.evidence import stored_records
 from gate.io.reports import ReportTargets, write_reports

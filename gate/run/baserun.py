@@ -1,7 +1,7 @@
 """Rerunning a flicker on the base: for each safety or contract row that changed colour on the patched
 tree, the same trials (same property, trial indices, seal, image and clock, within the same run and
 through the same executor) run on the base revision's version of the work folder, and
-`gate.core.flakes.judge_base` decides whether the base flickers too.
+`gate.core.policy.flakes.judge_base` decides whether the base flickers too.
 
 Only the base tree can show a flake: a patch that makes its own output nondeterministic must not earn
 a freeze. Without --base there is no base tree, so nothing is rerun and a harness event says so. The
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import structlog
 
-from gate.core.card import HarnessEvent
-from gate.core.checks import Check, Trial, judge
+from gate.core.card.card import HarnessEvent
+from gate.core.card.evidence import TrialRecord
+from gate.core.card.stamp import RunFacts
 from gate.core.errors import GateError
-from gate.core.evidence import TrialRecord
-from gate.core.flakes import BaseRerun, judge_base, needs_rerun
-from gate.core.proposals import flake_files
-from gate.core.provenance import in_run_image
-from gate.core.stamp import RunFacts
-from gate.core.verdict import Outcome, Verdict
+from gate.core.policy.flakes import BaseRerun, judge_base, needs_rerun
+from gate.core.report.proposals import flake_files
+from gate.core.suite.checks import Check, Trial, judge
+from gate.core.trust.provenance import in_run_image
+from gate.core.verdicts.verdict import Outcome, Verdict
 from gate.io.base import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection

@@ -1,6 +1,6 @@
 """The run's cross-checks, after every primary result is in: the seeded choice of trials goes again,
 spec for spec, to a worker other than the one that ran it (`Executor.run_elsewhere`); each pair is
-folded by `gate.core.crosscheck.combine` (the worse outcome counts), and a fact disagreement goes to
+folded by `gate.core.trust.crosscheck.combine` (the worse outcome counts), and a fact disagreement goes to
 a third worker, twice, for the tie-break. Statistical rows get the hit-rate comparison instead.
 
 An executor without `run_elsewhere` (the local pool: one trusted machine, where another pool process
@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from gate.core.card import HarnessEvent
-from gate.core.crosscheck import (
+from gate.core.card.card import HarnessEvent
+from gate.core.suite.fold import Judge, Tally
+from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
+from gate.core.trust.crosscheck import (
     REPRODUCE,
     Pair,
     Settlement,
@@ -25,11 +27,9 @@ from gate.core.crosscheck import (
     combine,
     settle,
 )
-from gate.core.crosscheck_summary import CrossCheckSummary, summarize
-from gate.core.fold import Judge, Tally
-from gate.core.hitrate import outliers
-from gate.core.trial import FaultOrigin, Observation, TrialSpec
-from gate.core.verdict import Band, Outcome, OutcomeKind
+from gate.core.trust.crosscheck_summary import CrossCheckSummary, summarize
+from gate.core.trust.hitrate import outliers
+from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
 from gate.run.waves import coordinator_canary

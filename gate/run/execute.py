@@ -9,16 +9,16 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gate.core.card import DeadlineSource, HarnessEvent
-from gate.core.checks import Check, Trial, judge
+from gate.core.card.card import DeadlineSource, HarnessEvent
+from gate.core.card.evidence import TrialRecord
+from gate.core.card.stamp import RunFacts, work_copy_facts
 from gate.core.errors import HarnessError
-from gate.core.evidence import TrialRecord
-from gate.core.fold import fold_tallies
-from gate.core.plan import Planner
-from gate.core.stamp import RunFacts, work_copy_facts
-from gate.core.suite import PropertySpec, Suite
-from gate.core.trial import Observation, TrialSpec
-from gate.core.verdict import Outcome, Verdict, harness_verdict
+from gate.core.suite.checks import Check, Trial, judge
+from gate.core.suite.fold import fold_tallies
+from gate.core.suite.plan import Planner
+from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
 from gate.io.snapshot import LocalInputs
 from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import Executor

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Protocol
 
-from gate.core.batching import batches
-from gate.core.card import HarnessEvent
-from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, Sandbox, TrialSpec
+from gate.core.card.card import HarnessEvent
+from gate.core.suite.batching import batches
+from gate.core.suite.trial import FaultOrigin, Inputs, Limits, Observation, Sandbox, TrialSpec
 from gate.io.snapshot import LocalInputs
 
 MAX_LOCAL_BATCH = 50  # a crashed supervisor costs at most this many trials' container

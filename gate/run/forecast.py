@@ -1,5 +1,5 @@
 """What `gate accept` will decide on the card a run has just written, so `gate run` prints one answer:
-the one accept path (gate.core.acceptance.decide_merge), fed from the run's own oracle (the base's
+the one accept path (gate.core.card.acceptance.decide_merge), fed from the run's own oracle (the base's
 seal, suite, freeze file and public key, the oracle edits) and the files just written, with the flags
 a CI job passes by default (no --allow-unchecked-oracle, no --key beyond the suite's)."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from gate.core.acceptance import AcceptFacts, decide_merge
-from gate.core.card import Acceptance, VerdictCard
+from gate.core.card.acceptance import AcceptFacts, decide_merge
+from gate.core.card.card import Acceptance, VerdictCard
 from gate.core.errors import GateError
 from gate.io.cardsig import signature_reason
 from gate.io.inputs import read_input

@@ -4,7 +4,7 @@ Redis store `gate run` uses; only the history changes, never a credit or the sam
 
 - a safety or contract property whose colour (kind) differs between the two runs is a flake named
   with both run ids: a contract flake gets a freeze proposal (owner empty) and both get a repair task,
-  beside the baseline card (`gate.core.proposals`); a safety flake is reported broken, never proposed;
+  beside the baseline card (`gate.core.report.proposals`); a safety flake is reported broken, never proposed;
 - a frozen property that has passed `runs_needed(target)` recorded runs in a row under the seal — the
   nightly pairs' and those of ordinary runs on the base's own tree (`gate.run.runhistory`), counted
   after the freeze's `created_at` when its entry has one — is proposed for lifting (`lift-proposal.md`
@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate.core.card import VerdictCard
-from gate.core.flakes import FLAKE_BANDS, FlakeFiles
-from gate.core.freezes import FreezeFile, created
-from gate.core.history import (
+from gate.core.card.card import VerdictCard
+from gate.core.policy.flakes import FLAKE_BANDS, FlakeFiles
+from gate.core.policy.freezes import FreezeFile, created
+from gate.core.policy.history import (
     LIFT_TARGET,
     History,
     HistoryEntry,
@@ -32,14 +32,14 @@ from gate.core.history import (
     pair_flakes,
     record,
 )
-from gate.core.proposals import (
+from gate.core.report.proposals import (
     FREEZE_PROPOSAL,
     REPAIR_TASK,
     pair_freeze_proposal,
     render_lift_note,
     render_pair_repair_task,
 )
-from gate.core.verdict import Band
+from gate.core.verdicts.verdict import Band
 from gate.io.artifacts import write_card
 from gate.io.proposals import write_nightly_files
 from gate.io.state import BooksStore

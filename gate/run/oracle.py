@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gate.core.calibration import Calibration
-from gate.core.checks import Check
+from gate.core.card.calibration import Calibration
 from gate.core.errors import SuiteError, UsageError
-from gate.core.freezes import FreezeFile
-from gate.core.seal import Seal
-from gate.core.suite import ImageSource, Suite
-from gate.core.trial import ClockSpec
+from gate.core.policy.freezes import FreezeFile
+from gate.core.suite.checks import Check
+from gate.core.suite.seal import Seal
+from gate.core.suite.suite import ImageSource, Suite
+from gate.core.suite.trial import ClockSpec
 from gate.io.base import BaseCheckout, oracle_edits
 from gate.io.checks import load_checks
 from gate.io.fixtures import read_clock, read_seal_file

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gate.core.verdict import OutcomeKind
+from gate.core.verdicts.verdict import OutcomeKind
 
 
 class Progress(Protocol):

@@ -1,5 +1,5 @@
 """What an ordinary `gate run` adds to the flake history: one entry per frozen property, written in the
-same transaction as the ledger, so the lift rule (`gate.core.history.lift_due`) counts passing runs
+same transaction as the ledger, so the lift rule (`gate.core.policy.history.lift_due`) counts passing runs
 across ordinary runs and not only across nightly pairs.
 
 Whose runs count. A frozen property's streak says how the *base* behaves; a patched tree is the
@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gate.core.card.stamp import RunFacts
 from gate.core.errors import GateError
-from gate.core.history import History, HistoryEntry, base_run_refusal, record, run_entries
-from gate.core.stamp import RunFacts
-from gate.core.verdict import Verdict
+from gate.core.policy.history import History, HistoryEntry, base_run_refusal, record, run_entries
+from gate.core.verdicts.verdict import Verdict
 from gate.io.base import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection

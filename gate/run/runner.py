@@ -14,19 +14,19 @@ from pathlib import Path
 
 import structlog
 
-from gate.core.bands import SamplerWindow
-from gate.core.calibration import deadline_source
-from gate.core.card import VerdictCard
+from gate.core.card.calibration import deadline_source
+from gate.core.card.card import VerdictCard
+from gate.core.card.evidence import TrialRecord
+from gate.core.card.stamp import RunFacts, stamp, verdict_lines
 from gate.core.errors import SealDriftError, UsageError
-from gate.core.evidence import TrialRecord
-from gate.core.freezes import FreezeFile, resolve
-from gate.core.ledger import Ledger
-from gate.core.plan import check_fixtures
-from gate.core.policy import Decision, decide
-from gate.core.selection import select_ids
-from gate.core.stamp import RunFacts, stamp, verdict_lines
-from gate.core.suite import ImageSource, PropertySpec, Suite
-from gate.core.verdict import Verdict
+from gate.core.policy.freezes import FreezeFile, resolve
+from gate.core.policy.ledger import Ledger
+from gate.core.policy.policy import Decision, decide
+from gate.core.suite.plan import check_fixtures
+from gate.core.suite.selection import select_ids
+from gate.core.suite.suite import ImageSource, PropertySpec, Suite
+from gate.core.verdicts.bands import SamplerWindow
+from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import card_bytes, check_writable, write_card
 from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
 from gate.io.evidence import check_store, evidence_dir, write_evidence

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gate.core.card import HarnessEvent
-from gate.core.crosscheck import with_coordinator_canary
-from gate.core.fold import Judge, Tally
-from gate.core.plan import Planner
-from gate.core.provenance import in_run_image
-from gate.core.suite import PropertySpec
-from gate.core.trial import Observation, TrialSpec
+from gate.core.card.card import HarnessEvent
+from gate.core.suite.fold import Judge, Tally
+from gate.core.suite.plan import Planner
+from gate.core.suite.suite import PropertySpec
+from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.trust.crosscheck import with_coordinator_canary
+from gate.core.trust.provenance import in_run_image
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
 from gate.run.progress import NO_PROGRESS, Progress

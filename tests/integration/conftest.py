@@ -25,8 +25,8 @@ from gate_runs import ExampleRuns
 from run_containers import containers_of
 
 from gate.core.errors import HarnessError, SandboxError
+from gate.core.suite.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
 from gate.core.testing import make_spec
-from gate.core.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
 from gate.io.snapshot import world_readable
 from worker.host.engine import DEFAULT_IMAGE, resolve_image_id
 from worker.host.engine import docker_client as connect

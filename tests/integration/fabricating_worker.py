@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gate.core.trial import Captured, Observation, TrialSpec
+from gate.core.suite.trial import Captured, Observation, TrialSpec
 from worker.celery.app import TASK_RUN_BATCH, direct_queue, make_app
 from worker.celery.blobs import BlobInputs, RedisBlobStore
 from worker.celery.wire import decode_batch, encode_observations

@@ -21,8 +21,8 @@ from typing import Any
 
 import redis
 
-from gate.core.enrolment import ResultSignature, result_message, spec_digest
-from gate.core.trial import Observation
+from gate.core.suite.trial import Observation
+from gate.core.trust.enrolment import ResultSignature, result_message, spec_digest
 from gate.io.keys import load_signing_key
 from worker.celery.app import TASK_RUN_BATCH, make_app
 from worker.celery.wire import decode_batch, encode_observations

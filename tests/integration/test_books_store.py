@@ -19,7 +19,6 @@ import redis
 from celery_helpers import RedisServer, unserved_port
 from gate_runs import EXAMPLE, gate_run
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import (
     RET_CONFIG,
     RET_HARNESS,
@@ -31,9 +30,10 @@ from gate.core.errors import (
     InputMissingError,
     UsageError,
 )
-from gate.core.history import HistoryEntry, record
-from gate.core.ledger import Ledger
-from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.core.policy.history import HistoryEntry, record
+from gate.core.policy.ledger import Ledger
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
+from gate.core.verdicts.bands import SamplerWindow
 from worker.celery.books import RedisBooks, split_books_url
 
 pytestmark = pytest.mark.integration
@@ -299,8 +299,8 @@ def test_the_nightly_pair_keeps_its_history_in_redis(redis_server: RedisServer, 
     sys.path.insert(0, str(Path(__file__).parents[1]))
     from unit.mini_suite import CONTRACT, NOW, build_suite, good, stdout
 
+    from gate.core.suite.trial import Observation
     from gate.core.testing import MockExecutor
-    from gate.core.trial import Observation
     from gate.run.baseline import run_baseline
 
     suite = build_suite(tmp_path)

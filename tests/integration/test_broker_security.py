@@ -13,8 +13,8 @@ import pytest
 import redis
 from celery_helpers import RedisServer, Workers
 
+from gate.core.suite.trial import TrialSpec
 from gate.core.testing import make_specs
-from gate.core.trial import TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery.app import TASK_RUN_BATCH, make_app, queue_for
 from worker.celery.dispatch import CeleryExecutor

@@ -21,8 +21,8 @@ from celery_helpers import RedisServer, RegistryServer, Workers
 from image_builds import ImageMaker
 
 from gate.core.errors import SandboxError
+from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from gate.core.testing import make_specs
-from gate.core.trial import FaultOrigin, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery import imagepublish
 from worker.celery.blobs import RedisBlobStore

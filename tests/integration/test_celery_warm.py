@@ -16,8 +16,8 @@ import pytest
 from celery_helpers import RedisServer, Workers
 from run_containers import containers_created, containers_of, gone_within
 
+from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.testing import make_specs
-from gate.core.trial import Limits, Observation, TrialSpec
 from gate.io.snapshot import LocalInputs
 from worker.celery.dispatch import CeleryExecutor
 

@@ -21,8 +21,8 @@ import redis
 from celery_helpers import RedisServer, Workers
 
 from gate.cli.main import main as gate_main
+from gate.core.suite.trial import Observation
 from gate.core.testing import make_specs
-from gate.core.trial import Observation
 from gate.io.keys import write_new_key
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import load_roster

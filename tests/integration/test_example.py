@@ -14,7 +14,7 @@ from gate_runs import EXAMPLE, ExampleRuns, Run, gate_run
 from run_containers import containers_of
 
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
-from gate.core.verdict import Kind
+from gate.core.verdicts.verdict import Kind
 
 pytestmark = pytest.mark.integration
 # The tests reading `runs` and `copy_runs` go to one worker (--dist loadgroup), so they wait on no other

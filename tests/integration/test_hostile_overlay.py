@@ -10,7 +10,7 @@ import json
 import pytest
 from conftest import check_mode
 
-from gate.core.trial import Observation, WorkCopy
+from gate.core.suite.trial import Observation, WorkCopy
 from worker.host import container as container_module
 from worker.host import treemount
 from worker.host.sandbox import DockerSandbox

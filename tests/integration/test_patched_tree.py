@@ -19,8 +19,8 @@ from gate_runs import GATE, oracle_args, script_accept
 from run_containers import run_counting_containers
 
 from gate.core.errors import RET_CONFIG, RET_OK
+from gate.core.suite.trial import Limits
 from gate.core.testing import make_specs
-from gate.core.trial import Limits
 from gate.io.snapshot import LocalInputs, tree_digest
 from worker.celery.dispatch import CeleryExecutor
 

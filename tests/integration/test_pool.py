@@ -21,8 +21,8 @@ import pytest
 from conftest import MemoryInputs, build_tree
 from gate_runs import gate_run
 
+from gate.core.suite.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.core.testing import make_spec
-from gate.core.trial import ClockSpec, Limits, Observation, TrialSpec
 from worker.host.pool import LABEL_POOL, PoolServer
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import sweep

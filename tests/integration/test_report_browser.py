@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from gate.core.report_dom import CSP
+from gate.core.report.dom import CSP
+from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.core.trial import Captured, FileChange, Observation, TrialSpec
 from gate.io.artifacts import read_card, write_card
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.run.runner import RunRequest, run_gate
@@ -77,7 +77,7 @@ deadline_s = 1.0
 """
 
 CHECKS_PY = """\
-from gate.core.checks import Trial
+from gate.core.suite.checks import Trial
 
 
 def right_tool(trial: Trial) -> bool:

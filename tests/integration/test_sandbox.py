@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Change, Limits, Observation
+from gate.core.suite.trial import Change, Limits, Observation
 from worker.host.engine import DEFAULT_IMAGE
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import LABEL_PID, LABEL_RUN, sweep
@@ -332,7 +332,7 @@ def test_sweep_removes_only_the_named_run(docker_client, sandbox_image, run_id, 
 
 def test_clock_preflight_failure_makes_every_trial_of_the_batch_a_fault(run_batch, make_trial, monkeypatch):
     """When a child reads an instant other than the spec's, each trial of the batch is a harness fault naming why."""
-    from gate.core.trial import ClockSpec
+    from gate.core.suite.trial import ClockSpec
 
     monkeypatch.setattr(ClockSpec, "faketimerc", lambda self: "2020-01-01 00:00:00")
     first, inputs = make_trial("print('never runs')\n")

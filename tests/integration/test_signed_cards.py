@@ -17,9 +17,9 @@ import pytest
 from example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
 from gate_runs import GATE, oracle_args, script_accept, script_run
 
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
+from gate.core.card.evidence import TrialRecord
 from gate.core.errors import RET_BLOCKED, RET_OK
-from gate.core.evidence import TrialRecord
 from gate.io.artifacts import card_bytes
 from gate.io.cardsig import envelope_path
 from gate.io.keys import public_path, write_new_key

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
 from gate.io.reports import STEP_SUMMARY_ENV
 
 from .mini_suite import build_suite, good, run

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.core.trial import Captured, FileChange, Observation, TrialSpec
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.run.runner import RunRequest, RunResult, run_gate
 
@@ -49,7 +49,7 @@ deadline_s = 2.0
 """
 
 CHECKS_PY = '''\
-from gate.core.checks import Trial
+from gate.core.suite.checks import Trial
 
 
 def invoice_total(trial: Trial) -> bool:

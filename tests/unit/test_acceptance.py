@@ -1,4 +1,4 @@
-"""gate.core.acceptance.prove: accept recomputes instead of believing. Cards come from a real
+"""gate.core.card.acceptance.prove: accept recomputes instead of believing. Cards come from a real
 `run_gate` over a MockExecutor; each test edits one the way a forger would and expects a refusal
 that names the field."""
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.acceptance import prove
-from gate.core.card import VerdictCard
-from gate.core.ledger import LedgerAction
-from gate.core.policy import JobStatus
-from gate.core.trial import FaultOrigin, Observation
-from gate.core.verdict import Band, ColourChange, Kind, OutcomeCounts
+from gate.core.card.acceptance import prove
+from gate.core.card.card import VerdictCard
+from gate.core.policy.ledger import LedgerAction
+from gate.core.policy.policy import JobStatus
+from gate.core.suite.trial import FaultOrigin, Observation
+from gate.core.verdicts.verdict import Band, ColourChange, Kind, OutcomeCounts
 from gate.io.suite import load_suite
 
 from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, but, good, stdout

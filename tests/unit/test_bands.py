@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.core.bands import FixedRule, Interval, SamplerWindow, wilson
+from gate.core.verdicts.bands import FixedRule, Interval, SamplerWindow, wilson
 
 counts = st.integers(1, 5000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n)))
 

@@ -1,4 +1,4 @@
-"""gate.core.batching: the one rule for which trials share a batch (and so a broker message and a container)."""
+"""gate.core.suite.batching: the one rule for which trials share a batch (and so a broker message and a container)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.batching import batch_key, batches, check_one_batch
+from gate.core.suite.batching import batch_key, batches, check_one_batch
+from gate.core.suite.trial import Limits
 from gate.core.testing import make_spec
-from gate.core.trial import Limits
 
 
 def test_trials_differing_only_in_index_and_canary_share_a_key() -> None:

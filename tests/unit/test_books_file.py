@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_CONFIG, RET_NOINPUT, RET_USAGE, ConfigError, InputMissingError, UsageError
-from gate.core.ledger import Ledger
-from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.core.policy.ledger import Ledger
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
+from gate.core.verdicts.bands import SamplerWindow
 from gate.io.ledgerfile import FileBooks
 from gate.io.state import MemoryBooks, encode_books
 

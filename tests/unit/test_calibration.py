@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import gate.core.calibration as calibration_module
-from gate.core.calibration import (
+import gate.core.card.calibration as calibration_module
+from gate.core.card.calibration import (
     Calibration,
     baseline_findings,
     calibration_from_json,
@@ -20,9 +20,9 @@ from gate.core.calibration import (
     percentile,
     summarise,
 )
-from gate.core.card import DeadlineSource
+from gate.core.card.card import DeadlineSource
 from gate.core.errors import ConfigError
-from gate.core.verdict import Band, Kind
+from gate.core.verdicts.verdict import Band, Kind
 
 NOW = datetime(2026, 12, 1, 3, 17, tzinfo=UTC)
 SEAL = "ab" * 32

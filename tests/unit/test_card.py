@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.core.bands import wilson
-from gate.core.card import FixtureBinding, HarnessEvent, PropertyRow, VerdictCard, accept
-from gate.core.ledger import LedgerAction, LedgerEntry
-from gate.core.policy import JobStatus
-from gate.core.trial import ClockSpec
-from gate.core.verdict import Band, Kind
+from gate.core.card.card import FixtureBinding, HarnessEvent, PropertyRow, VerdictCard, accept
+from gate.core.policy.ledger import LedgerAction, LedgerEntry
+from gate.core.policy.policy import JobStatus
+from gate.core.suite.trial import ClockSpec
+from gate.core.verdicts.bands import wilson
+from gate.core.verdicts.verdict import Band, Kind
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEAL = "c" * 64

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.acceptance import AcceptFacts, decide_merge, recomputed_reasons
-from gate.core.card import VerdictCard
-from gate.core.carddiff import diff_cards
+from gate.core.card.acceptance import AcceptFacts, decide_merge, recomputed_reasons
+from gate.core.card.card import VerdictCard
+from gate.core.card.carddiff import diff_cards
 from gate.core.errors import RET_CONFIG, ConfigError
-from gate.core.freezes import FreezeEntry, FreezeFile
-from gate.core.ledger import END_OF_TIME, Ledger, LedgerAction
-from gate.core.report_html import render_html
-from gate.core.report_junit import render_junit
-from gate.core.report_markdown import render_markdown
-from gate.core.verdict import Band, Kind, OutcomeCounts
+from gate.core.policy.freezes import FreezeEntry, FreezeFile
+from gate.core.policy.ledger import END_OF_TIME, Ledger, LedgerAction
+from gate.core.report.html import render_html
+from gate.core.report.junit import render_junit
+from gate.core.report.markdown import render_markdown
+from gate.core.verdicts.verdict import Band, Kind, OutcomeCounts
 from gate.io.artifacts import parse_card
 from gate.io.fixtures import read_clock
 

@@ -1,6 +1,6 @@
 """Every leaf value of a real card, replaced by a hostile one, is either read and used (accept, diff,
 refold, evidence, report) or refused as one clean error line with a documented exit code: no traceback, no exit 70.
-Numbers are bounded and dates aware where the card is read (gate.core.card.VerdictCard)."""
+Numbers are bounded and dates aware where the card is read (gate.core.card.card.VerdictCard)."""
 
 from __future__ import annotations
 

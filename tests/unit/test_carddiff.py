@@ -1,4 +1,4 @@
-"""gate.core.carddiff and `gate diff`: what changed between two verdict cards, escaped text or JSON,
+"""gate.core.card.carddiff and `gate diff`: what changed between two verdict cards, escaped text or JSON,
 exit 0 when nothing did and 1 when something did."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from gate.cli.main import main
-from gate.core.bands import wilson
-from gate.core.carddiff import CardDiff, diff_cards
+from gate.core.card.carddiff import CardDiff, diff_cards
 from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_OK
-from gate.core.policy import JobStatus
-from gate.core.verdict import Band, Kind
+from gate.core.policy.policy import JobStatus
+from gate.core.verdicts.bands import wilson
+from gate.core.verdicts.verdict import Band, Kind
 from gate.io.artifacts import write_card
 
 from .test_card import NOW, card, clean_rows, row

@@ -8,9 +8,9 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from gate.core.suite import PropertySpec
-from gate.core.trial import Observation
-from gate.core.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind, fold
+from gate.core.suite.suite import PropertySpec
+from gate.core.suite.trial import Observation
+from gate.core.verdicts.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind, fold
 
 from .mini_suite import CONTRACT, Suite, build_suite, but, good, run, stdout
 

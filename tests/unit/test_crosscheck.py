@@ -1,4 +1,4 @@
-"""gate.core.crosscheck and gate.core.hitrate: the choice of trials, the worse-counts pairing, the
+"""gate.core.trust.crosscheck and gate.core.trust.hitrate: the choice of trials, the worse-counts pairing, the
 tie-break that quarantines only on reproduced facts, the canary search and the hit-rate test."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.crosscheck import (
+from gate.core.suite.trial import Captured, FileChange, Observation
+from gate.core.testing import make_spec
+from gate.core.trust.crosscheck import (
     REPRODUCE,
     Settled,
     choose,
@@ -21,11 +23,9 @@ from gate.core.crosscheck import (
     with_coordinator_canary,
     worse,
 )
-from gate.core.crosscheck_summary import summarize, summary_lines
-from gate.core.hitrate import ALPHA, fisher_two_sided, outliers
-from gate.core.testing import make_spec
-from gate.core.trial import Captured, FileChange, Observation
-from gate.core.verdict import Band, Outcome, OutcomeKind
+from gate.core.trust.crosscheck_summary import summarize, summary_lines
+from gate.core.trust.hitrate import ALPHA, fisher_two_sided, outliers
+from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind
 
 SPEC = make_spec(3, property_id="p", canary="c4n4ry-0123456789abcdef")
 

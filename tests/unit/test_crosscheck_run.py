@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.card import accept
-from gate.core.crosscheck import Settled
+from gate.core.card.card import accept
+from gate.core.suite.trial import FileChange, Observation, TrialSpec
 from gate.core.testing import MockFleet
-from gate.core.trial import FileChange, Observation, TrialSpec
-from gate.core.verdict import Kind
+from gate.core.trust.crosscheck import Settled
+from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
 from gate.run.crosscheck import LOCAL_NOTE
 from gate.run.runner import RunResult, run_gate
@@ -179,8 +179,8 @@ def test_a_cross_check_share_of_zero_sends_nothing_again(suite: Suite) -> None:
 def test_reports_show_the_workers_and_the_disagreement_as_inert_text(suite: Suite) -> None:
     """The Markdown and HTML reports list trials by worker and each worker_disagreement; a worker name
     with Markdown/HTML in it (workers are data) stays text; a local run's reports add no section."""
-    from gate.core.report_html import render_html
-    from gate.core.report_markdown import render_markdown
+    from gate.core.report.html import render_html
+    from gate.core.report.markdown import render_markdown
 
     hostile = "liar<b>|*x*"
     result = fleet_run(suite, MockFleet(lying(hostile), [hostile, "honest"]))
@@ -242,7 +242,7 @@ def test_a_cross_checked_spec_is_the_very_spec_the_first_worker_ran(suite: Suite
 
 def test_a_card_from_before_cross_checks_still_loads(suite: Suite) -> None:
     """A card without `cross_check` or the rows' `workers` (written before them) loads, with empty defaults."""
-    from gate.core.card import VerdictCard
+    from gate.core.card.card import VerdictCard
 
     result, _ = run(suite, good)
     data = json.loads(result.card.model_dump_json())

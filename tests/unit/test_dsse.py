@@ -1,4 +1,4 @@
-"""gate.core.dsse: the DSSE v1 PAE and envelope verification against the specification's own test
+"""gate.core.card.dsse: the DSSE v1 PAE and envelope verification against the specification's own test
 vectors, signing round trips, and every tampered field refused."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.dsse import (
+from gate.core.card.dsse import (
     INTOTO_PAYLOAD_TYPE,
     Envelope,
     EnvelopeError,

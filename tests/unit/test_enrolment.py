@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.enrolment import (
+from gate.core.errors import InputMissingError
+from gate.core.testing import make_specs
+from gate.core.trust.enrolment import (
     RESULT_DOMAIN,
     EnrolledWorker,
     EnrolmentRefused,
@@ -24,8 +26,6 @@ from gate.core.enrolment import (
     revoke,
     spec_digest,
 )
-from gate.core.errors import InputMissingError
-from gate.core.testing import make_specs
 from gate.io.keys import SigningKey, write_new_key
 from gate.io.workers import RegistryFileError, load_roster, save_roster, verify_pem
 from worker.celery.signing import sign_result

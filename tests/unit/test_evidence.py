@@ -1,5 +1,5 @@
 """Evidence: every judged trial kept by content beside the card (gate.io.evidence), the card's digest
-over them (gate.core.evidence) and `gate refold`, which re-folds the records and checks the card; no Docker."""
+over them (gate.core.card.evidence) and `gate refold`, which re-folds the records and checks the card; no Docker."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 import structlog
 
 from gate.cli.main import main
+from gate.core.card.evidence import TrialRecord, evidence_digest, record_bytes, record_digest, refold
 from gate.core.errors import UsageError
-from gate.core.evidence import TrialRecord, evidence_digest, record_bytes, record_digest, refold
+from gate.core.suite.trial import Captured, FileChange, Observation
 from gate.core.testing import MockExecutor
-from gate.core.trial import Captured, FileChange, Observation
-from gate.core.verdict import Kind, Outcome, OutcomeKind
+from gate.core.verdicts.verdict import Kind, Outcome, OutcomeKind
 from gate.io.artifacts import read_card, write_card
 from gate.run.runner import run_gate
 

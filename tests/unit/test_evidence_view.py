@@ -1,4 +1,4 @@
-"""The reviewers' view of the evidence (gate.core.evidence_view) and `gate evidence CARD`: which trials
+"""The reviewers' view of the evidence (gate.core.report.evidence_view) and `gate evidence CARD`: which trials
 are shown, what each carries, that hostile record text renders inert, and the command end to end; no Docker."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gate.cli.main import main
-from gate.core.card import VerdictCard
+from gate.core.card.card import VerdictCard
+from gate.core.card.evidence import TrialRecord, record_digest
 from gate.core.errors import RET_CONFIG, RET_OK, RET_USAGE
-from gate.core.evidence import TrialRecord, record_digest
-from gate.core.evidence_view import HEAD_CHARS, WRITES_SHOWN, Review, build_review, by_digest
-from gate.core.trial import Captured, FileChange, Observation
-from gate.core.verdict import Outcome, OutcomeKind
+from gate.core.report.evidence_view import HEAD_CHARS, WRITES_SHOWN, Review, build_review, by_digest
+from gate.core.suite.trial import Captured, FileChange, Observation
+from gate.core.verdicts.verdict import Outcome, OutcomeKind
 
 from .mini_suite import CONTRACT, RUN_ID, SAFETY, STAT, Suite, build_suite, but, good, run
 

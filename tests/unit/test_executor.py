@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.testing import MockSandbox, make_specs
-from gate.core.trial import Limits, Observation, TrialSpec
 from gate.run.executor import LocalExecutor, opened
 
 

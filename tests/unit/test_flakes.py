@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from gate.cli.summary import print_summary
-from gate.core.carddiff import diff_cards
+from gate.core.card.carddiff import diff_cards
 from gate.core.errors import SandboxError
-from gate.core.flakes import RerunVerdict, judge_base
-from gate.core.freezes import FreezeFile
-from gate.core.proposals import FREEZE_DAYS, freeze_id
-from gate.core.report_html import render_html
-from gate.core.report_markdown import md_inline, render_markdown
-from gate.core.trial import FaultOrigin, FileChange, Observation, TrialSpec
-from gate.core.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind
+from gate.core.policy.flakes import RerunVerdict, judge_base
+from gate.core.policy.freezes import FreezeFile
+from gate.core.report.html import render_html
+from gate.core.report.markdown import md_inline, render_markdown
+from gate.core.report.proposals import FREEZE_DAYS, freeze_id
+from gate.core.suite.trial import FaultOrigin, FileChange, Observation, TrialSpec
+from gate.core.verdicts.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.snapshot import tree_digest
 from gate.run.runner import RunRequest, RunResult

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gate.cli.accept import run_accept
-from gate.core.trial import Observation
-from gate.core.verdict import Kind
+from gate.core.suite.trial import Observation
+from gate.core.verdicts.verdict import Kind
 from gate.io.fixtures import seal_tree
 
 from .mini_suite import CONTRACT, NOW, Suite, build_suite, but, run, stdout

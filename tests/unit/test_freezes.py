@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.errors import RET_CONFIG, FreezeFileError
-from gate.core.freezes import FreezeEntry, FreezeFile, FreezeState, dependent_freeze_reasons, resolve
-from gate.core.verdict import Band
+from gate.core.policy.freezes import FreezeEntry, FreezeFile, FreezeState, dependent_freeze_reasons, resolve
+from gate.core.verdicts.verdict import Band
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SEAL = "a" * 64

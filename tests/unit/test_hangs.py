@@ -10,7 +10,7 @@ import pytest
 from gate.cli.main import main
 from gate.cli.power import MAX_RATES, parse_rates
 from gate.core.errors import RET_USAGE, UsageError
-from gate.core.selection import MAX_KEYWORD, select_ids
+from gate.core.suite.selection import MAX_KEYWORD, select_ids
 
 
 def test_a_keyword_of_50000_brackets_is_refused_at_once() -> None:

@@ -1,4 +1,4 @@
-"""gate.core.history: the bounded per-property flake history, the nightly pair's flakes and the
+"""gate.core.policy.history: the bounded per-property flake history, the nightly pair's flakes and the
 lifting rule, and the history carried in the ledger file beside the credits."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError
-from gate.core.freezes import FreezeEntry, FreezeFile, created
-from gate.core.history import (
+from gate.core.policy.freezes import FreezeEntry, FreezeFile, created
+from gate.core.policy.history import (
     History,
     HistoryEntry,
     base_run_refusal,
@@ -23,9 +22,10 @@ from gate.core.history import (
     record,
     runs_needed,
 )
-from gate.core.ledger import Ledger
-from gate.core.suite import LedgerConfig, SamplerConfig
-from gate.core.verdict import Kind
+from gate.core.policy.ledger import Ledger
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
+from gate.core.verdicts.bands import SamplerWindow
+from gate.core.verdicts.verdict import Kind
 from gate.io.ledgerfile import FileBooks
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

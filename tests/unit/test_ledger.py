@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_HARNESS
-from gate.core.ledger import Credit, Ledger, LedgerAction
-from gate.core.policy import JobStatus, decide
+from gate.core.policy.ledger import Credit, Ledger, LedgerAction
+from gate.core.policy.policy import JobStatus, decide
 from gate.core.testing import make_verdict
-from gate.core.verdict import Band, Kind
+from gate.core.verdicts.bands import SamplerWindow
+from gate.core.verdicts.verdict import Band, Kind
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(hours=6)

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE, InputMissingError
-from gate.core.history import HistoryEntry, record
+from gate.core.policy.history import HistoryEntry, record
+from gate.core.suite.trial import FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.core.trial import FileChange, Observation, TrialSpec
-from gate.core.verdict import Kind
+from gate.core.verdicts.verdict import Kind
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
 from gate.io.state import MemoryBooks
@@ -198,14 +198,14 @@ def test_a_frozen_property_that_passed_enough_runs_is_proposed_for_lifting(suite
 
 
 def _terms():
-    from gate.core.suite import LedgerConfig, SamplerConfig
+    from gate.core.suite.suite import LedgerConfig, SamplerConfig
 
     return LedgerConfig(), SamplerConfig()
 
 
 def test_memory_books_keep_history() -> None:
     """The in-memory store applies a history update with its ledger update."""
-    from gate.core.suite import LedgerConfig, SamplerConfig
+    from gate.core.suite.suite import LedgerConfig, SamplerConfig
 
     books = MemoryBooks(LedgerConfig(), SamplerConfig())
     entry = HistoryEntry(run_id="r", at=NOW, seal="a" * 64, kind=Kind.PASS, trials=1, hits=1)

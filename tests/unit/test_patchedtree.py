@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gate.core.errors import FixtureTreeError, InputMissingError, TreeTooLargeError
-from gate.core.trial import Limits
+from gate.core.suite.trial import Limits
 from gate.io.fixtures import seal_tree
 from gate.io.patchedtree import copy_tree, laid_out, link_problem, read_patched_tree, scan_tree, seal_patched
 from gate.io.snapshot import LocalInputs, lay_over, tree_digest, world_readable

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gate.core.errors import SuiteError
-from gate.core.plan import plan
-from gate.core.suite import PropertySpec
-from gate.core.trial import ClockSpec, Limits
+from gate.core.suite.plan import plan
+from gate.core.suite.suite import PropertySpec
+from gate.core.suite.trial import ClockSpec, Limits
 
 CLOCK = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
 MANIFEST = {"inv.json": "1" * 64, "tools/q.json": "2" * 64}

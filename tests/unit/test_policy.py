@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
-from gate.core.ledger import Ledger, LedgerAction
-from gate.core.policy import JobStatus, decide
+from gate.core.policy.ledger import Ledger, LedgerAction
+from gate.core.policy.policy import JobStatus, decide
 from gate.core.testing import make_verdict
-from gate.core.verdict import Band, Kind
+from gate.core.verdicts.bands import SamplerWindow
+from gate.core.verdicts.verdict import Band, Kind
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 S = JobStatus

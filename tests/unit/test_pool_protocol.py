@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from gate.core.trial import Limits, WorkCopy
+from gate.core.suite.trial import Limits, WorkCopy
 from worker.host.pool import Shape, _request
 from worker.host.poolclient import ENV, TAKE_TIMEOUT_S, Lease, default_socket, pool_socket
 

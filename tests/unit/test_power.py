@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import gate.core.power as power
-from gate.core.bands import FixedRule, SprtRule
-from gate.core.power import (
+import gate.core.verdicts.power as power
+from gate.core.verdicts.bands import FixedRule, SprtRule
+from gate.core.verdicts.power import (
     binomial_pmf,
     operating_characteristic,
     operating_characteristics,

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.errors import ImageError
-from gate.core.suite import ImageConfig, SuiteConfig
+from gate.core.suite.suite import ImageConfig, SuiteConfig
 from gate.core.testing import make_spec
 from worker.host.batchfile import probe_env
 from worker.host.images import check_descends, lock_dockerfile

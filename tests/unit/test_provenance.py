@@ -1,11 +1,11 @@
-"""gate.core.provenance: a trial counts only if it ran in the run's own image; one a worker ran elsewhere
+"""gate.core.trust.provenance: a trial counts only if it ran in the run's own image; one a worker ran elsewhere
 (another image, or no sandbox at all) is a fault that can neither pass a row nor draw a credit."""
 
 from __future__ import annotations
 
-from gate.core.provenance import in_run_image
+from gate.core.suite.trial import FaultOrigin, Observation
 from gate.core.testing import make_spec
-from gate.core.trial import FaultOrigin, Observation
+from gate.core.trust.provenance import in_run_image
 
 RUN_IMAGE = "sha256:" + "a" * 64
 

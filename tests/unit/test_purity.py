@@ -14,8 +14,8 @@ import pytest
 import gate
 import gate.core
 
-# Every module under gate/core, found by walking the package: a new core module is checked too.
-CORE = sorted(info.name for info in pkgutil.iter_modules(gate.core.__path__, "gate.core."))
+# Every module under gate/core and its rooms, found by walking the package: a new core module is checked too.
+CORE = sorted(info.name for info in pkgutil.walk_packages(gate.core.__path__, "gate.core."))
 FORBIDDEN = ["docker", "celery", "redis", "kombu", "worker", "structlog", "logging"]
 GATE_DIR = Path(gate.__file__).resolve().parent
 CORE_DIR = GATE_DIR / "core"
@@ -57,8 +57,14 @@ def test_core_modules_really_were_imported(loaded_modules):
     assert len(CORE) >= 15 and set(CORE) <= set(loaded_modules)
 
 
+def _source_of(module: str) -> str:
+    """The source of a core module or room (its __init__.py), by its dotted name."""
+    path = CORE_DIR.joinpath(*module.split(".")[2:])
+    return (path / "__init__.py" if path.is_dir() else path.with_suffix(".py")).read_text()
+
+
 def _imports_of(module: str) -> set[str]:
-    tree = ast.parse((CORE_DIR / f"{module.split('.')[-1]}.py").read_text())
+    tree = ast.parse(_source_of(module))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -77,6 +83,6 @@ def test_core_source_imports_no_logging_or_services(module):
 @pytest.mark.parametrize("module", CORE)
 def test_core_source_reads_no_clock(module):
     """No core module calls datetime.now/utcnow/today or time.time: time is a parameter."""
-    source = (CORE_DIR / f"{module.split('.')[-1]}.py").read_text()
+    source = _source_of(module)
     for call in (".now(", ".utcnow(", ".today(", "time.time(", "time.monotonic("):
         assert call not in source, f"{module} calls {call}"

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gate.core.card import accept
+from gate.core.card.card import accept
 from gate.core.errors import (
     RET_CONFIG,
     RET_NOINPUT,
@@ -32,7 +32,7 @@ from gate.core.errors import (
     InputMissingError,
     UsageError,
 )
-from gate.core.suite import LedgerConfig, SamplerConfig, Suite
+from gate.core.suite.suite import LedgerConfig, SamplerConfig, Suite
 from gate.io.artifacts import check_writable, read_card
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree
 from gate.io.inputs import read_input

@@ -1,4 +1,4 @@
-"""The HTML report of a verdict card (gate.core.report_html) and its wiring: `gate run --report-html`
+"""The HTML report of a verdict card (gate.core.report.html) and its wiring: `gate run --report-html`
 and `gate report CARD --report-html`; no Docker."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from gate.cli.main import main
-from gate.core.bands import wilson
-from gate.core.card import PropertyRow, VerdictCard
+from gate.core.card.card import PropertyRow, VerdictCard
+from gate.core.card.evidence import TrialRecord, record_digest
 from gate.core.errors import RET_OK, RET_USAGE, UsageError
-from gate.core.evidence import TrialRecord, record_digest
-from gate.core.ledger import LedgerAction, LedgerEntry
-from gate.core.report_html import CSP, render_html
-from gate.core.trial import Captured, Observation
-from gate.core.verdict import Band, Kind, Outcome, OutcomeKind
+from gate.core.policy.ledger import LedgerAction, LedgerEntry
+from gate.core.report.html import CSP, render_html
+from gate.core.suite.trial import Captured, Observation
+from gate.core.verdicts.bands import wilson
+from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeKind
 from gate.io.artifacts import read_card
 from gate.io.evidence import verified_records
 from gate.io.reports import ReportTargets

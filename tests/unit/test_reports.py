@@ -1,4 +1,4 @@
-"""The CI reports of a verdict card (gate.core.report_junit, gate.core.report_markdown) and their wiring:
+"""The CI reports of a verdict card (gate.core.report.junit, gate.core.report.markdown) and their wiring:
 `gate run --junitxml/--summary-md`, $GITHUB_STEP_SUMMARY and `gate report CARD`; no Docker."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from gate.cli.main import main
-from gate.core.card import PropertyRow, VerdictCard
+from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.errors import RET_NOINPUT, RET_OK, RET_USAGE, UsageError
-from gate.core.report_junit import render_junit
-from gate.core.report_markdown import render_markdown
-from gate.core.trial import Observation
-from gate.core.verdict import Band, Kind
+from gate.core.report.junit import render_junit
+from gate.core.report.markdown import render_markdown
+from gate.core.suite.trial import Observation
+from gate.core.verdicts.verdict import Band, Kind
 from gate.io.artifacts import read_card
 from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets
 from gate.run.runner import run_gate

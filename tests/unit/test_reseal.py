@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.seal import Seal, describe_change
+from gate.core.suite.seal import Seal, describe_change
 from worker.celery.app import TASK_RESEAL
 from worker.celery.beat import BEAT_ENTRY, NIGHTLY_CRON
 

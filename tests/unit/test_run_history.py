@@ -15,13 +15,13 @@ import pytest
 
 from gate.cli.summary import print_summary
 from gate.core.errors import FreezeFileError
-from gate.core.history import HistoryEntry, record
-from gate.core.report_html import render_html
-from gate.core.report_markdown import render_markdown
-from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.core.policy.history import HistoryEntry, record
+from gate.core.report.html import render_html
+from gate.core.report.markdown import render_markdown
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
+from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.core.trial import Observation, TrialSpec
-from gate.core.verdict import Kind
+from gate.core.verdicts.verdict import Kind
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline

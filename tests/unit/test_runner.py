@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.acceptance import prove
+from gate.core.card.acceptance import prove
+from gate.core.card.stamp import verdict_lines
 from gate.core.errors import SandboxError, UsageError
-from gate.core.ledger import LedgerAction
-from gate.core.policy import JobStatus
-from gate.core.stamp import verdict_lines
+from gate.core.policy.ledger import LedgerAction
+from gate.core.policy.policy import JobStatus
+from gate.core.suite.trial import FaultOrigin, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.core.trial import FaultOrigin, FileChange, Observation, TrialSpec
-from gate.core.verdict import Kind
+from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
 from gate.run.runner import RunRequest, RunResult, run_gate
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import RET_NOINPUT, RET_USAGE, InputMissingError, UsageError
-from gate.core.ledger import Ledger
-from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.core.policy.ledger import Ledger
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
+from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.core.trial import Observation, TrialSpec
+from gate.core.verdicts.bands import SamplerWindow
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
 from gate.run.runner import run_gate

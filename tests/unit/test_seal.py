@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.seal import ManifestDiff, Seal, compute, sort_key
+from gate.core.suite.seal import ManifestDiff, Seal, compute, sort_key
 
 H = hashlib.sha256
 

@@ -1,4 +1,4 @@
-"""gate.core.selection and `gate run -k/--property`: only the selected properties run, the card
+"""gate.core.suite.selection and `gate run -k/--property`: only the selected properties run, the card
 says which, and `accept` refuses a card that covers less than the whole suite."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from gate.cli.main import main
 from gate.core.errors import RET_USAGE, UsageError
-from gate.core.selection import select_ids
+from gate.core.suite.selection import select_ids
 from gate.core.testing import MockExecutor
-from gate.core.verdict import Kind
+from gate.core.verdicts.verdict import Kind
 from gate.run.runner import run_gate
 
 from .mini_suite import CONTRACT, NOW, RUN_ID, SAFETY, STAT, build_suite, good

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gate.cli.main import main
-from gate.core.card import VerdictCard
-from gate.core.dsse import INTOTO_PAYLOAD_TYPE, ResourceDescriptor, Statement, sign
+from gate.core.card.card import VerdictCard
+from gate.core.card.dsse import INTOTO_PAYLOAD_TYPE, ResourceDescriptor, Statement, sign
+from gate.core.card.signedcard import PREDICATE_TYPE, card_statement, sign_card, signature_problem
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE, UsageError
-from gate.core.signedcard import PREDICATE_TYPE, card_statement, sign_card, signature_problem
 from gate.io.artifacts import card_bytes
 from gate.io.cardsig import envelope_path, signature_reason
 from gate.io.keys import SigningKey, public_path, write_new_key

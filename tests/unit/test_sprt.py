@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from gate.core.bands import BandDecision, BandRule, FixedRule, SprtRule
-from gate.core.verdict import Band, Kind, Outcome, OutcomeKind, fold
+from gate.core.verdicts.bands import BandDecision, BandRule, FixedRule, SprtRule
+from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeKind, fold
 
 RULE = SprtRule(p0=0.8, p1=0.6, alpha=0.05, beta=0.05, max_trials=120)
 

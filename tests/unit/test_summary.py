@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gate.cli.summary import print_summary
-from gate.core.card import VerdictCard
-from gate.core.trial import FaultOrigin, Observation
+from gate.core.card.card import VerdictCard
+from gate.core.suite.trial import FaultOrigin, Observation
 
 from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, but, run, stdout
 

@@ -1,4 +1,4 @@
-"""gate.core.seal.compute_tree: the patched tree's digest, symlinks included, with no file/link collision."""
+"""gate.core.suite.seal.compute_tree: the patched tree's digest, symlinks included, with no file/link collision."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.seal import FRAMED_TREE, compute, compute_tree
+from gate.core.suite.seal import FRAMED_TREE, compute, compute_tree
 
 
 def files_only(files: dict[str, bytes]) -> str:

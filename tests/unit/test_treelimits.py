@@ -1,9 +1,9 @@
-"""gate.core.treelimits: whether a patched tree fits the sandbox's work space, file size and file count."""
+"""gate.core.suite.treelimits: whether a patched tree fits the sandbox's work space, file size and file count."""
 
 from __future__ import annotations
 
-from gate.core.treelimits import MIB, PAGE, TreeSize, refusal, tree_size
-from gate.core.trial import Limits
+from gate.core.suite.treelimits import MIB, PAGE, TreeSize, refusal, tree_size
+from gate.core.suite.trial import Limits
 
 
 def test_small_files_take_whole_pages_and_short_links_none() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gate.core.errors import FixtureTreeError, UsageError
-from gate.core.suite import Suite, SuiteConfig
+from gate.core.suite.suite import Suite, SuiteConfig
 from gate.io.patchedtree import read_patched_tree
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import TreeSelection, in_git, select_paths, tree_selection

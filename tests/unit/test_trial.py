@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
+from gate.core.suite.trial import Captured, ClockSpec, FaultOrigin, Observation
 from gate.core.testing import make_spec
-from gate.core.trial import Captured, ClockSpec, FaultOrigin, Observation
 
 
 def test_faketimerc_in_utc_is_the_instant() -> None:

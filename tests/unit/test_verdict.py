@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gate.core.bands import FixedRule, wilson
-from gate.core.verdict import Band, Kind, Outcome, OutcomeKind, Verdict, fold, harness_verdict
+from gate.core.verdicts.bands import FixedRule, wilson
+from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeKind, Verdict, fold, harness_verdict
 
 DIGEST = "f" * 64
 OC = OutcomeKind
@@ -417,7 +417,7 @@ def test_a_harness_error_is_creditable_only_when_every_fault_is(creditable, expe
 
 def test_a_lone_surrogate_in_a_detail_is_escaped_so_the_card_can_be_written() -> None:
     """A check quoting probe JSON that held "\\ud800" leaves a detail that encodes as UTF-8 (escaped)."""
-    from gate.core.verdict import Outcome, OutcomeKind
+    from gate.core.verdicts.verdict import Outcome, OutcomeKind
 
     outcome = Outcome(trial_index=0, kind=OutcomeKind.MISS, detail="got '\ud800' back")
     assert outcome.detail == "got '\\ud800' back"

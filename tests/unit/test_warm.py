@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.trial import ClockSpec
+from gate.core.suite.trial import ClockSpec
 from worker.host.warm import UNBOUND_CLOCK, fill_tree, write_in_place
 
 

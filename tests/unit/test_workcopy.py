@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from gate.core.card.stamp import work_copy_facts
 from gate.core.errors import UsageError
-from gate.core.stamp import work_copy_facts
+from gate.core.suite.trial import Observation, WorkCopy
 from gate.core.testing import make_spec
-from gate.core.trial import Observation, WorkCopy
 from worker.host import workcopy
 from worker.host.container import report_observation
 

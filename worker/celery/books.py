@@ -15,11 +15,11 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 
-from gate.core.bands import SamplerWindow
 from gate.core.errors import ConfigError, HarnessError, UsageError
-from gate.core.history import History
-from gate.core.ledger import Ledger
-from gate.core.suite import LedgerConfig, SamplerConfig
+from gate.core.policy.history import History
+from gate.core.policy.ledger import Ledger
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
+from gate.core.verdicts.bands import SamplerWindow
 from gate.io.state import (
     BooksUpdate,
     HistoryUpdate,

@@ -11,7 +11,7 @@ keep a run's containers warm between its batches; `close` broadcasts that the ru
 every worker removes them at once.
 
 With a worker registry (`enrolled`), every result must be signed by an enrolled, unrevoked key over
-the batch id and spec digest this coordinator issued (gate.core.enrolment): anything else is a
+the batch id and spec digest this coordinator issued (gate.core.trust.enrolment): anything else is a
 harness event and harness faults for its trials, never an observation; an accepted observation
 carries the enrolled name as its worker id, whatever the worker wrote.
 """
@@ -28,11 +28,11 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as ResultTimeout
 
-from gate.core.batching import batches
-from gate.core.card import HarnessEvent
-from gate.core.enrolment import EnrolledWorker, Refusal, Roster, check_result, spec_digest
+from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
-from gate.core.trial import FaultOrigin, Limits, Observation, TrialSpec
+from gate.core.suite.batching import batches
+from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
+from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_result, spec_digest
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
 from worker.celery.app import (

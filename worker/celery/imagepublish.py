@@ -19,7 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import docker
 
-from gate.core.card import HarnessEvent
+from gate.core.card.card import HarnessEvent
 from gate.core.errors import GateError, SandboxError
 from worker.celery.blobs import BlobStore, RedisBlobStore
 from worker.celery.broker import broker_call

@@ -23,7 +23,7 @@ from celery.signals import worker_process_shutdown
 from celery.worker.control import control_command
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Sandbox
+from gate.core.suite.trial import Sandbox
 from worker.celery.app import CONTROL_CLOSE_RUN
 from worker.host.engine import docker_client
 from worker.host.sweep import sweep

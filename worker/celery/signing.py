@@ -1,4 +1,4 @@
-"""The worker's signing key and the signature each batch result carries (gate.core.enrolment says
+"""The worker's signing key and the signature each batch result carries (gate.core.trust.enrolment says
 exactly what is signed). The key is this worker's own: created at its first start, kept 0600 in
 the worker's home (or $PROBEGATE_WORKER_KEY), never mounted into a sandbox; the operator enrols
 its public half with the coordinator (`gate-worker key`, then `gate workers enrol`)."""
@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gate.core.enrolment import ResultSignature, result_message, spec_digest
+from gate.core.trust.enrolment import ResultSignature, result_message, spec_digest
 from gate.io.keys import SigningKey, load_or_create
 
 ENV_KEY = "PROBEGATE_WORKER_KEY"

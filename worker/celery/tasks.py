@@ -19,7 +19,7 @@ from celery import shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from gate.core.errors import GateError
-from gate.core.trial import FaultOrigin, Observation, Sandbox, TrialSpec
+from gate.core.suite.trial import FaultOrigin, Observation, Sandbox, TrialSpec
 from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.blobs import BlobInputs, RedisBlobStore
 from worker.celery.images import Fetched, ensure_image
@@ -137,7 +137,7 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
     observations = encode_observations(observed)
     return {
         "observations": observations,
-        # Binds these exact bytes to the batch id and spec this worker was handed (gate.core.enrolment).
+        # Binds these exact bytes to the batch id and spec this worker was handed (gate.core.trust.enrolment).
         "signature": sign_result(self.request.id, batch, observations),
         "worker": worker_id(),
         "redelivered": bool(delivery.get("redelivered")),

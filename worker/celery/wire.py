@@ -1,6 +1,6 @@
 """The JSON that crosses the broker. A batch holds trials that differ only in their index and canary
-(gate.core.batching), so it travels as one spec (the template) plus the indices and canaries; observations travel as
-one JSON string that pydantic parses and validates in one pass. Both keep the broker's own
+(gate.core.suite.batching), so it travels as one spec (the template) plus the indices and canaries; observations
+travel as one JSON string that pydantic parses and validates in one pass. Both keep the broker's own
 (slow, per-object) JSON work to a few strings per batch.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from gate.core.batching import check_one_batch
-from gate.core.trial import Observation, TrialSpec
+from gate.core.suite.batching import check_one_batch
+from gate.core.suite.trial import Observation, TrialSpec
 
 _OBSERVATIONS = TypeAdapter(list[Observation])
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gate.core.batching import batch_key
-from gate.core.trial import TrialSpec
+from gate.core.suite.batching import batch_key
+from gate.core.suite.trial import TrialSpec
 from worker.host.container import IN_DIR, LOWER, SCRATCH
 
 WORK = "/work"  # where the supervisor lays out each trial's fresh copy of the tree
@@ -42,7 +42,7 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
 
 
 def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[TrialSpec]]:
-    """Runs of consecutive specs that form one batch (gate.core.batching: the same key, so one container
+    """Runs of consecutive specs that form one batch (gate.core.suite.batching: the same key, so one container
     shape), each sent to one container as one batch file."""
     group: list[TrialSpec] = []
     for spec in specs:

@@ -17,7 +17,7 @@ import docker
 from docker.types import Mount, Ulimit
 
 from gate.core.errors import SandboxError
-from gate.core.trial import SANDBOX_UID, Captured, FileChange, Limits, Observation, TrialSpec, WorkCopy
+from gate.core.suite.trial import SANDBOX_UID, Captured, FileChange, Limits, Observation, TrialSpec, WorkCopy
 from worker.host.engine import Container, create
 from worker.host.sweep import LABEL_BATCH, LABEL_HOST, LABEL_PID, LABEL_PROPERTY, LABEL_RUN, LABEL_TRIAL
 from worker.host.workcopy import security_options

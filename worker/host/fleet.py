@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Limits, TrialSpec, WorkCopy
+from gate.core.suite.trial import Limits, TrialSpec, WorkCopy
 from worker.host.batchfile import supervisor_env
 from worker.host.container import BOX, HELPERS, IDLE_S, ReportStream, batch_labels, create_container, stage_mount
 from worker.host.engine import container_by_id, containers, has_image

@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, ImageError, SandboxError
-from gate.core.suite import ImageSource
+from gate.core.suite.suite import ImageSource
 from gate.io.fixtures import seal_tree, tree_files
 from gate.io.inputs import read_input
 from worker.host.engine import BuildFailed, build_image, image_attrs, prune_dangling, resolve_image_id, run_once

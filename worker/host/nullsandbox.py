@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import socket
 
-from gate.core.trial import Inputs, Limits, Observation, TrialSpec
+from gate.core.suite.trial import Inputs, Limits, Observation, TrialSpec
 
 NULL_IMAGE = "null"
 

@@ -32,7 +32,7 @@ import docker
 from pydantic import ValidationError
 
 from gate.core.errors import SandboxError
-from gate.core.trial import Limits, WorkCopy
+from gate.core.suite.trial import Limits, WorkCopy
 from worker.host.container import batch_labels
 from worker.host.engine import docker_client, has_image
 from worker.host.fleet import SUPERVISOR, create_warm

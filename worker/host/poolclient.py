@@ -16,7 +16,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate.core.trial import Limits, WorkCopy
+from gate.core.suite.trial import Limits, WorkCopy
 
 ENV = "PROBEGATE_POOL"  # the pool's socket; "off" never uses one
 TAKE_TIMEOUT_S = 2.0  # a pool slower than this to answer is not worth waiting for

@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, ImageError, SandboxError
-from gate.core.trial import ClockSpec, Sandbox, TrialSpec, WorkCopy
+from gate.core.suite.trial import ClockSpec, Sandbox, TrialSpec, WorkCopy
 from gate.io.fixtures import seal_tree
 from gate.io.snapshot import LocalInputs
 from worker.host.engine import image_attrs

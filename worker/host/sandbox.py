@@ -14,7 +14,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, SandboxError, last_line
-from gate.core.trial import FaultOrigin, Inputs, Limits, Observation, TrialSpec, WorkCopy
+from gate.core.suite.trial import FaultOrigin, Inputs, Limits, Observation, TrialSpec, WorkCopy
 from worker.host import workcopy
 from worker.host.batchfile import batch_file, container_groups
 from worker.host.container import (
@@ -34,7 +34,7 @@ POLL_S = 0.25  # how often a wait for a report line looks at the abort flag
 
 
 class DockerSandbox:
-    """The gate.core.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
+    """The gate.core.suite.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
     `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
     batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison).
     `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py);

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.errors import SandboxError
-from gate.core.trial import SANDBOX_UID, ClockSpec, Limits, TrialSpec, WorkCopy
+from gate.core.suite.trial import SANDBOX_UID, ClockSpec, Limits, TrialSpec, WorkCopy
 from worker.host.container import ReportStream
 from worker.host.engine import Container
 from worker.host.treemount import release, show

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from gate.core.errors import UsageError
-from gate.core.trial import WorkCopy
+from gate.core.suite.trial import WorkCopy
 
 ENV = "PROBEGATE_WORK_COPY"
 PROFILE = Path(__file__).resolve().parent / "seccomp" / "default.json"

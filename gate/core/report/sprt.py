@@ -1,0 +1,168 @@
+"""The SPRT path of the HTML report: for each statistical property whose rule is Wald's SPRT, the
+log-likelihood ratio after each trial, from the trial records, against the two boundaries.
+
+Trials are taken in trial-index order and counted as the fold counts them (`OutcomeCounts`): every
+trial is one of `trials`, only a hit is one of `hits`, so a miss, a timeout and a fault each add the
+rule's `miss_step`, and the last point is `SprtRule.llr(row.hits, row.trials)`, the value
+`SprtRule.state` judges. The fold lets the rule decide only a row with no timeout and no fault
+(`kind_of` settles those first); such a row's path is still drawn, and its caption says that its
+verdict did not come from the SPRT. Pure: records in, elements out, built with `gate.core.report.dom`.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gate.core.card.card import PropertyRow
+from gate.core.card.evidence import TrialRecord
+from gate.core.report.dom import el, html_text, line, num, svg
+from gate.core.verdicts.bands import SprtRule, SprtState
+from gate.core.verdicts.verdict import Outcome, OutcomeKind
+
+_LABEL_CHARS = 60  # a property id above its plot
+
+# Plot geometry, in SVG user units.
+_WIDTH = 520
+_HEIGHT = 180
+_X0 = 60  # left of the plot; the boundary labels are drawn before it
+_X1 = 500
+_TOP = 26  # room for the property id
+_BOTTOM = 150  # below: the trial axis labels
+
+
+@dataclass(frozen=True)
+class SprtPath:
+    """One property's llr after each of its trials, in trial-index order, with the counts behind it."""
+
+    rule: SprtRule
+    points: tuple[float, ...]
+    hits: int
+    gaps: int  # timeouts and faults, counted (as the fold counts them) as trials that are not hits
+
+    @property
+    def trials(self) -> int:
+        return len(self.points)
+
+    @property
+    def final(self) -> float:
+        """The llr after the last trial (0 before any)."""
+        return self.points[-1] if self.points else 0.0
+
+    @property
+    def decision(self) -> SprtState:
+        """What the rule says of the counts: pass, below, undecided (at the cap) or open."""
+        return self.rule.state(self.hits, self.trials)
+
+
+def sprt_path(rule: SprtRule, outcomes: Iterable[Outcome]) -> SprtPath:
+    """The llr path of `outcomes` in trial-index order, each trial counted as the fold counts it."""
+    ordered = sorted(outcomes, key=lambda o: o.trial_index)
+    return SprtPath(
+        rule=rule,
+        points=rule.llr_path(o.kind is OutcomeKind.HIT for o in ordered),
+        hits=sum(1 for o in ordered if o.kind is OutcomeKind.HIT),
+        gaps=sum(1 for o in ordered if o.kind in (OutcomeKind.TIMEOUT, OutcomeKind.FAULT)),
+    )
+
+
+def draw_sprt_paths(
+    body: ET.Element, rows: Sequence[tuple[int, PropertyRow, SprtRule]], records: Sequence[TrialRecord]
+) -> None:
+    """A heading, then per row (card index, row, its SPRT rule) its path as `svg#sprt-<index>`, or a
+    note saying why none is drawn (no records given, none observed, records that disagree with the row)."""
+    el(body, "h2", "SPRT: log-likelihood ratio after each trial")
+    if not records and any(row.trials for _, row, _ in rows):
+        el(
+            body,
+            "p",
+            "The trial records (the evidence beside the card) were not given to the report: no SPRT path is drawn.",
+            id="sprt-no-evidence",
+        )
+        return
+    outcomes: dict[str, list[Outcome]] = {}
+    for record in records:
+        outcomes.setdefault(record.property_id, []).append(record.outcome)
+    for index, row, rule in rows:
+        path = sprt_path(rule, outcomes.get(row.id, ()))
+        if path.trials == 0 and row.trials == 0:
+            _note(body, index, row, f"{row.id}: no trial was observed, no path to draw.")
+        elif (path.hits, path.trials) != (row.hits, row.trials):
+            # Only a path that ends where the row stands may stand beside it: the page would contradict itself.
+            text = (
+                f"{row.id}: the records hold {path.hits}/{path.trials} hits but the row says "
+                f"{row.hits}/{row.trials}: no path drawn."
+            )
+            _note(body, index, row, text)
+        else:
+            _plot(body, index, row, path)
+
+
+def _note(body: ET.Element, index: int, row: PropertyRow, text: str) -> None:
+    el(body, "p", html_text(text, 400), id=f"sprt-{index}", **{"class": "sprt-note"}, data_property=row.id)
+
+
+def _plot(body: ET.Element, index: int, row: PropertyRow, path: SprtPath) -> None:
+    """The path as a polyline, one point per trial, between the reject (A) and accept (B) lines."""
+    rule = path.rule
+    low = min(rule.lower, *path.points)
+    high = max(rule.upper, *path.points)
+    pad = (high - low) * 0.05
+    low, high = low - pad, high + pad
+
+    def x(trial: int) -> float:
+        return _X0 + trial / path.trials * (_X1 - _X0)
+
+    def y(llr: float) -> float:
+        return _BOTTOM - (llr - low) / (high - low) * (_BOTTOM - _TOP)
+
+    image = svg(body, f"sprt-{index}", _WIDTH, _HEIGHT, "log-likelihood ratio after each trial against A and B")
+    group = el(
+        image,
+        "g",
+        **{"class": "sprt-path"},
+        data_property=row.id,
+        data_kind=str(row.kind),
+        data_trials=str(path.trials),
+        data_hits=str(path.hits),
+        data_gaps=str(path.gaps),
+        data_final_llr=num(path.final),
+        data_upper=num(rule.upper),
+        data_lower=num(rule.lower),
+        data_decision=path.decision,
+    )
+    el(group, "text", html_text(row.id, _LABEL_CHARS), **{"class": "label"}, x="4", y="14")
+    line(group, "axis", _X0, y(0.0), _X1, y(0.0), data_llr="0")
+    line(group, "axis", _X0, _TOP, _X0, _BOTTOM)
+    line(group, "boundary reject", _X0, y(rule.upper), _X1, y(rule.upper), data_llr=num(rule.upper))
+    line(group, "boundary accept", _X0, y(rule.lower), _X1, y(rule.lower), data_llr=num(rule.lower))
+    el(group, "text", f"A {rule.upper:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.upper) + 4))
+    el(group, "text", f"B {rule.lower:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.lower) + 4))
+    el(group, "text", "trial 1", **{"class": "tick"}, x=num(x(1) - 8), y=num(_BOTTOM + 16))
+    el(group, "text", str(path.trials), **{"class": "tick"}, x=num(_X1 - 8), y=num(_BOTTOM + 16))
+    points = " ".join(f"{num(x(k))},{num(y(llr))}" for k, llr in enumerate(path.points, start=1))
+    el(group, "polyline", **{"class": "llr"}, points=points)
+    el(group, "circle", **{"class": "llr-end"}, cx=num(x(path.trials)), cy=num(y(path.final)), r="3")
+    el(body, "p", _caption(row, path), **{"class": "sprt-caption"}, data_property=row.id)
+
+
+def _caption(row: PropertyRow, path: SprtPath) -> str:
+    rule = path.rule
+    words = {
+        "pass": "at or below B: the band holds",
+        "below": "at or above A: the rate is below the band",
+        "undecided": "between B and A at max_trials: undecided, not passed",
+        "open": "between B and A: undecided before max_trials",
+    }
+    text = (
+        f"{html_text(row.id, _LABEL_CHARS)}: {path.hits}/{path.trials} hits (p0 {rule.p0}, p1 {rule.p1}), "
+        f"final llr {path.final:.3f}, {words[path.decision]}. The run checks the test only after each wave "
+        f"of {rule.wave} trials and at max_trials {rule.max_trials}, so the path may cross a line between checks."
+    )
+    if path.gaps:
+        text += (
+            f" {path.gaps} timeout/fault trial(s) are drawn as trials without a hit, as the row counts them; "
+            f"the fold decides such a row by them, not by the SPRT (kind {row.kind})."
+        )
+    return text

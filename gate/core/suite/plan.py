@@ -1,0 +1,81 @@
+"""Planning: each classified property of the suite becomes its trial specs, bound to the fixture
+digest the seal recorded. Pure: the seal, clock and run id come in as values.
+
+Statistical properties are planned in waves (`Planner.trials(prop, start, count)`); `plan` is the
+whole plan at once, every property at its planned (maximum) trial count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gate.core.errors import SuiteError
+from gate.core.suite.suite import PropertySpec
+from gate.core.suite.trial import ClockSpec, Limits, TrialSpec
+
+
+@dataclass(frozen=True)
+class Planner:
+    """What every trial of one run shares; `trials` stamps out a property's specs from it."""
+
+    run_id: str
+    probe_argv: tuple[str, ...]
+    tree_digest: str
+    manifest: Mapping[str, str]
+    clock: ClockSpec
+    limits: Limits = field(default_factory=Limits)
+    suite_file: str = "gate.toml"
+    image_id: str = ""  # when set, a worker whose image differs refuses the trial
+    pythonpath: tuple[str, ...] = ()
+    new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
+
+    def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
+        """Specs for trial indices start .. start+count-1 of `prop`."""
+        check_fixtures([prop], self.manifest, suite_file=self.suite_file)
+        return [
+            TrialSpec(
+                run_id=self.run_id,
+                property_id=prop.id,
+                trial_index=index,
+                probe_argv=self.probe_argv,
+                tree_digest=self.tree_digest,
+                fixture_path=prop.fixture,
+                fixture_digest=self.manifest[prop.fixture],
+                deadline_s=prop.deadline_s,
+                clock=self.clock,
+                limits=self.limits,
+                canary=self.new_canary(),
+                image_id=self.image_id,
+                pythonpath=self.pythonpath,
+            )
+            for index in range(start, start + count)
+        ]
+
+
+def plan(
+    properties: Sequence[PropertySpec],
+    *,
+    run_id: str,
+    probe_argv: tuple[str, ...],
+    tree_digest: str,
+    manifest: Mapping[str, str],
+    clock: ClockSpec,
+    limits: Limits,
+    suite_file: str = "gate.toml",
+) -> list[TrialSpec]:
+    """Trial specs for every property, in suite order; a fixture missing from the seal is refused."""
+    check_fixtures(properties, manifest, suite_file=suite_file)
+    planner = Planner(run_id, probe_argv, tree_digest, manifest, clock, limits, suite_file)
+    return [spec for prop in properties for spec in planner.trials(prop, 0, prop.planned_trials())]
+
+
+def check_fixtures(properties: Sequence[PropertySpec], manifest: Mapping[str, str], *, suite_file: str) -> None:
+    """Refuse a property bound to a file the sealed tree does not hold."""
+    for prop in properties:
+        if prop.fixture not in manifest:
+            raise SuiteError(
+                f"fixture {prop.fixture!r} is not in the sealed fixture tree",
+                file=suite_file,
+                field=f"property {prop.id}",
+            )

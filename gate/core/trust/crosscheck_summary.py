@@ -1,0 +1,99 @@
+"""What the card says about cross-checks: the share, how many trials ran on a second worker, every
+disagreement naming both workers, the tie-breaks (quarantined workers, nondeterministic trials) and
+the statistical hit-rate outliers. Pure data and the lines reports print of it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gate.core.trust.crosscheck import Settled, Settlement, WorkerDisagreement
+from gate.core.trust.hitrate import HitRateOutlier
+
+_MODEL = ConfigDict(frozen=True, extra="forbid")
+
+
+class TrialRef(BaseModel):
+    model_config = _MODEL
+    property_id: str
+    trial_index: int = Field(ge=0)
+
+
+class CrossCheckSummary(BaseModel):
+    """The run's cross-checks. `share` is the configured share; `checked` the trials that ran on a
+    second worker; `note` why fewer (or none) did, e.g. a local pool or a one-worker fleet."""
+
+    model_config = _MODEL
+    share: float = Field(ge=0, le=1)
+    seed: str = ""  # drawn by the coordinator, shown only after the run: it makes the choice auditable
+    chosen: int = Field(0, ge=0)
+    checked: int = Field(0, ge=0)
+    note: str = ""
+    disagreements: tuple[WorkerDisagreement, ...] = ()
+    settlements: tuple[Settlement, ...] = ()
+    quarantined: tuple[str, ...] = ()
+    nondeterministic: tuple[TrialRef, ...] = ()
+    outliers: tuple[HitRateOutlier, ...] = ()
+
+
+def summarize(
+    *,
+    share: float,
+    seed: str,
+    chosen: int,
+    checked: int,
+    note: str = "",
+    disagreements: Sequence[WorkerDisagreement] = (),
+    settlements: Sequence[Settlement] = (),
+    outliers: Sequence[HitRateOutlier] = (),
+) -> CrossCheckSummary:
+    """The summary, with the quarantined workers and nondeterministic trials drawn from the settlements."""
+    quarantined = sorted({s.quarantined for s in settlements if s.settled is Settled.QUARANTINE and s.quarantined})
+    nondeterministic = sorted(
+        {(s.property_id, s.trial_index) for s in settlements if s.settled is Settled.NONDETERMINISTIC}
+    )
+    return CrossCheckSummary(
+        share=share,
+        seed=seed,
+        chosen=chosen,
+        checked=checked,
+        note=note,
+        disagreements=tuple(disagreements),
+        settlements=tuple(settlements),
+        quarantined=tuple(quarantined),
+        nondeterministic=tuple(TrialRef(property_id=p, trial_index=i) for p, i in nondeterministic),
+        outliers=tuple(outliers),
+    )
+
+
+def summary_lines(summary: CrossCheckSummary, workers: dict[str, int]) -> list[str]:
+    """A few lines for a report: who ran how many trials, the share, and anything found (at most 10 each)."""
+    lines = []
+    if workers:
+        ran = ", ".join(f"{w or '(unnamed)'} {n}" for w, n in sorted(workers.items()))
+        lines.append(f"trials by worker: {ran}")
+    line = f"cross-checks: share {summary.share:.0%}, {summary.checked}/{summary.chosen} trials ran on a second worker"
+    lines.append(line + (f" ({summary.note})" if summary.note else ""))
+    lines.extend(f"worker_disagreement: {d.line()}" for d in summary.disagreements[:10])
+    if summary.quarantined:
+        lines.append(f"quarantined workers: {', '.join(summary.quarantined)}")
+    if summary.nondeterministic:
+        shown = ", ".join(f"{t.property_id} trial {t.trial_index}" for t in summary.nondeterministic[:10])
+        lines.append(f"nondeterministic trials (nobody quarantined): {shown}")
+    lines.extend(f"hit-rate outlier: {o.line()}" for o in summary.outliers[:10])
+    return lines
+
+
+def report_lines(summary: CrossCheckSummary | None, rows: Iterable[Mapping[str, int]]) -> list[str]:
+    """What a report shows of the workers and cross-checks (the rows' worker maps summed), or nothing
+    for a run on one machine that found nothing (a local pool's). Worker names are data."""
+    totals: Counter[str] = Counter()
+    for workers in rows:
+        totals.update(workers)
+    named = {worker: count for worker, count in totals.items() if worker}
+    if summary is None or not (len(named) > 1 or summary.checked or summary.disagreements or summary.outliers):
+        return []
+    return summary_lines(summary, named)
