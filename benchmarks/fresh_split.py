@@ -28,7 +28,7 @@ from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, ti
 
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import Limits, Observation, TrialSpec
-from worker.host import fleet as fleet_module
+from worker.host import runcontainers as runcontainers_module
 from worker.host import warm as warm_module
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id
 from worker.host.sandbox import DockerSandbox
@@ -55,7 +55,7 @@ class SplitSandbox(DockerSandbox):
 def timers(spent: dict[str, float]):
     """Time the host's steps of a fresh run by wrapping the functions that do them."""
     patched = [
-        (fleet_module, "create_container", "create"),
+        (runcontainers_module, "create_container", "create"),
         (Container, "start", "start"),
         (warm_module, "fill_tree", "link"),
         (warm_module, "show", "link"),
@@ -132,8 +132,10 @@ def pooled_fresh(client, tree: Path, n: int, wave: int, socket_path: Path) -> di
         closed = time.monotonic()
     finally:
         sweep(client, run_id)
-    if sandbox._fleet.pool_note or any(o.fault for o in observed):
-        raise SystemExit(f"pooled run failed: {sandbox._fleet.pool_note} {[o.fault for o in observed if o.fault][:1]}")
+    if sandbox._containers.pool_note or any(o.fault for o in observed):
+        raise SystemExit(
+            f"pooled run failed: {sandbox._containers.pool_note} {[o.fault for o in observed if o.fault][:1]}"
+        )
     return {"total": closed - started, "take": taken - started, "trials": ran - taken, "close": closed - ran}
 
 

@@ -4,7 +4,7 @@ left half-done (the books and the card they agree with) is written whole or not 
 `routed()` (the command line, main thread) makes SIGINT and SIGTERM raise `Interrupted` in the main
 thread; everything the run started is then removed by its own `except`/`finally` blocks (the executor's
 `abort`). A second signal while that clean-up runs is counted, not raised: a clean-up cut in half would
-leave containers behind, and it is bounded (see worker/host/fleet.py `drop`).
+leave containers behind, and it is bounded (see worker/host/runcontainers.py `drop`).
 
 `held()` marks the commit: while it is active a signal is remembered instead of raised, and raised
 when the commit ends. A wait inside it that has written nothing yet (the books' lock) calls

@@ -59,7 +59,7 @@ class Oracle:
     # The card `[suite] card` names, in the work tree (None: the suite names none).
     card: Path | None = None
     # The base revision's version of the work folder, extracted (None: no --base); lives until the
-    # oracle's context ends. Flakes are established by rerunning trials there (`gate.run.baserun`).
+    # oracle's context ends. Flakes are established by rerunning trials there (`gate.run.flicker`).
     base_workdir: Path | None = None
 
 

@@ -40,13 +40,13 @@ from gate.io.reports import ReportTargets, write_reports
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
 from gate.io.treeselect import tree_selection
-from gate.run.baserun import with_base_reruns
-from gate.run.execute import all_harness, execute
 from gate.run.executor import Executor, opened
+from gate.run.flicker import with_base_reruns
 from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runhistory import run_history
+from gate.run.trials import all_harness, execute
 
 log = structlog.get_logger("gate.run")
 

@@ -150,7 +150,7 @@ def test_a_pooled_container_is_locked_down_like_a_fresh_one(docker_client, pool:
     """Seccomp, capabilities, user, network, read-only root and mounts, limits: a pooled container's
     settings equal those of the container a run makes for itself."""
     sandbox = DockerSandbox(client=docker_client, worker_id="pytest", pool="off")
-    fresh = sandbox._fleet._create(run_id, Limits(), sandbox.image_id(), "prop", 0)
+    fresh = sandbox._containers._create(run_id, Limits(), sandbox.image_id(), "prop", 0)
     try:
         [pooled] = pool_containers(docker_client, pool.path)[:1]
         pooled.reload()
@@ -212,7 +212,7 @@ def test_a_run_cannot_reach_another_slot_or_a_later_runs_tree(docker_client, poo
         [b_obs] = sandbox.run_batch(b_specs, inputs)  # B's container stays warm, bound to B's tree
         assert b_obs.fault is None, b_obs.fault
         slots = [p for p in Path(pool._dir.name).iterdir() if (p / "src" / "secret-of-run-b.txt").exists()]
-        assert slots, f"run B got no pooled container: {sandbox._fleet.pool_note}"
+        assert slots, f"run B got no pooled container: {sandbox._containers.pool_note}"
         b_slot = slots[0]
         targets = [str(b_slot), str(b_slot / "src" / "secret-of-run-b.txt"), pool._dir.name, str(b_tree)]
         a_tree = build_tree(tmp_path / "a", SNOOP_PROBE)
@@ -291,7 +291,9 @@ def test_a_run_whose_pool_died_removes_what_it_took(docker_client, sandbox_image
             if [c.id[:12] for c in pool_containers(docker_client, path)] == [host]:
                 break
             sandbox.close(held)
-            assert time.monotonic() < give_up, f"no run got the pool's container in 30 s: {sandbox._fleet.pool_note}"
+            assert time.monotonic() < give_up, (
+                f"no run got the pool's container in 30 s: {sandbox._containers.pool_note}"
+            )
         proc.kill()
         proc.wait(timeout=10)
         sandbox.close(held)

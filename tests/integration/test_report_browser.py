@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gate.core.report.dom import CSP
+from gate.core.report.html_dom import CSP
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.io.artifacts import read_card, write_card

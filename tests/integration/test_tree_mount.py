@@ -27,7 +27,7 @@ def _root() -> None:
 
 
 def container_dir(parent: Path, prefix: str) -> Path:
-    """A container's host dir as fleet.create_warm lays it out: src made shared, stage beside it."""
+    """A container's host dir as runcontainers.create_warm lays it out: src made shared, stage beside it."""
     root = parent / f"{prefix}test"
     (root / "src").mkdir(parents=True)
     (root / "stage").mkdir()

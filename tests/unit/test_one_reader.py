@@ -37,7 +37,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "wraps a descriptor Beneath.open made non-blocking",
     ("worker/celery/images.py", 'with path.open("a") as handle:'): "the worker's own lock file (flock)",
     ("worker/celery/stopping.py", 'fields = stat.read_text().rsplit(")", 1)[1].split()'): "/proc/<pid>/stat",
-    ("worker/host/fleet.py", "if (opt / name).read_bytes() != source.read_bytes():"):
+    ("worker/host/runcontainers.py", "if (opt / name).read_bytes() != source.read_bytes():"):
         "the standing pool's staged copy of our own supervisor code",
     ("worker/host/images.py", 'files[f"wheels/tools/{pip_wheel}"] = (wheels / "tools" / pip_wheel).read_bytes()'):
         "wheels pip just downloaded into the build's private temporary folder",

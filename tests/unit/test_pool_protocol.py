@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.suite.trial import Limits, WorkCopy
-from worker.host.pool import Shape, _request
+from worker.host.pool import PoolShape, _request
 from worker.host.poolclient import ENV, TAKE_TIMEOUT_S, Lease, default_socket, pool_socket
 
 
@@ -57,7 +57,7 @@ def test_a_well_formed_request_names_a_shape_and_a_count():
     """The request's image, limits and work copy mode become the shape of the containers handed out."""
     ask = {"take": 2, "image_id": "sha256:" + "a" * 64, "limits": Limits().model_dump(mode="json"), "work_copy": "copy"}
     shape, count = _ask((json.dumps(ask) + "\n").encode())
-    assert (shape, count) == (Shape("sha256:" + "a" * 64, Limits(), WorkCopy.COPY), 2)
+    assert (shape, count) == (PoolShape("sha256:" + "a" * 64, Limits(), WorkCopy.COPY), 2)
 
 
 @pytest.mark.parametrize(

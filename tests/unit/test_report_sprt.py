@@ -1,4 +1,4 @@
-"""The SPRT path of the HTML report: `SprtRule.llr_path`, `gate.core.report.sprt` (the path as the
+"""The SPRT path of the HTML report: `SprtRule.llr_path`, `gate.core.report.html_sprt` (the path as the
 fold counts the trials, and its SVG) and its wiring through `gate run` and `gate report`; no Docker."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.card.evidence import TrialRecord
 from gate.core.errors import RET_CONFIG, RET_OK
 from gate.core.report.html import render_html
-from gate.core.report.sprt import sprt_path
+from gate.core.report.html_sprt import sprt_path
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.verdicts.bands import SprtRule, wilson
 from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeKind, fold

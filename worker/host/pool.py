@@ -1,7 +1,7 @@
 """The standing pool (`gate pool serve`): sandbox containers started ahead of any run, bound to no
 tree, kept by one long-lived local process, so a fresh run pays no container start of its own.
 
-Each container is made by fleet.create_warm exactly as a run makes its own (same mounts, seccomp,
+Each container is made by runcontainers.create_warm exactly as a run makes its own (same mounts, seccomp,
 user, read-only mounts; its /src an empty host dir of its own, filled by the run that takes it) and
 started; its supervisor waits for a first batch. A run connects to the unix socket (same uid only)
 and takes up to N containers of its shape (image ID, limits, work copy mode); the connection is the
@@ -35,7 +35,7 @@ from gate.core.errors import SandboxError
 from gate.core.suite.trial import Limits, WorkCopy
 from worker.host.container import batch_labels
 from worker.host.engine import docker_client, has_image
-from worker.host.fleet import SUPERVISOR, create_warm
+from worker.host.runcontainers import SUPERVISOR, create_warm
 from worker.host.warm import Warm
 
 LABEL_POOL = "probegate.pool"
@@ -51,8 +51,8 @@ JOIN_S = 3.0  # the most a stop waits for the pool's own threads
 
 
 @dataclass(frozen=True)
-class Shape:
-    """What a pooled container is fixed to at creation."""
+class PoolShape:
+    """What a container of the standing pool is fixed to at creation: a run takes only its own shape."""
 
     image_id: str
     limits: Limits
@@ -76,8 +76,8 @@ class PoolServer:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._returned = threading.Event()  # a lease ended (a stop waits for those on event, not by polling)
-        self._shapes: list[Shape] = []  # most recently asked last
-        self._ready: dict[Shape, list[Ready]] = {}
+        self._shapes: list[PoolShape] = []  # most recently asked last
+        self._ready: dict[PoolShape, list[Ready]] = {}
         self._leased: dict[int, list[Warm]] = {}  # connection number → what it took
         self._lease_started: dict[int, float] = {}
         self._threads: list[threading.Thread] = []
@@ -114,7 +114,7 @@ class PoolServer:
 
     def want(self, image_id: str, limits: Limits, work_copy: WorkCopy) -> None:
         """Keep containers of this shape ready (the most recently wanted shapes are kept)."""
-        self._wanted(Shape(image_id, limits, work_copy))
+        self._wanted(PoolShape(image_id, limits, work_copy))
 
     def wait_full(self, timeout_s: float) -> bool:
         """Wait until every wanted shape has `size` containers ready; whether it happened in time."""
@@ -202,7 +202,7 @@ class PoolServer:
                 self._wake.set()
                 self._returned.set()
 
-    def _hand_out(self, shape: Shape, count: int, number: int) -> list[Warm]:
+    def _hand_out(self, shape: PoolShape, count: int, number: int) -> list[Warm]:
         self._wanted(shape)
         given: list[Warm] = []
         with self._lock:
@@ -224,7 +224,7 @@ class PoolServer:
 
     # --- refilling -------------------------------------------------------------------------------
 
-    def _wanted(self, shape: Shape) -> None:
+    def _wanted(self, shape: PoolShape) -> None:
         with self._lock:
             if shape in self._shapes:
                 self._shapes.remove(shape)
@@ -254,7 +254,7 @@ class PoolServer:
             if not keep:
                 _remove_all([warm])
 
-    def _short(self) -> Shape | None:
+    def _short(self) -> PoolShape | None:
         """A shape with fewer than `size` usable containers ready (old or ended ones removed first);
         None while a run holds a young lease (see REFILL_DEFER_S)."""
         with self._lock:
@@ -269,7 +269,7 @@ class PoolServer:
         _remove_all(stale)
         return found
 
-    def _start(self, shape: Shape) -> Warm:
+    def _start(self, shape: PoolShape) -> Warm:
         if not has_image(self._client, shape.image_id):
             with self._lock:
                 if shape in self._shapes:
@@ -291,7 +291,7 @@ class PoolServer:
         return warm
 
 
-def _request(conn: socket.socket) -> tuple[Shape, int]:
+def _request(conn: socket.socket) -> tuple[PoolShape, int]:
     line = b""
     while not line.endswith(b"\n") and len(line) < 65536:
         chunk = conn.recv(65536)
@@ -302,7 +302,7 @@ def _request(conn: socket.socket) -> tuple[Shape, int]:
     count = int(ask["take"])
     if not 0 <= count <= 64:
         raise ValueError(f"take {count}: must be 0..64")
-    return Shape(str(ask["image_id"]), Limits.model_validate(ask["limits"]), WorkCopy(ask["work_copy"])), count
+    return PoolShape(str(ask["image_id"]), Limits.model_validate(ask["limits"]), WorkCopy(ask["work_copy"])), count
 
 
 def _usable(ready: Ready) -> bool:

@@ -1,6 +1,6 @@
 """DockerSandbox: runs batches of trials in network-less containers under the in-container
 supervisor (a fresh process and a fresh work copy per trial), reading one report line per trial.
-For an open run (`open`..`close`) a container serves batch after batch (see worker/host/fleet.py)."""
+For an open run (`open`..`close`) a container serves batch after batch (see worker/host/runcontainers.py)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from worker.host.container import (
     report_observation,
 )
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id, security_options
-from worker.host.fleet import Fleet
 from worker.host.poolclient import pool_socket
+from worker.host.runcontainers import RunContainers
 from worker.host.sweep import sweep, sweep_dead_workers
-from worker.host.warm import ContainerShape, Warm
+from worker.host.warm import BoundShape, Warm
 
 SUPERVISOR = BOX / "supervisor.py"
 HARNESS, PATCH, UNKNOWN = FaultOrigin.HARNESS, FaultOrigin.PATCH, FaultOrigin.UNKNOWN
@@ -66,7 +66,7 @@ class DockerSandbox:
         self.swept = 0  # containers of dead processes removed at the first open
         self._wanted = workcopy.wanted(work_copy)  # at once: a bad PROBEGATE_WORK_COPY is a UsageError
         self._work_copy: tuple[WorkCopy, str] | None = None  # decided at the first container
-        self._fleet = Fleet(
+        self._containers = RunContainers(
             lambda: self.client,
             image,
             self.image_id,
@@ -116,7 +116,7 @@ class DockerSandbox:
         images: dict[str, str | SandboxError] = {}
         for wanted in dict.fromkeys(spec.image_id for spec in specs):
             try:
-                images[wanted] = self._fleet.image_for(run_ids, wanted)
+                images[wanted] = self._containers.image_for(run_ids, wanted)
             except SandboxError as exc:
                 images[wanted] = exc
         observed: dict[int, Observation] = {}
@@ -150,22 +150,22 @@ class DockerSandbox:
             # containers; workers sweep at start, and so does a run (only processes that are gone).
             with contextlib.suppress(SandboxError):  # no engine: the run's own trials will say so
                 self.swept = sweep_dead_workers(self.client)
-        self._fleet.open(run_id)
+        self._containers.open(run_id)
 
     def prestart(self, run_id: str, limits: Limits, count: int) -> None:
         """Start `count` containers for the open run in the background; its first batches bind them
         to their tree and clock instead of paying a container start themselves."""
-        self._fleet.prestart(run_id, limits, count)
+        self._containers.prestart(run_id, limits, count)
 
     def close(self, run_id: str) -> int:
         """The run is over: remove its warm containers (and any other this process left for it)."""
-        return self._fleet.close(run_id)
+        return self._containers.close(run_id)
 
     def abort(self, run_id: str) -> int:
         """Stop the run now: refuse its remaining trials and remove the containers this process made
         for it (from any thread; another process's share of the run is that process's to stop)."""
         self._aborted.add(run_id)
-        self._fleet.drop(run_id)
+        self._containers.drop(run_id)
         with contextlib.suppress(SandboxError):
             return sweep(self.client, run_id, pid=os.getpid())
         return 0
@@ -198,7 +198,7 @@ class DockerSandbox:
         first = pending[0]
         warm = None
         try:
-            warm = self._fleet.acquire(ContainerShape.of(first, image_id), first, tree)
+            warm = self._containers.acquire(BoundShape.of(first, image_id), first, tree)
             seq = warm.send(batch_file(pending), {s.fixture_digest: fixtures[s.fixture_digest] for s in pending})
         except (SandboxError, OSError, ValueError) as exc:
             if warm is not None:
@@ -219,11 +219,11 @@ class DockerSandbox:
         except SandboxError as exc:
             return [self._fault(s, f"container could not start: {last_line(exc)}", image_id, HARNESS) for s in pending]
         finally:
-            self._fleet.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
+            self._containers.release(warm, clean=keep, aborted=warm.run_id in self._aborted)
 
     def _finished(self, warm: Warm, seq: int) -> bool:
         """Whether the supervisor ended batch `seq` cleanly and waits for the next in a run still open."""
-        if warm.run_id in self._aborted or not self._fleet.is_open(warm.run_id):
+        if warm.run_id in self._aborted or not self._containers.is_open(warm.run_id):
             return False
         item = warm.stream.next(self.grace_s)
         return isinstance(item, dict) and item.get("done") == seq and warm.run_id not in self._aborted

@@ -1,7 +1,8 @@
 """Warm containers: a started sandbox container that serves one batch after another for one run,
-and the pool that keeps them between batches, keyed by everything a container is fixed to.
+and the idle ones kept between batches (`IdleContainers`), keyed by everything a container is fixed
+to: a spare by its `SpareShape`, a container bound to a batch's tree and clock by its `BoundShape`.
 
-A container is only pooled for a run that was opened (`WarmPool.open`) and until it is closed;
+A container is only kept for a run that was opened (`IdleContainers.open`) and until it is closed;
 one that failed, timed out or was killed is never checked back in. The supervisor inside exits
 after IDLE_S without a batch, so a vanished host leaves nothing running for long; the host stops
 handing out a container well before that (HOST_IDLE_S).
@@ -35,7 +36,7 @@ UNBOUND_CLOCK = "2000-01-01 00:00:00"
 
 
 @dataclass(frozen=True)
-class ContainerShape:
+class BoundShape:
     """Everything a bound container is fixed to: batches of another run, tree, clock, limits or image
     cannot share it."""
 
@@ -46,7 +47,7 @@ class ContainerShape:
     image_id: str
 
     @classmethod
-    def of(cls, spec: TrialSpec, image_id: str) -> ContainerShape:
+    def of(cls, spec: TrialSpec, image_id: str) -> BoundShape:
         return cls(spec.run_id, spec.tree_digest, spec.clock, spec.limits, image_id)
 
     def spare(self, image: str) -> SpareShape:
@@ -68,7 +69,7 @@ class Warm:
     for batch files, fixtures and faketimerc, `src_dir` for the tree (filled by `bind`)."""
 
     def __init__(self, run_id: str, tmp: tempfile.TemporaryDirectory, in_dir: Path, src_dir: Path) -> None:
-        self.shape: ContainerShape | None = None  # set by `bind`: until then the container serves no batch
+        self.shape: BoundShape | None = None  # set by `bind`: until then the container serves no batch
         self._run_id = run_id
         self.tmp = tmp
         self.in_dir = in_dir
@@ -95,7 +96,7 @@ class Warm:
     def run_id(self) -> str:
         return self._run_id
 
-    def bind(self, shape: ContainerShape, tree: Path) -> None:
+    def bind(self, shape: BoundShape, tree: Path) -> None:
         """Fix this container to a tree and a clock before its first batch (it may already be running:
         /src and /etc/faketimerc are bind mounts whose contents the supervisor reads per batch)."""
         if self.tree_mount:
@@ -183,14 +184,14 @@ def fill_tree(tree: Path, dst: Path) -> None:
     shutil.copytree(tree, dst, symlinks=True, copy_function=link, dirs_exist_ok=True)
 
 
-class WarmPool:
-    """Idle warm containers of the open runs (thread-safe)."""
+class IdleContainers:
+    """Idle warm containers of the open runs, bound ones and spares, between batches (thread-safe)."""
 
     def __init__(self, max_idle: int) -> None:
         self.max_idle = max_idle
         self._lock = threading.Lock()
         self._open: set[str] = set()
-        self._idle: dict[ContainerShape, list[Warm]] = {}
+        self._idle: dict[BoundShape, list[Warm]] = {}
         self._spares: dict[SpareShape, list[Future[Warm]]] = {}
         self._images: dict[str, str] = {}  # open run → the image ID its batches resolved first
 
@@ -202,7 +203,7 @@ class WarmPool:
         with self._lock:
             return run_id in self._open
 
-    def checkout(self, shape: ContainerShape) -> Warm | None:
+    def checkout(self, shape: BoundShape) -> Warm | None:
         """An idle container of this shape, or None; stale ones found on the way are removed."""
         stale, found = [], None
         with self._lock:

@@ -4,7 +4,7 @@ log-likelihood ratio path, from the trial records; trial durations against the d
 freezes and ledger actions.
 
 Pure: card and records in, text out. Ids, details and reasons quote the patch's output, so the page
-is built only through `gate.core.report.dom`, which escapes every text and attribute value: no string
+is built only through `gate.core.report.html_dom`, which escapes every text and attribute value: no string
 of the card or its records is ever pasted into markup. The page carries a strict
 Content-Security-Policy and no script; the SVG elements carry stable ids, classes and `data-`
 attributes so a browser test can read what is drawn.
@@ -21,9 +21,9 @@ from pydantic import TypeAdapter, ValidationError
 from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.card.evidence import TrialRecord
 from gate.core.policy.flakes import files_line, flake_note
-from gate.core.report.dom import CSP, el, html_text, line, num, style, svg, write_page
-from gate.core.report.sprt import draw_sprt_paths
-from gate.core.report.trials import draw_trials
+from gate.core.report.html_dom import CSP, el, html_text, line, num, style, svg, write_page
+from gate.core.report.html_sprt import draw_sprt_paths
+from gate.core.report.html_trials import draw_trials
 from gate.core.trust.crosscheck_summary import report_lines
 from gate.core.verdicts.bands import BandRule, FixedRule, Interval, SprtRule, wilson
 from gate.core.verdicts.verdict import Band

@@ -29,9 +29,9 @@ from gate.core.verdicts.verdict import Outcome, Verdict
 from gate.io.base import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
-from gate.run.execute import planner_for
 from gate.run.executor import Executor
 from gate.run.oracle import Oracle
+from gate.run.trials import planner_for
 
 log = structlog.get_logger("gate.run")
 

@@ -24,15 +24,15 @@ from worker.host.engine import container_by_id, containers, has_image
 from worker.host.poolclient import Lease, Slot
 from worker.host.sweep import LABEL_PID, LABEL_RUN
 from worker.host.treemount import dir_prefix, enabled, is_shared, make_shared, remove_dir
-from worker.host.warm import UNBOUND_CLOCK, ContainerShape, SpareShape, Warm, WarmPool
+from worker.host.warm import UNBOUND_CLOCK, BoundShape, IdleContainers, SpareShape, Warm
 
 EXIT_WAIT_S = 0.5  # how long a supervisor that reported every trial has to exit before it is killed
 SPARE_WAIT_S = 30.0  # how long a batch or a close waits for a spare still being started
 SUPERVISOR = BOX / "supervisor.py"  # only a sandbox running this one takes from the standing pool
 
 
-class Fleet:
-    """Run-scoped containers of one sandbox (thread-safe: the local pool acquires from many threads)."""
+class RunContainers:
+    """Run-scoped containers of one sandbox (thread-safe: the local executor acquires from many threads)."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class Fleet:
         self._resolve_image = resolve_image
         self.supervisor = supervisor
         self.worker_id = worker_id
-        self._pool = WarmPool(max_idle)
+        self._idle = IdleContainers(max_idle)
         self._starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probegate-prestart")
         self._pool_path = pool  # a standing pool's socket (worker/host/pool.py), or None
         self._leases: dict[str, list[Lease]] = {}
@@ -63,23 +63,23 @@ class Fleet:
         self._aborted: set[str] = set()
 
     def open(self, run_id: str) -> None:
-        self._pool.open(run_id)
+        self._idle.open(run_id)
 
     def is_open(self, run_id: str) -> bool:
-        return self._pool.is_open(run_id)
+        return self._idle.is_open(run_id)
 
     def image_for(self, run_ids: set[str], wanted: str = "") -> str:
         """The image ID a batch runs in: `wanted` (the run's, which must be on this engine) or, when
         the run names none, this sandbox's own tag's. Looked up once per open run: its warm
         containers are fixed to that image anyway, and asking the engine costs ~4 ms per batch."""
         [run_id] = run_ids if len(run_ids) == 1 else [""]
-        known = self._pool.image_of(run_id)
+        known = self._idle.image_of(run_id)
         if known is not None and known == (wanted or known):
             return known
         if wanted and not has_image(self._client(), wanted):
             raise SandboxError(f"image {wanted} is not on this engine")
         image_id = wanted or self._resolve_image()
-        self._pool.remember_image(run_id, image_id)
+        self._idle.remember_image(run_id, image_id)
         return image_id
 
     def prestart(self, run_id: str, limits: Limits, count: int) -> None:
@@ -91,21 +91,21 @@ class Fleet:
         for warm in self._from_pool(run_id, limits, count):
             done: Future[Warm] = Future()
             done.set_result(warm)
-            if not self._pool.add_spare(SpareShape(run_id, limits, self.image), done):
+            if not self._idle.add_spare(SpareShape(run_id, limits, self.image), done):
                 warm.remove()
             count -= 1
         for _ in range(count):
             starting = self._starter.submit(self._start_spare, run_id, limits)
-            if not self._pool.add_spare(SpareShape(run_id, limits, self.image), starting):
+            if not self._idle.add_spare(SpareShape(run_id, limits, self.image), starting):
                 _removed(starting)
 
-    def acquire(self, shape: ContainerShape, first: TrialSpec, tree: Path) -> Warm:
+    def acquire(self, shape: BoundShape, first: TrialSpec, tree: Path) -> Warm:
         """A container bound to `shape`: a warm one of the run, a spare started for it, or a new one
         (created, not yet started)."""
-        if self._pool.is_open(shape.run_id):
-            if (warm := self._pool.checkout(shape)) is not None:
+        if self._idle.is_open(shape.run_id):
+            if (warm := self._idle.checkout(shape)) is not None:
                 return warm
-            while (starting := self._pool.take_spare(shape.spare(self.image))) is not None:
+            while (starting := self._idle.take_spare(shape.spare(self.image))) is not None:
                 warm = _started(starting)
                 if warm is not None and warm.image_id == shape.image_id and not warm.stream.ended:
                     return _bound(warm, shape, tree)
@@ -117,7 +117,7 @@ class Fleet:
     def release(self, warm: Warm, *, clean: bool, aborted: bool) -> None:
         """Take a container back after a batch: kept warm if its batch ended `clean` and the run is
         open with room in the pool, else removed."""
-        if clean and self._pool.checkin(warm):
+        if clean and self._idle.checkin(warm):
             return
         # A healthy supervisor is first asked to exit: removing an exited container is far cheaper
         # than killing a running one. One that lingers is killed.
@@ -128,7 +128,7 @@ class Fleet:
 
     def close(self, run_id: str) -> int:
         """The run is over: remove its warm containers and spares (and any other this process left for it)."""
-        warms, spares = self._pool.close(run_id)
+        warms, spares = self._idle.close(run_id)
         warms += [warm for starting in spares if (warm := _started(starting)) is not None]
         for warm in warms:
             warm.stop()  # all at once: each supervisor exits by itself within milliseconds
@@ -163,7 +163,7 @@ class Fleet:
         """Close the run at once: make nothing more for it, and remove what it kept without asking
         supervisors to exit (spares still starting are removed by their starters, not waited for)."""
         self._aborted.add(run_id)
-        warms, spares = self._pool.close(run_id)
+        warms, spares = self._idle.close(run_id)
         for starting in spares:
             if starting.done():
                 warms += [warm] if (warm := _started(starting)) is not None else []
@@ -177,7 +177,7 @@ class Fleet:
     def _from_pool(self, run_id: str, limits: Limits, count: int) -> list[Warm]:
         """Up to `count` started containers from the standing pool, held on a lease of this run;
         none when there is no pool, it has none of this shape, or anything about it is amiss."""
-        if self._pool_path is None or count <= 0 or self.supervisor != SUPERVISOR or not self._pool.is_open(run_id):
+        if self._pool_path is None or count <= 0 or self.supervisor != SUPERVISOR or not self._idle.is_open(run_id):
             return []
         try:
             lease = Lease(self._pool_path)
@@ -313,7 +313,7 @@ class _NoDir:
         pass
 
 
-def _bound(warm: Warm, shape: ContainerShape, tree: Path) -> Warm:
+def _bound(warm: Warm, shape: BoundShape, tree: Path) -> Warm:
     try:
         warm.bind(shape, tree)
     except BaseException:

@@ -1,4 +1,4 @@
-"""The markup layer of the HTML report (`gate.core.report.html`, `gate.core.report.sprt`): one way to
+"""The markup layer of the HTML report (`gate.core.report.html`, `gate.core.report.html_sprt`): one way to
 make an element and one way to write a page, so no string of the card or its records is ever pasted
 into markup.
 

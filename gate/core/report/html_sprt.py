@@ -6,7 +6,7 @@ trial is one of `trials`, only a hit is one of `hits`, so a miss, a timeout and 
 rule's `miss_step`, and the last point is `SprtRule.llr(row.hits, row.trials)`, the value
 `SprtRule.state` judges. The fold lets the rule decide only a row with no timeout and no fault
 (`kind_of` settles those first); such a row's path is still drawn, and its caption says that its
-verdict did not come from the SPRT. Pure: records in, elements out, built with `gate.core.report.dom`.
+verdict did not come from the SPRT. Pure: records in, elements out, built with `gate.core.report.html_dom`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from gate.core.card.card import PropertyRow
 from gate.core.card.evidence import TrialRecord
-from gate.core.report.dom import el, html_text, line, num, svg
+from gate.core.report.html_dom import el, html_text, line, num, svg
 from gate.core.verdicts.bands import SprtRule, SprtState
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 

@@ -3,7 +3,7 @@ drawn into the page, one collapsible block per property: what missed, timed out 
 sample of passing trials, each naming its record (`evidence/<digest>.json`).
 
 Pure. The view's text lines already hold every record value escaped onto one line after a fixed
-label; here each line becomes one element's text, which `gate.core.report.dom` escapes for HTML too.
+label; here each line becomes one element's text, which `gate.core.report.html_dom` escapes for HTML too.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from gate.core.card.card import VerdictCard
 from gate.core.card.evidence import TrialRecord
-from gate.core.report.dom import el
 from gate.core.report.evidence_view import build_review, by_digest
+from gate.core.report.html_dom import el
 
 _LINE_CHARS = 2000  # a line of the view; the record keeps everything
 
