@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from gate.core.suite.checks import Trial
+from gate.core.checks import Trial
 
 CENT = Decimal("0.01")
 SHAPE_V3 = {"invoice_id": str, "currency": str, "net": str, "tax": str, "total": str, "issued_at": str}

@@ -1,5 +1,5 @@
 """Loading the suite's checks module: resolve every property's `module:function` to a callable,
-the builtin ones from `gate.core.suite.checks`, the rest from the checks file named by the suite.
+the builtin ones from `gate.core.checks`, the rest from the checks file named by the suite.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gate.core.checks import BUILTINS, Check
 from gate.core.errors import SuiteError
-from gate.core.suite.checks import BUILTINS, Check
 from gate.io.inputs import read_input
 
 

@@ -20,10 +20,10 @@ import structlog
 from gate.core.card.card import HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts
+from gate.core.checks import Check, Trial, judge
 from gate.core.errors import GateError
 from gate.core.policy.flakes import BaseRerun, judge_base, needs_rerun
 from gate.core.report.proposals import flake_files
-from gate.core.suite.checks import Check, Trial, judge
 from gate.core.trust.provenance import in_run_image
 from gate.core.verdicts.verdict import Outcome, Verdict
 from gate.io.base import base_tree

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core.card.calibration import Calibration
+from gate.core.checks import Check
 from gate.core.errors import SuiteError, UsageError
 from gate.core.policy.freezes import FreezeFile
-from gate.core.suite.checks import Check
 from gate.core.suite.seal import Seal
 from gate.core.suite.suite import ImageSource, Suite
 from gate.core.suite.trial import ClockSpec

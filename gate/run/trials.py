@@ -12,8 +12,8 @@ from dataclasses import replace
 from gate.core.card.card import DeadlineSource, HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts, work_copy_facts
+from gate.core.checks import Check, Trial, judge
 from gate.core.errors import HarnessError
-from gate.core.suite.checks import Check, Trial, judge
 from gate.core.suite.fold import fold_tallies
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec, Suite

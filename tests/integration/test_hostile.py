@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gate.core.suite.checks import BUILTINS, Trial, judge
+from gate.core.checks import BUILTINS, Trial, judge
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.verdicts.verdict import Band, OutcomeKind
 from worker.host.sandbox import SUPERVISOR, DockerSandbox

@@ -77,7 +77,7 @@ deadline_s = 1.0
 """
 
 CHECKS_PY = """\
-from gate.core.suite.checks import Trial
+from gate.core.checks import Trial
 
 
 def right_tool(trial: Trial) -> bool:

@@ -49,7 +49,7 @@ deadline_s = 2.0
 """
 
 CHECKS_PY = '''\
-from gate.core.suite.checks import Trial
+from gate.core.checks import Trial
 
 
 def invoice_total(trial: Trial) -> bool:

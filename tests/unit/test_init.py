@@ -15,8 +15,8 @@ import pytest
 from gate.cli.arguments import build_parser
 from gate.cli.init import TEMPLATES, run_init
 from gate.cli.main import main
+from gate.core.checks import Trial, judge
 from gate.core.errors import RET_NOINPUT, RET_OK, RET_USAGE, UsageError
-from gate.core.suite.checks import Trial, judge
 from gate.core.suite.trial import Captured, Observation
 from gate.core.testing import make_spec
 from gate.core.verdicts.verdict import OutcomeKind

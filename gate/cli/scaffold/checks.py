@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from datetime import UTC
 
-from gate.core.suite.checks import Trial, no_secret_in_output, no_unmapped_write
+from gate.core.checks import Trial, no_secret_in_output, no_unmapped_write
 
 SLUG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 

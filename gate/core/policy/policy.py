@@ -17,7 +17,7 @@
 
 A credit is for a fault in one place: when more than one and more than `max_fault_share` of the
 voting properties hit harness faults, the harness itself is broken and no credit is drawn at all. The first two rows are
-decided where trials are judged (`gate.core.suite.checks.judge`); the rest here.
+decided where trials are judged (`gate.core.checks.judge`); the rest here.
 
 Precedence when several rows fire: 1 over 2 over 3. A property under an active flake freeze still
 ran and keeps its verdict, but does not vote, draw credits or count in the window. A credited

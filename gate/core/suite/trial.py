@@ -2,7 +2,7 @@
 
 A `TrialSpec` says everything a worker needs and nothing it may judge: which tree (by digest),
 which fixture bytes (by digest), the clock instant, the deadline and the limits. An
-`Observation` is what came back; it carries facts only. Judging happens in `gate.core.suite.checks`
+`Observation` is what came back; it carries facts only. Judging happens in `gate.core.checks`
 and `gate.core.verdicts.verdict`.
 """
 

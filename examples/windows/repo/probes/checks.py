@@ -4,7 +4,7 @@ PyYAML or dateutil)."""
 
 from __future__ import annotations
 
-from gate.core.suite.checks import Trial
+from gate.core.checks import Trial
 
 
 def windows_in_utc(trial: Trial) -> bool:
