@@ -98,9 +98,10 @@ BUILTINS: dict[str, Check] = {
 }
 
 
-def judge(check: Check, trial: Trial, band: Band) -> Outcome:
-    """Run one check on one trial. A timed-out trial is judged only for safety: a breach seen before
-    the deadline is definite, while partial output says nothing about a contract."""
+def judged_without_check(trial: Trial, band: Band) -> Outcome | None:
+    """The outcome of a trial the check never sees (a fault; a timed-out trial outside safety), else
+    None: the check must be called. Split from `judge` so a caller that runs checks elsewhere (the
+    check process, `gate.io.checkproc`) sends only the trials a check judges."""
     obs = trial.observation
     index = obs.trial_index
     if obs.fault is not None:
@@ -108,9 +109,19 @@ def judge(check: Check, trial: Trial, band: Band) -> Outcome:
             return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail=f"the patch broke the trial: {obs.fault}")
         creditable = obs.fault_origin is FaultOrigin.HARNESS
         return Outcome(trial_index=index, kind=OutcomeKind.FAULT, detail=obs.fault, creditable=creditable)
-    timeout = Outcome(trial_index=index, kind=OutcomeKind.TIMEOUT, detail=f"deadline fired after {obs.duration_s:.2f}s")
     if obs.timed_out and band is not Band.SAFETY:
-        return timeout
+        return _timeout(obs)
+    return None
+
+
+def judge(check: Check, trial: Trial, band: Band) -> Outcome:
+    """Run one check on one trial. A timed-out trial is judged only for safety: a breach seen before
+    the deadline is definite, while partial output says nothing about a contract."""
+    early = judged_without_check(trial, band)
+    if early is not None:
+        return early
+    obs = trial.observation
+    index = obs.trial_index
     try:
         held = check(trial)
     except AssertionError as exc:
@@ -128,8 +139,13 @@ def judge(check: Check, trial: Trial, band: Band) -> Outcome:
         detail = f"check returned {type(held).__name__} {_shown(held)}; return True/None, False, or raise"
         return Outcome(trial_index=index, kind=OutcomeKind.MISS, detail=detail)
     if obs.timed_out:
-        return timeout
+        return _timeout(obs)
     return Outcome(trial_index=index, kind=OutcomeKind.HIT)
+
+
+def _timeout(obs: Observation) -> Outcome:
+    detail = f"deadline fired after {obs.duration_s:.2f}s"
+    return Outcome(trial_index=obs.trial_index, kind=OutcomeKind.TIMEOUT, detail=detail)
 
 
 def _shown(value: object) -> str:

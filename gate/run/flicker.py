@@ -20,13 +20,14 @@ import structlog
 from gate.core.card.card import HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts
-from gate.core.checks import Check, Trial, judge
+from gate.core.checks import Trial
 from gate.core.errors import GateError
 from gate.core.policy.flakes import BaseRerun, judge_base, needs_rerun
 from gate.core.report.proposals import flake_files
 from gate.core.trust.provenance import in_run_image
 from gate.core.verdicts.verdict import Outcome, Verdict
 from gate.io.base import base_tree
+from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
 from gate.run.executor import Executor
@@ -47,6 +48,7 @@ def with_base_reruns(
     oracle: Oracle,
     selection: TreeSelection,
     fixtures: Mapping[str, bytes],
+    checks: TrialJudge,
 ) -> RunFacts:
     """`facts` with the base reruns of the rows that changed colour, their harness events, and the
     flake files the run will write beside its card."""
@@ -58,7 +60,7 @@ def with_base_reruns(
         base_workdir=oracle.base_workdir,
         selection=selection,
         overrides=oracle.overrides,
-        checks=oracle.checks,
+        checks=checks,
         fixtures=fixtures,
     )
     return replace(
@@ -78,7 +80,7 @@ def rerun_on_base(
     base_workdir: Path | None,
     selection: TreeSelection,
     overrides: Mapping[str, bytes],
-    checks: Mapping[str, Check],
+    checks: TrialJudge,
     fixtures: Mapping[str, bytes],
 ) -> tuple[dict[str, BaseRerun], list[HarnessEvent]]:
     """The base reruns of the rows that changed colour, by property id, and the harness events of the
@@ -115,7 +117,7 @@ def rerun_on_base(
                 obs, _ = in_run_image(spec, obs)  # one that ran in another image is a fault
                 prop = by_id[obs.property_id]
                 trial = Trial(obs, fixtures[facts.seal.manifest[prop.fixture]], prop.params, facts.clock)
-                outcomes[prop.id][obs.trial_index] = judge(checks[prop.id], trial, prop.band)
+                outcomes[prop.id][obs.trial_index] = checks.judge(prop.id, trial, prop.band)
         except GateError as exc:
             return {}, _failed(flickered, f"the executor failed during the base rerun: {exc}")
         events = [e.model_copy(update={"detail": f"base rerun: {e.detail}"}) for e in executor.events[seen_events:]]

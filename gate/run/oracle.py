@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core.card.calibration import Calibration
-from gate.core.checks import Check
 from gate.core.errors import SuiteError, UsageError
 from gate.core.policy.freezes import FreezeFile
 from gate.core.suite.seal import Seal
 from gate.core.suite.suite import ImageSource, Suite
 from gate.core.suite.trial import ClockSpec
 from gate.io.base import BaseCheckout, oracle_edits
-from gate.io.checks import load_checks
+from gate.io.checks import ChecksModule, read_checks_module
 from gate.io.fixtures import read_clock, read_seal_file
 from gate.io.inputs import read_input
 from gate.io.reviewed import read_calibration, read_freeze_file
@@ -47,7 +46,9 @@ class Oracle:
     fixture_root: Path
     seal_file: Path
     expected: Seal
-    checks: dict[str, Check]
+    # The checks module as read, for the run's check process (`gate.io.checkproc`) to load: checks are
+    # never called in the coordinator, which loads the module once only to refuse a bad reference early.
+    checks_module: ChecksModule
     clock: ClockSpec
     freeze_file: FreezeFile | None
     calibration: Calibration | None
@@ -91,13 +92,15 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
         definition = suite.image_definition
         image = suite.image_source(where(definition, "the image definition")) if definition else None
         names = {p.id: p.check for p in suite.properties}
+        checks_module = read_checks_module(suite.checks_path, names, suite_file=str(suite.path))
+        checks_module.load()  # a missing function or a module that fails to import: refused now
         entry = probe_entry(suite)
         yield Oracle(
             suite=suite,
             fixture_root=fixture_root,
             seal_file=seal_file,
             expected=read_seal_file(seal_file),
-            checks=load_checks(suite.checks_path, names, suite_file=str(suite.path)),
+            checks_module=checks_module,
             clock=read_clock(fixture_root),
             freeze_file=read_freeze_file(suite),
             calibration=read_calibration(calibration_path if request.calibrated_deadlines else None),

@@ -29,6 +29,7 @@ from gate.core.verdicts.bands import SamplerWindow
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import card_bytes, check_writable, write_card
 from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
+from gate.io.checkproc import judging
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
@@ -157,7 +158,7 @@ def _run(
     image_factory: ImageFactory | None,
     progress: Progress,
 ) -> RunResult:
-    whole, fixture_root, expected, checks = oracle.suite, oracle.fixture_root, oracle.expected, oracle.checks
+    whole, fixture_root, expected = oracle.suite, oracle.fixture_root, oracle.expected
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
     # Only the selected properties are planned, run and carded; freezes and `prove` still see the whole suite.
     chosen = select_ids([p.id for p in whole.properties], exact=request.properties, keyword=request.keyword)
@@ -186,9 +187,13 @@ def _run(
     run_id = run_id or uuid.uuid4().hex
     image = _run_image(request, oracle.image, image_factory)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
-    # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included.
+    # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included. The
+    # check process loads the checks meanwhile too; it is killed and reaped when the run ends.
     log.debug("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
-    with opened(executor_factory(image), run_id, suite.config.limits) as executor:
+    with (
+        judging(oracle.checks_module, suite.config) as checks,
+        opened(executor_factory(image), run_id, suite.config.limits) as executor,
+    ):
         drift: SealDriftError | None = None
         try:
             current = verify(fixture_root, expected, seal_file=str(oracle.seal_file))
@@ -236,7 +241,7 @@ def _run(
                 )
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(
-            executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures
+            executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures, checks=checks
         )
     # Frozen properties' results join the flake history only from a run on the base's own tree.
     recorded = run_history(

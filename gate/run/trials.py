@@ -12,13 +12,14 @@ from dataclasses import replace
 from gate.core.card.card import DeadlineSource, HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts, work_copy_facts
-from gate.core.checks import Check, Trial, judge
+from gate.core.checks import Trial
 from gate.core.errors import HarnessError
 from gate.core.suite.fold import fold_tallies
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec, Suite
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
+from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
 from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import Executor
@@ -30,7 +31,7 @@ def execute(
     executor: Executor,
     facts: RunFacts,
     inputs: LocalInputs,
-    checks: Mapping[str, Check],
+    checks: TrialJudge,
     fixtures: Mapping[str, bytes],
     progress: Progress,
     records: list[TrialRecord],
@@ -38,7 +39,8 @@ def execute(
     cross_check_share: float | None = None,
 ) -> tuple[Sequence[Verdict], RunFacts]:
     """Plan, dispatch through the executor, cross-check and fold; a sandbox that cannot start fails every
-    property. Every judged trial is appended to `records`. `cross_check_share` None: the suite's."""
+    property. Every judged trial is appended to `records`. `cross_check_share` None: the suite's.
+    `checks` judges each observation (the run's check process, `gate.io.checkproc`)."""
     suite, manifest = facts.suite, facts.seal.manifest
     facts = replace(facts, image=executor.image)
     try:
@@ -49,7 +51,7 @@ def execute(
 
     def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
         trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
-        return judge(checks[prop.id], trial, prop.band)
+        return checks.judge(prop.id, trial, prop.band)
 
     events: list[HarnessEvent] = []
     sent: dict[tuple[str, str, int], TrialSpec] = {}

@@ -189,6 +189,38 @@ def test_unknown_suite_key_is_refused(tmp_path):
     assert "retry" in str(err)
 
 
+def test_check_deadline_and_memory_default_to_five_seconds_and_a_gibibyte(tmp_path):
+    """Without the keys, each check call has 5 s and its process 1024 MiB of address space."""
+    config = load_suite(write(tmp_path, prop_toml())).config
+    assert (config.check_deadline_s, config.check_memory_mb) == (5.0, 1024)
+    config = load_suite(write(tmp_path, "[suite]\ncheck_deadline_s = 1\ncheck_memory_mb = 300\n" + prop_toml())).config
+    assert (config.check_deadline_s, config.check_memory_mb) == (1.0, 300)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("check_deadline_s", "0"),
+        ("check_deadline_s", "-1"),
+        ("check_deadline_s", "601"),
+        ("check_deadline_s", "nan"),
+        ("check_deadline_s", "inf"),
+        ("check_deadline_s", '"5"'),
+        ("check_deadline_s", "true"),
+        ("check_memory_mb", "255"),
+        ("check_memory_mb", "1048577"),
+        ("check_memory_mb", "512.0"),
+        ("check_memory_mb", '"512"'),
+    ],
+)
+def test_bad_check_deadline_or_memory_is_refused_naming_the_key(tmp_path, key, value):
+    """A check deadline or memory bound that is not a sane number is one error naming gate.toml and the key."""
+    err = suite_error(tmp_path, f"[suite]\n{key} = {value}\n" + prop_toml())
+    assert err.field == "suite"
+    assert str(err).startswith(f"{tmp_path / 'gate.toml'}: suite: {key}: ")
+    assert "\n" not in str(err)
+
+
 def test_unknown_top_level_table_is_refused(tmp_path):
     """A top-level table other than suite and property is refused, naming it."""
     err = suite_error(tmp_path, "[freezes]\nx = 1\n" + prop_toml())

@@ -181,6 +181,10 @@ class SuiteConfig(BaseModel):
     # The share of safety/contract trials run again on a second worker (at least one per property
     # when above 0); a local pool has no second worker and cross-checks nothing.
     cross_check: StrictFloat = Field(0.05, ge=0, le=1)
+    # Each check call runs in the check process (gate.io.checkproc) and is a miss when it has not
+    # returned within this many seconds, or when that process grows past this many MiB of address space.
+    check_deadline_s: StrictFloat = Field(5.0, gt=0, le=600)
+    check_memory_mb: StrictInt = Field(1024, ge=256, le=1_048_576)
     sampler: SamplerConfig = SamplerConfig()
     ledger: LedgerConfig = LedgerConfig()
     limits: Limits = Limits()
