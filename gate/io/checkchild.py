@@ -7,7 +7,7 @@ The protocol, on the descriptors that were stdin and stdout: frames of an 8-byte
 and a body. The coordinator sends pickles (it is trusted here); this side answers with a tag byte
 and text (the coordinator reads it as data, never unpickles what this process, which reads the
 patch's output, wrote). First the setup, `(ChecksModule, memory_mb)`, answered `R` (ready) or `S`
-and the error; then one request per trial, `(property_id, band, context, observation JSON)` with
+and the error; then one request per trial, `(property_id, band, context, Observation)` with
 `context` the property's `(fixture, params, clock)` when it is new to this process (else None),
 answered `O` and the outcome's JSON, `M` (out of memory) or `F` and what the check raised past `judge`.
 """
@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from gate.core.checks import Check, Trial, judge
 from gate.core.errors import GateError
-from gate.core.suite.trial import ClockSpec, Observation
+from gate.core.suite.trial import ClockSpec
 from gate.core.verdicts.verdict import Band
 from gate.io.checks import ChecksModule
 
@@ -73,11 +73,11 @@ def _judged(checks: dict[str, Check], contexts: dict[str, Context], frame: bytes
     """One request answered: the outcome `judge` gives, as in the coordinator, unless memory ran out."""
     ran_out = False
     try:
-        property_id, band, context, observed = pickle.loads(frame)
+        property_id, band, context, observation = pickle.loads(frame)
         if context is not None:
             contexts[property_id] = context
         fixture, params, clock = contexts[property_id]
-        trial = Trial(Observation.model_validate_json(observed), fixture, params, clock)
+        trial = Trial(observation, fixture, params, clock)
         check = checks[property_id]
 
         def bounded(seen: Trial) -> bool | None:

@@ -122,11 +122,11 @@ class CheckProcess:
         context = (trial.fixture, trial.params, trial.clock)
         with self._lock:
             self._start()
-            # A property's fixture, params and clock go once per child; each trial sends its observation
-            # as JSON (half the cost of pickling the models: the benchmark's figure).
+            # A property's fixture, params and clock go once per child, each trial's observation every
+            # time: pickled, which is exact (JSON would lose a NaN duration or a lone surrogate in a path).
             known = self._contexts.get(property_id)
             fresh = None if known is not None and _same(known, context) else context
-            request = pickle.dumps((property_id, band.value, fresh, obs.model_dump_json()), protocol=PICKLE)
+            request = pickle.dumps((property_id, band.value, fresh, obs), protocol=PICKLE)
             try:
                 reply = self._exchange(request, self.deadline_s)
             except _Timeout:

@@ -218,6 +218,9 @@ def test_a_check_raising_keyboard_interrupt_is_a_miss_not_an_interrupted_run(che
         ("holds", "ok", Band.CONTRACT, {"fault": "tree too large", "fault_origin": FaultOrigin.PATCH}),
         ("builtin_writes", "ok", Band.SAFETY, {"writes": (FileChange(path="/work/out/a", change="created"),)}),
         ("builtin_writes", "ok", Band.SAFETY, {"writes": (FileChange(path="/etc/passwd", change="modified"),)}),
+        # What JSON could not carry exactly (a NaN, a lone surrogate) reaches the check as it was.
+        ("builtin_writes", "ok", Band.SAFETY, {"writes": (FileChange(path="/etc/\udcff", change="created"),)}),
+        ("holds", "ok", Band.SAFETY, {"timed_out": True, "duration_s": float("nan")}),
     ],
 )
 def test_ordinary_results_and_exceptions_mean_what_they_meant(
