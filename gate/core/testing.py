@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gate.core.card.card import HarnessEvent
+from gate.core.suite.plan import trial_seed
 from gate.core.suite.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
 from gate.core.verdicts.verdict import Band, Kind, Verdict
 
@@ -19,8 +20,8 @@ Handler = Callable[[TrialSpec, bytes], Observation]
 
 
 def make_spec(trial_index: int = 0, **fields: Any) -> TrialSpec:
-    """A trial spec with plausible defaults (run "r", property "p", the frozen 2026-03-01 instant);
-    any field can be given."""
+    """A trial spec with plausible defaults (run "r", property "p", the frozen 2026-03-01 instant, the
+    seed the planner would derive); any field can be given."""
     values: dict[str, Any] = {
         "run_id": "r",
         "property_id": "p",
@@ -32,6 +33,7 @@ def make_spec(trial_index: int = 0, **fields: Any) -> TrialSpec:
         "clock": ClockSpec(frozen_at=FROZEN_AT),
     }
     values.update(fields)
+    values.setdefault("seed", trial_seed(values["run_id"], values["property_id"], trial_index))
     return TrialSpec(trial_index=trial_index, **values)
 
 
@@ -55,9 +57,12 @@ def make_specs(n: int, *, first: int = 0, **fields: Any) -> list[TrialSpec]:
 
 
 def in_spec_image(spec: TrialSpec, obs: Observation) -> Observation:
-    """A handler's observation that names no image ran in the one its spec names (as a real sandbox's
-    does); a handler that names another image keeps it (a worker that ran elsewhere)."""
-    return obs if obs.image_id or obs.fault else obs.model_copy(update={"image_id": spec.image_id})
+    """A handler's observation that names no image or seed ran in the image and with the seed its spec
+    names (as a real sandbox's does); one that names another keeps it (a worker that ran elsewhere)."""
+    if obs.fault:
+        return obs
+    named = {"image_id": obs.image_id or spec.image_id, "seed": spec.seed if obs.seed is None else obs.seed}
+    return obs.model_copy(update=named)
 
 
 class MockSandbox:

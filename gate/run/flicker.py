@@ -24,7 +24,7 @@ from gate.core.checks import Trial
 from gate.core.errors import GateError
 from gate.core.policy.flakes import BaseRerun, judge_base, needs_rerun
 from gate.core.report.proposals import flake_files
-from gate.core.trust.provenance import in_run_image
+from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.core.verdicts.verdict import Outcome, Verdict
 from gate.io.base import base_tree
 from gate.io.checkproc import TrialJudge
@@ -115,6 +115,7 @@ def rerun_on_base(
                 if (spec := sent.get(obs.key)) is None:
                     continue  # another run's
                 obs, _ = in_run_image(spec, obs)  # one that ran in another image is a fault
+                obs, _ = with_spec_seed(spec, obs)  # and so is one that ran with another seed
                 prop = by_id[obs.property_id]
                 trial = Trial(obs, fixtures[facts.seal.manifest[prop.fixture]], prop.params, facts.clock)
                 outcomes[prop.id][obs.trial_index] = checks.judge(prop.id, trial, prop.band)

@@ -15,7 +15,7 @@ from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.trust.crosscheck import with_coordinator_canary
-from gate.core.trust.provenance import in_run_image
+from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
 from gate.run.progress import NO_PROGRESS, Progress
@@ -109,12 +109,16 @@ def _next_wave(tallies: Sequence[Tally], planner: Planner, progress: Progress) -
 
 
 def coordinator_canary(spec: TrialSpec, obs: Observation, events: list[HarnessEvent]) -> Observation:
-    """`obs` as the coordinator checks it itself: run in the run's image (else a fault, and an event naming
-    the worker), and its own canary search applied (a worker that hid a leak is named)."""
+    """`obs` as the coordinator checks it itself: run in the run's image with the trial's seed (else a
+    fault, and an event naming the worker), and its own canary search applied (a worker that hid a leak
+    is named)."""
     obs, elsewhere = in_run_image(spec, obs)
     worker = obs.worker_id or "the worker"
     if elsewhere:
         events.append(_event("wrong_image", obs, f"on {worker}: {obs.fault}"))
+    obs, reseeded = with_spec_seed(spec, obs)
+    if reseeded:
+        events.append(_event("wrong_seed", obs, f"on {worker}: {obs.fault}"))
     obs, hidden = with_coordinator_canary(spec, obs)
     if hidden:
         events.append(

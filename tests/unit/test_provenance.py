@@ -1,11 +1,12 @@
-"""gate.core.trust.provenance: a trial counts only if it ran in the run's own image; one a worker ran elsewhere
-(another image, or no sandbox at all) is a fault that can neither pass a row nor draw a credit."""
+"""gate.core.trust.provenance: a trial counts only if it ran in the run's own image with its spec's seed; one
+a worker ran elsewhere (another image, or no sandbox at all) or with a seed of its own is a fault that can
+neither pass a row nor draw a credit."""
 
 from __future__ import annotations
 
 from gate.core.suite.trial import FaultOrigin, Observation
 from gate.core.testing import make_spec
-from gate.core.trust.provenance import in_run_image
+from gate.core.trust.provenance import in_run_image, with_spec_seed
 
 RUN_IMAGE = "sha256:" + "a" * 64
 
@@ -42,3 +43,27 @@ def test_a_spec_naming_no_image_checks_nothing() -> None:
     spec = make_spec()
     obs = Observation.of(spec, exit_code=0, image_id="null")
     assert in_run_image(spec, obs) == (obs, False)
+
+
+def test_a_trial_with_its_specs_seed_counts_as_it_is() -> None:
+    """The spec's seed: the observation is untouched."""
+    spec = make_spec(3)
+    obs = Observation.of(spec, exit_code=0)
+    assert with_spec_seed(spec, obs) == (obs, False)
+
+
+def test_a_seed_the_worker_chose_becomes_an_unproven_fault() -> None:
+    """Another seed, or none reported, is a fault of unknown origin naming both seeds and the worker."""
+    spec = make_spec(3)
+    for other, said in ((spec.seed + 1, f"seed {spec.seed + 1}"), (None, "no seed")):
+        obs = Observation.of(spec, exit_code=0, seed=other, worker_id="chooser")
+        replaced, changed = with_spec_seed(spec, obs)
+        assert changed and replaced.fault == f"ran with {said}, not the trial's seed {spec.seed}"
+        assert replaced.fault_origin is FaultOrigin.UNKNOWN and replaced.worker_id == "chooser"
+
+
+def test_a_fault_is_kept_whatever_seed_it_names() -> None:
+    """A fault observed nothing: it is kept as the worker reported it."""
+    spec = make_spec(3)
+    fault = Observation.harness_fault(spec, "lost", origin=FaultOrigin.HARNESS).model_copy(update={"seed": None})
+    assert with_spec_seed(spec, fault) == (fault, False)

@@ -1,7 +1,7 @@
-"""The JSON that crosses the broker. A batch holds trials that differ only in their index and canary
-(gate.core.suite.batching), so it travels as one spec (the template) plus the indices and canaries; observations
-travel as one JSON string that pydantic parses and validates in one pass. Both keep the broker's own
-(slow, per-object) JSON work to a few strings per batch.
+"""The JSON that crosses the broker. A batch holds trials that differ only in their index, seed and
+canary (gate.core.suite.batching), so it travels as one spec (the template) plus the indices, seeds and
+canaries; observations travel as one JSON string that pydantic parses and validates in one pass. Both
+keep the broker's own (slow, per-object) JSON work to a few strings per batch.
 """
 
 from __future__ import annotations
@@ -17,22 +17,27 @@ _OBSERVATIONS = TypeAdapter(list[Observation])
 
 
 def encode_batch(specs: list[TrialSpec]) -> dict[str, Any]:
-    """A batch as {"template": spec JSON, "indices": [...]}; refuses specs that differ in more."""
+    """A batch as {"template": spec JSON, "indices": [...], "seeds": [...], "canaries": [...]}; refuses
+    specs that differ in more."""
     check_one_batch(specs)
     first = specs[0]
     return {
         "template": first.model_dump_json(),
         "indices": [spec.trial_index for spec in specs],
+        "seeds": [spec.seed for spec in specs],  # the coordinator's, one per trial
         "canaries": [spec.canary for spec in specs],  # one secret per trial, never shared
     }
 
 
 def decode_batch(payload: dict[str, Any]) -> list[TrialSpec]:
+    """The batch's specs: the template with each trial's index, seed and canary."""
     template = TrialSpec.model_validate_json(payload["template"])
-    canaries = payload.get("canaries") or [template.canary] * len(payload["indices"])
+    count = len(payload["indices"])
+    canaries = payload.get("canaries") or [template.canary] * count
+    seeds = payload.get("seeds") or [template.seed] * count
     return [
-        template.model_copy(update={"trial_index": int(index), "canary": str(canary)})
-        for index, canary in zip(payload["indices"], canaries, strict=True)
+        template.model_copy(update={"trial_index": int(index), "seed": int(seed), "canary": str(canary)})
+        for index, seed, canary in zip(payload["indices"], seeds, canaries, strict=True)
     ]
 
 

@@ -33,6 +33,8 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
         **supervisor_env(),
         "TZ": spec.clock.zone,
         "PROBEGATE_TRIAL_INDEX": str(spec.trial_index),
+        # The coordinator's seed for this trial: a probe seeds its randomness from it, so it replays exactly.
+        "PROBEGATE_TRIAL_SEED": str(spec.seed),
         "PROBEGATE_PROPERTY": spec.property_id,
     }
     if spec.pythonpath:

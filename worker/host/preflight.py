@@ -22,6 +22,7 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, ImageError, SandboxError
+from gate.core.suite.plan import trial_seed
 from gate.core.suite.trial import ClockSpec, Sandbox, TrialSpec, WorkCopy
 from gate.io.fixtures import seal_tree
 from gate.io.snapshot import LocalInputs
@@ -102,10 +103,12 @@ def preflight(
         fixture = b"{}"
         digest = hashlib.sha256(fixture).hexdigest()
         with LocalInputs(tree, {digest: fixture}) as inputs:
+            run_id = f"preflight-{uuid.uuid4().hex[:12]}"
             spec = TrialSpec(
-                run_id=f"preflight-{uuid.uuid4().hex[:12]}",
+                run_id=run_id,
                 property_id="preflight",
                 trial_index=0,
+                seed=trial_seed(run_id, "preflight", 0),
                 probe_argv=("python3", "probe.py"),
                 tree_digest=seal_tree(inputs.snapshot).digest,
                 fixture_path="preflight.json",

@@ -1,10 +1,10 @@
 """Which trials may travel and run together: the one batching rule, used by the planner's callers (the
 local pool, the Celery dispatch), the wire format and the sandbox. Pure.
 
-A batch holds trials that differ only in their index and their canary (one secret per trial, never
-shared): same run, property, tree, fixture, probe, deadline, clock, limits and image. So a batch
-crosses the broker as one spec plus indices and canaries, and fits one container: every field a
-container is fixed to (run, tree, clock, limits, image) is part of the key.
+A batch holds trials that differ only in their index, their seed and their canary (one secret per
+trial, never shared): same run, property, tree, fixture, probe, deadline, clock, limits and image. So
+a batch crosses the broker as one spec plus indices, seeds and canaries, and fits one container: every
+field a container is fixed to (run, tree, clock, limits, image) is part of the key.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from gate.core.suite.trial import TrialSpec
 
-PER_TRIAL = ("trial_index", "canary")  # the only fields trials of one batch may differ in
+PER_TRIAL = ("trial_index", "seed", "canary")  # the only fields trials of one batch may differ in
 
 
 def batch_key(spec: TrialSpec) -> tuple[object, ...]:
-    """Everything a batch's trials share: every field of the spec but its index and canary."""
+    """Everything a batch's trials share: every field of the spec but its index, seed and canary."""
     return tuple(getattr(spec, name) for name in TrialSpec.model_fields if name not in PER_TRIAL)
 
 

@@ -1,5 +1,6 @@
 """Planning: each classified property of the suite becomes its trial specs, bound to the fixture
-digest the seal recorded. Pure: the seal, clock and run id come in as values.
+digest the seal recorded, each with the seed the coordinator derives for it from the run id (a worker
+never chooses one, and a trial replays exactly). Pure: the seal, clock and run id come in as values.
 
 Statistical properties are planned in waves (`Planner.trials(prop, start, count)`); `plan` is the
 whole plan at once, every property at its planned (maximum) trial count.
@@ -7,12 +8,24 @@ whole plan at once, every property at its planned (maximum) trial count.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gate.core.errors import SuiteError
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import ClockSpec, Limits, TrialSpec
+from gate.core.suite.trial import MAX_SEED, ClockSpec, Limits, TrialSpec
+
+SEED_DOMAIN = "probegate/trial-seed/v1"
+
+
+def trial_seed(root: str, property_id: str, trial_index: int) -> int:
+    """The seed of trial `trial_index` of `property_id` in the run whose seeds come from `root` (its run
+    id): the first 53 bits of the sha256 of the JSON array [SEED_DOMAIN, root, property_id, trial_index]."""
+    # JSON keeps the three apart whatever they hold; 53 bits keep the seed exact in any JSON reader.
+    text = json.dumps([SEED_DOMAIN, root, property_id, trial_index], separators=(",", ":"), ensure_ascii=True)
+    return int.from_bytes(hashlib.sha256(text.encode("ascii")).digest()[:8], "big") >> (64 - MAX_SEED.bit_length())
 
 
 @dataclass(frozen=True)
@@ -29,15 +42,18 @@ class Planner:
     image_id: str = ""  # when set, a worker whose image differs refuses the trial
     pythonpath: tuple[str, ...] = ()
     new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
+    seeds_from: str | None = None  # whose trial seeds to give (`gate run --replay-seeds`); None: this run's
 
     def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
         """Specs for trial indices start .. start+count-1 of `prop`."""
         check_fixtures([prop], self.manifest, suite_file=self.suite_file)
+        root = self.run_id if self.seeds_from is None else self.seeds_from
         return [
             TrialSpec(
                 run_id=self.run_id,
                 property_id=prop.id,
                 trial_index=index,
+                seed=trial_seed(root, prop.id, index),
                 probe_argv=self.probe_argv,
                 tree_digest=self.tree_digest,
                 fixture_path=prop.fixture,

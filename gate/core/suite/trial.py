@@ -86,6 +86,9 @@ class ClockSpec(BaseModel):
         return self.frozen_at.astimezone(ZoneInfo(self.zone)).strftime("%Y-%m-%d %H:%M:%S")
 
 
+# Trial seeds are below 2**53: a card's and a record's numbers stay exact in every JSON reader.
+MAX_SEED = 2**53 - 1
+
 SANDBOX_UID = 65534  # the sandbox's user and group (nobody): probes and supervisors run as it
 
 
@@ -110,6 +113,9 @@ class TrialSpec(BaseModel):
     run_id: str
     property_id: str
     trial_index: int = Field(ge=0)
+    # The coordinator's seed for this trial (gate.core.suite.plan.trial_seed), given to the probe as
+    # PROBEGATE_TRIAL_SEED: its randomness is then a function of it, and the trial can be replayed.
+    seed: int = Field(ge=0, le=MAX_SEED)
     probe_argv: tuple[str, ...]
     tree_digest: str
     fixture_path: str
@@ -197,6 +203,8 @@ class Observation(BaseModel):
     canary_seen: bool = False
     image_id: str = ""
     worker_id: str = ""
+    # The seed the sandbox gave the probe: the spec's, or the trial does not count (gate.core.trust.provenance).
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
     fault: str | None = None
     fault_origin: FaultOrigin | None = None
     # The work dir's mode (None: the sandbox did not say, e.g. a fault before the trial ran), and why
@@ -210,8 +218,9 @@ class Observation(BaseModel):
 
     @classmethod
     def of(cls, spec: TrialSpec, **facts: Any) -> Observation:
-        """An observation of `spec`'s trial (its key copied from the spec) with these facts."""
-        return cls(run_id=spec.run_id, property_id=spec.property_id, trial_index=spec.trial_index, **facts)
+        """An observation of `spec`'s trial (its key and seed copied from the spec) with these facts."""
+        key = {"run_id": spec.run_id, "property_id": spec.property_id, "trial_index": spec.trial_index}
+        return cls(**key, **{"seed": spec.seed, **facts})  # a fact may name another seed (a test's worker)
 
     @classmethod
     def harness_fault(
