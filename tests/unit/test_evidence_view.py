@@ -122,12 +122,13 @@ def test_records_of_a_property_without_a_row_are_named(card: VerdictCard) -> Non
 
 
 def test_a_shown_trial_carries_what_its_record_holds(card: VerdictCard) -> None:
-    """Exit facts, stream heads cut with their full length and sha256, writes, worker, image, fault and digest."""
+    """Exit facts, stream heads cut with their full length and sha256, writes, worker, image, seed, fault and digest."""
     writes = tuple(FileChange(path=f"/work/f{i}", change="created") for i in range(WRITES_SHOWN + 2))
     long = b"x" * (HEAD_CHARS + 50)
     rec = record(
         STAT, 4, OutcomeKind.FAULT, detail="engine gone", stdout=long, writes=writes, exit_code=None, signal=9,
         timed_out=True, oom_killed=True, duration_s=1.5, worker_id="w-7", image_id="sha256:abc", fault="engine gone",
+        seed=1234,
     )  # fmt: skip
     (trial,) = next(p for p in view(card, [rec]).properties if p.property_id == STAT).problems
     exit_facts = (trial.exit_code, trial.signal, trial.timed_out, trial.oom_killed, trial.duration_s)
@@ -142,7 +143,8 @@ def test_a_shown_trial_carries_what_its_record_holds(card: VerdictCard) -> None:
     assert "exit: code none, signal 9, timed out yes, oom killed yes, 1.50s" in lines
     assert f"stdout: {len(long)} bytes, sha256 {trial.stdout.sha256}, first {HEAD_CHARS} characters: xxx" in lines
     assert "writes: 2 more not shown" in lines and "fault: engine gone" in lines
-    assert "worker: w-7, image sha256:abc" in lines
+    assert "worker: w-7, image sha256:abc, seed 1234" in lines
+    assert trial.to_data()["seed"] == 1234  # PROBEGATE_TRIAL_SEED=1234 replays the trial
 
 
 def test_a_hostile_record_renders_inert_as_text_and_valid_json(card: VerdictCard) -> None:

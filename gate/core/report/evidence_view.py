@@ -84,6 +84,7 @@ class ShownTrial:
     writes_total: int
     worker_id: str
     image_id: str
+    seed: int | None  # the trial's seed: PROBEGATE_TRIAL_SEED=<seed> replays it
     digest: str
 
     @classmethod
@@ -108,6 +109,7 @@ class ShownTrial:
             writes_total=len(obs.writes),
             worker_id=obs.worker_id,
             image_id=obs.image_id,
+            seed=obs.seed,
             digest=digest,
         )
 
@@ -131,6 +133,7 @@ class ShownTrial:
             "writes_total": self.writes_total,
             "worker_id": self.worker_id,
             "image_id": self.image_id,
+            "seed": self.seed,
             "digest": self.digest,
         }
 
@@ -152,7 +155,9 @@ class ShownTrial:
             out.append(f"    writes: {self.writes_total - len(self.writes)} more not shown")
         elif not self.writes:
             out.append("    writes: none")
-        out.append(f"    worker: {one_line(self.worker_id) or '(none)'}, image {one_line(self.image_id) or '(none)'}")
+        seed = "none" if self.seed is None else str(self.seed)
+        where = f"worker: {one_line(self.worker_id) or '(none)'}, image {one_line(self.image_id) or '(none)'}"
+        out.append(f"    {where}, seed {seed}")
         return out
 
 
