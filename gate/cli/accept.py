@@ -42,6 +42,7 @@ def run_accept(
     suite: Path,
     base: str | None = None,
     allow_unchecked_oracle: bool = False,
+    allow_unenrolled_workers: bool = False,
     key: Path | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
@@ -73,6 +74,7 @@ def run_accept(
             tree_digest=digest,
             now=now(),
             allow_unchecked_oracle=allow_unchecked_oracle,
+            allow_unenrolled_workers=allow_unenrolled_workers,
             signature_problem=problem,
         )
         result = decide_merge(card, facts)

@@ -133,7 +133,13 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         help="with --broker: give up on unreported batches after S seconds (default: derived)",
     )
     add_registry_argument(
-        run, also="; with --broker, when it exists, only results signed by its enrolled workers count"
+        run, also="; with --broker only results signed by its enrolled workers count, and a run without one refuses"
+    )
+    run.add_argument(
+        "--allow-unenrolled-workers",
+        action="store_true",
+        help="with --broker and no worker registry: take any worker's results (a loopback broker on this "
+        "machine); recorded on the card, which `gate accept` then refuses unless given the same flag",
     )
 
 
@@ -156,6 +162,11 @@ def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
         "--allow-unchecked-oracle",
         action="store_true",
         help="accept a card from a run without --base, whose oracle edits nobody checked",
+    )
+    acc.add_argument(
+        "--allow-unenrolled-workers",
+        action="store_true",
+        help="accept a card from a run with --allow-unenrolled-workers, whose results no worker registry checked",
     )
     acc.add_argument(
         "--key",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gate.core.errors import ConfigError
 from gate.core.trust.enrolment import Roster
-from gate.io.workers import ENV_REGISTRY, load_roster, registry_path, signing_required
+from gate.io.workers import ENV_REGISTRY, load_roster, registry_path
 from gate.run.executor import Executor, LocalExecutor
 from gate.run.runner import ExecutorFactory
 
@@ -22,19 +22,24 @@ class Placement:
     broker: str | None = None
     registry: str | None = None  # with a broker: where the run's image is pushed for workers to pull
     queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
-    workers: Path | None = None  # with a broker: the worker registry (None: $PROBEGATE_WORKERS or the default)
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
+    # With a broker: the worker registry results are checked against (`enrolled_workers`); None there
+    # only with --allow-unenrolled-workers.
+    enrolled: Callable[[], Roster] | None = None
+
+    @property
+    def unenrolled(self) -> bool:
+        """Whether trials go to workers whose results no registry checks (the card records it)."""
+        return self.broker is not None and self.enrolled is None
 
 
 def executor_factory(placement: Placement) -> ExecutorFactory:
     """The run's executor factory: Celery over Redis with a broker, else the local pool over this
     machine's Docker; either runs trials in the image the run hands it (None: the sandbox's own)."""
-    # A broken worker registry stops the command now, before the suite is read or any image built.
-    enrolled = enrolled_workers(placement.workers) if placement.broker else None
 
     def make(image: str | None) -> Executor:
-        return default_executor(placement, image, enrolled)
+        return default_executor(placement, image, placement.enrolled)
 
     return make
 
@@ -65,17 +70,22 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
     return LocalExecutor(sandbox, jobs=placement.jobs)
 
 
-def enrolled_workers(given: Path | None) -> Callable[[], Roster] | None:
+def enrolled_workers(given: Path | None, *, allow_unenrolled: bool = False) -> Callable[[], Roster] | None:
     """The registry the Celery executor checks results against (read now, so a broken one stops the run
-    before any trial, and again at each run); None: no registry, and none required."""
+    before any trial, and again at each run). No registry is refused, unless `allow_unenrolled`
+    (--allow-unenrolled-workers): then None, and results are checked against nothing."""
     path = registry_path(given)
     named = given is not None or bool(os.environ.get(ENV_REGISTRY))
     if not named and not path.exists():
-        if signing_required():
+        if not allow_unenrolled:
+            # Secure by default: without a registry any process that can write to the broker decides the run.
             raise ConfigError(
-                f"signed results are required ($PROBEGATE_REQUIRE_SIGNED) but there is no worker registry "
-                f"(enrol workers with `gate workers enrol`, or name one with --workers / ${ENV_REGISTRY})",
+                "no worker registry, so any process that can write to the broker could answer for a worker: "
+                "enrol each worker with `gate workers enrol PUBKEY_FILE --name NAME` (its key from "
+                f"`gate-worker key`), name a registry with --workers or ${ENV_REGISTRY}, or pass "
+                "--allow-unenrolled-workers (a loopback broker on this machine)",
                 file=str(path),
+                field="--broker",
             )
         return None
     load_roster(path)  # a named registry that is missing or garbled is refused now

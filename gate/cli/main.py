@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
-from gate.cli.executors import Placement, executor_factory
+from gate.cli.executors import Placement, enrolled_workers, executor_factory
 from gate.cli.images import build_for_run, run_image
 from gate.cli.power import run_from_args as run_power
 from gate.cli.report import report_targets
@@ -38,6 +38,7 @@ from gate.io import interrupts
 from gate.io.artifacts import check_writable
 from gate.io.cardsig import envelope_path
 from gate.io.cliargs import check_redis_url
+from gate.io.workers import ENV_REQUIRE
 from gate.run.runner import RunRequest
 
 EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still returning from a removed container
@@ -113,6 +114,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             suite=args.suite,
             base=args.base,
             allow_unchecked_oracle=args.allow_unchecked_oracle,
+            allow_unenrolled_workers=args.allow_unenrolled_workers,
             key=args.key,
         )
     if args.command == "diff":
@@ -215,9 +217,10 @@ def _seal(args: argparse.Namespace) -> int:
     return RET_OK
 
 
-def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
-    """The run request both `run` and `baseline` build from the shared arguments. `card` or `--seal`
-    None: the suite's `[suite] card` / `[suite] seal`, checked once the suite is read (before any trial)."""
+def _request(args: argparse.Namespace, *, card: Path | None, placement: Placement) -> RunRequest:
+    """The run request both `run` and `baseline` build from the shared arguments and where trials go.
+    `card` or `--seal` None: the suite's `[suite] card` / `[suite] seal`, checked once the suite is read
+    (before any trial)."""
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
@@ -264,6 +267,7 @@ def _request(args: argparse.Namespace, *, card: Path | None) -> RunRequest:
         properties=tuple(getattr(args, "property", ())),
         keyword=getattr(args, "keyword", None),
         sign_key=sign_key,
+        unenrolled_workers=placement.unenrolled,
     )
 
 
@@ -272,10 +276,11 @@ def _run(args: argparse.Namespace) -> int:
     from gate.cli.summary import print_summary
     from gate.run.runner import run_gate
 
-    request = _request(args, card=args.card)
+    placement = _placement(args)
+    request = _request(args, card=args.card, placement=placement)
     result = run_gate(
         request,
-        executor_factory=executor_factory(_placement(args)),
+        executor_factory=executor_factory(placement),
         books_factory=books_factory(args),
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
@@ -302,29 +307,40 @@ def _baseline(args: argparse.Namespace) -> int:
     ledger = ledger_file(args) if args.twice else None  # the pair's books must not be one of its outputs
     outputs = {"--calibration": args.calibration, "--card": card, **({"--ledger": ledger} if ledger else {})}
     _distinct({**outputs, **report_targets(args).outputs()}, _inputs(args))
+    placement = _placement(args)
     return run_baseline(
-        _request(args, card=card),
+        _request(args, card=card, placement=placement),
         args.calibration,
         factor=args.factor,
         twice=args.twice,
         books_factory=books_factory(args),
         lift_target=args.lift_target,
-        executor_factory=executor_factory(_placement(args)),
+        executor_factory=executor_factory(placement),
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
     )
 
 
 def _placement(args: argparse.Namespace) -> Placement:
-    """Where `run` and `baseline` send trials, from their arguments (checked by `_request`)."""
+    """Where `run` and `baseline` send trials, from their arguments (checked by `_request`). A broker
+    without a worker registry is refused here, before the suite is read or any image built."""
+    allow = args.allow_unenrolled_workers
+    enrolled = enrolled_workers(args.workers, allow_unenrolled=allow) if args.broker else None
+    if os.environ.get(ENV_REQUIRE):
+        # What it asked for is the default now; said so that a stale setting is noticed and dropped.
+        print(
+            f"gate: warning: ${ENV_REQUIRE} is deprecated and ignored: a run with --broker always needs a worker "
+            "registry now (or --allow-unenrolled-workers)",
+            file=sys.stderr,
+        )
     return Placement(
         jobs=args.jobs,
         broker=args.broker,
         registry=args.registry or os.environ.get("PROBEGATE_REGISTRY") or None,
         queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
-        workers=args.workers,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
+        enrolled=enrolled,
     )
 
 

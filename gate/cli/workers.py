@@ -6,7 +6,8 @@
     gate workers revoke box1 [--redis-admin-url ...]
 
 The registry is a file on the coordinator (--workers, $PROBEGATE_WORKERS, or .probegate/workers.json);
-a run with --broker checks every result against it when it exists (see default_executor). One JSON
+a run with --broker checks every result against it, and refuses to start without one unless given
+--allow-unenrolled-workers (see enrolled_workers in gate.cli.executors). One JSON
 line per worker on stdout; `enrol` with an admin URL prints the worker's broker URL, password included,
 once: hand it to the worker as PROBEGATE_BROKER.
 """

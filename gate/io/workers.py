@@ -25,7 +25,8 @@ from gate.io.keys import KeyFileError, VerifyKey
 
 DEFAULT_REGISTRY = Path(".probegate") / "workers.json"
 ENV_REGISTRY = "PROBEGATE_WORKERS"
-ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"  # "1": a run with --broker refuses to start without a registry
+# Deprecated, ignored (a warning says so): a run with --broker needs a registry by default now.
+ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"
 
 
 class RegistryFileError(ConfigError):
@@ -38,11 +39,6 @@ def registry_path(given: Path | None = None) -> Path:
         return given
     env = os.environ.get(ENV_REGISTRY)
     return Path(env) if env else DEFAULT_REGISTRY
-
-
-def signing_required() -> bool:
-    """Whether the environment demands signed results ($PROBEGATE_REQUIRE_SIGNED=1)."""
-    return os.environ.get(ENV_REQUIRE, "").strip().lower() in ("1", "true", "yes")
 
 
 def load_roster(path: Path, *, missing_ok: bool = False) -> Roster:

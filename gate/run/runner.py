@@ -71,6 +71,7 @@ class RunRequest:
     properties: tuple[str, ...] = ()  # --property: run only these ids (with `keyword`: either picks)
     keyword: str | None = None  # -k: run only ids holding this substring or matching this glob
     sign_key: Path | None = None  # --sign-key: sign the card (its envelope beside it, gate.io.cardsig)
+    unenrolled_workers: bool = False  # trials go over a broker with no worker registry (the card records it)
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,7 @@ def _run(
             },
             selection=chosen,
             suite_file=str(request.suite),
+            unenrolled_workers=request.unenrolled_workers,
         )
         fixtures = {
             current.manifest[p.fixture]: read_input(fixture_root / p.fixture, "fixture")

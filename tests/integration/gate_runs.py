@@ -14,6 +14,8 @@ from example_repo import Repo, example_repo
 from filelock import FileLock
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
+# For runs over a broker whose test is not about enrolment: the workers are the test's own, on loopback.
+UNENROLLED = "--allow-unenrolled-workers"
 
 
 class Run:
@@ -58,8 +60,9 @@ def gate_run(
     new_ledger: bool = False,
 ) -> Run:
     """Run the gate like examples/invoice/run.sh does: the patch as a commit over the example's base in
-    a fresh repository beside the card, `gate run --base`, then `gate accept --base`. `new_ledger`: the
-    first run on its ledger (default `ledger.json` beside the card), which must not exist yet."""
+    a fresh repository beside the card, `gate run --base`, then `gate accept --base`, told UNENROLLED when
+    the run was (as a CI job that chose it would tell both). `new_ledger`: the first run on its ledger
+    (default `ledger.json` beside the card), which must not exist yet."""
     card.parent.mkdir(parents=True, exist_ok=True)
     repo = example_repo(card.parent / f"repo-{patch}-{uuid.uuid4().hex[:8]}", patch, source=example)
     oracle = ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
@@ -75,8 +78,9 @@ def gate_run(
         env=env,
     )
     assert "Traceback" not in done.stderr, done.stderr
+    told = tuple(a for a in extra if a == UNENROLLED)
     accepted = subprocess.run(
-        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle],
+        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, *told],
         capture_output=True,
         text=True,
         timeout=60,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, PATCHES, ExampleRuns, gate_run
+from gate_runs import EXAMPLE, PATCHES, UNENROLLED, ExampleRuns, gate_run
 from run_containers import containers_of, gone_within
 
 from gate.core.errors import RET_HARNESS
@@ -74,6 +74,7 @@ def run_slow(root: Path, card: Path, *extra: str, env: dict[str, str] | None = N
         "--card",
         str(card),
         "--new-ledger",  # every slow run is the first on the ledger beside its card
+        UNENROLLED,  # its workers are the test's own, on loopback
         *extra,
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -105,7 +106,7 @@ def test_celery_gives_the_local_card(
 ) -> None:
     """Each example patch earns the same kinds and hit counts through two workers as through the local pool."""
     local = example_runs.get(patch)
-    remote = gate_run(EXAMPLE, patch, tmp_path / "card.json", "--broker", two_workers.url, new_ledger=True)
+    remote = gate_run(EXAMPLE, patch, tmp_path / "card.json", "--broker", two_workers.url, UNENROLLED, new_ledger=True)
     assert rows(remote.card) == rows(local.card)
     assert (remote.code, remote.accept) == (local.code, local.accept)
     if remote.card["properties"][0]["trials"]:  # drift runs no trial, so no image is seen

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, ExampleRuns, Run, gate_run
+from gate_runs import EXAMPLE, UNENROLLED, ExampleRuns, Run, gate_run
 
 from gate.io.keys import public_path, write_new_key
 
@@ -45,7 +45,9 @@ def start_fabricator(workers: Workers, name: str, *, signed: bool = False) -> No
 
 
 def remote(patch: str, card: Path, url: str, *extra: str, example: Path = EXAMPLE) -> Run:
-    return gate_run(example, patch, card, "--broker", url, *extra, new_ledger=True)
+    """A run over the broker; without `--workers` in `extra`, of unenrolled workers (cross-checks alone)."""
+    unenrolled = () if "--workers" in extra else (UNENROLLED,)
+    return gate_run(example, patch, card, "--broker", url, *unenrolled, *extra, new_ledger=True)
 
 
 def rows(run: Run) -> list[tuple[str, str, int, int, dict]]:

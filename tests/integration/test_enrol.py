@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 import redis
 from celery_helpers import RedisServer, Workers
+from gate_runs import UNENROLLED
 
 from gate.cli.main import main as gate_main
+from gate.core.errors import RET_CONFIG
 from gate.core.suite.trial import Observation
 from gate.core.testing import make_specs
 from gate.io.keys import write_new_key
@@ -290,33 +292,36 @@ deadline_s = 5.0
 """
 
 
-def safety_run(root: Path, card: Path, broker: RedisServer, *extra: str) -> tuple[int, dict, int]:
-    """`gate run` of the hostile patch over the broker, then `gate accept`; (run exit, card, accept exit)."""
+def run_argv(root: Path, card: Path, broker: RedisServer, *extra: str) -> list[str]:
+    """`gate run` of the hostile suite's patch over the broker, writing `card`."""
     oracle = ["--suite", str(root / "gate.toml"), "--workdir", str(root / "patch"), "--seal", str(root / "seal")]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gate.run",
-            *oracle,
-            "--card",
-            str(card),
-            "--new-ledger",
-            "--broker",
-            broker.url,
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return [
+        sys.executable,
+        "-m",
+        "gate.run",
+        *oracle,
+        "--card",
+        str(card),
+        "--new-ledger",
+        "--broker",
+        broker.url,
+        *extra,
+    ]
+
+
+def accept_exit(root: Path, card: Path, *told: str) -> int:
+    """`gate accept` of `card` (its oracle unchecked: the suite has no base), given `told`, in the suite's folder."""
+    oracle = ["--suite", str(root / "gate.toml"), "--workdir", str(root / "patch"), "--seal", str(root / "seal")]
+    argv = [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, "--allow-unchecked-oracle", *told]
+    return subprocess.run(argv, capture_output=True, timeout=60, cwd=root).returncode
+
+
+def safety_run(root: Path, card: Path, broker: RedisServer, *extra: str) -> tuple[int, dict, int]:
+    """`gate run` of the hostile patch over the broker, then `gate accept`, both in the suite's folder, where
+    no default registry lies; (run exit, card, accept exit)."""
+    done = subprocess.run(run_argv(root, card, broker, *extra), capture_output=True, text=True, timeout=300, cwd=root)
     assert "Traceback" not in done.stderr, done.stderr
-    accept = subprocess.run(
-        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, "--allow-unchecked-oracle"],
-        capture_output=True,
-        timeout=60,
-    )
-    return done.returncode, json.loads(card.read_text()), accept.returncode
+    return done.returncode, json.loads(card.read_text()), accept_exit(root, card)
 
 
 def hostile_suite(root: Path) -> Path:
@@ -352,19 +357,33 @@ def test_gate_run_with_enrolled_workers_catches_the_patch(
     assert not refusals & {event["kind"] for event in card["harness_events"]}
 
 
+def test_a_run_without_a_registry_refuses_to_start(broker: RedisServer, tmp_path: Path) -> None:
+    """Secure by default: `gate run --broker` with no registry exits 65 at once, in one line saying how to
+    enrol workers, and writes no card."""
+    root = hostile_suite(tmp_path / "suite")
+    card = tmp_path / "card.json"
+    done = subprocess.run(run_argv(root, card, broker), capture_output=True, text=True, timeout=60, cwd=root)
+    assert done.returncode == RET_CONFIG and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert "no worker registry" in line and "gate workers enrol" in line and UNENROLLED in line
+    assert not card.exists()
+
+
 def test_gate_run_refuses_an_unsigned_standin(
     fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`gate run --workers`: a stand-in passing a patch that writes outside its map and prints its canary
-    is accepted without a registry (the attack) and, with one, ends as harness_error and is not accepted."""
+    """`gate run --workers`: a stand-in passing a patch that writes outside its map and prints its canary is
+    accepted only where results are not checked, and only when both the run and accept are told so; with a
+    registry the run ends as harness_error and is not accepted."""
     root = hostile_suite(tmp_path / "suite")
     registry = tmp_path / "workers.json"
     gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
     fleet.standin("standin", "unsigned")
     fleet.wait_ready()
 
-    code, card, accepted = safety_run(root, tmp_path / "open" / "card.json", broker)
-    assert (code, accepted) == (0, 0)  # what the stand-in buys where results are not checked
+    code, card, accepted = safety_run(root, tmp_path / "open" / "card.json", broker, UNENROLLED)
+    assert (code, card["unenrolled_workers"], accepted) == (0, True, 1)  # the stand-in passed it; accept refuses
+    assert accept_exit(root, tmp_path / "open" / "card.json", UNENROLLED) == 0  # what it buys where allowed
     code, card, accepted = safety_run(root, tmp_path / "enrolled" / "card.json", broker, "--workers", str(registry))
     assert code == 2 and accepted != 0
     assert {row["kind"] for row in card["properties"]} == {"harness_error"}

@@ -212,7 +212,7 @@ def busy_run(tmp_path: Path, name: str, docker_client, redis_server, workers, si
     workers.start(name)
     workers.wait_ready()
     example_suite(tmp_path)
-    run = Signalled(run_cmd(tmp_path, "hangs", "--broker", redis_server.url))
+    run = Signalled(run_cmd(tmp_path, "hangs", "--broker", redis_server.url, "--allow-unenrolled-workers"))
     signalled.append(run)
     workers.wait_busy(name, docker_client)
     return run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, gate_run
+from gate_runs import EXAMPLE, UNENROLLED, gate_run
 from run_containers import containers_created, containers_of
 
 pytestmark = pytest.mark.integration
@@ -56,7 +56,7 @@ def test_sprt_stops_early_through_celery(
     workers.start("s1")
     workers.start("s2")
     workers.wait_ready()
-    sprt_stops_early(sprt_example, tmp_path, "--broker", redis_server.url)
+    sprt_stops_early(sprt_example, tmp_path, "--broker", redis_server.url, UNENROLLED)
 
 
 def test_a_local_run_keeps_its_containers_across_waves(sprt_example: Path, tmp_path: Path, docker_client) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
+from gate_runs import UNENROLLED
 from second_engine import SecondEngine
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "windows"
@@ -54,7 +55,7 @@ def run_patch(tmp_path: Path, patch: str, *extra: str) -> tuple[int, int, dict]:
     base = example_repo(repo, patch)
     ran = gate(repo, "run", "--base", base, "--new-ledger", *extra)
     card = json.loads((repo / CARD).read_text())
-    accepted = gate(repo, "accept", "--base", base)
+    accepted = gate(repo, "accept", "--base", base, *(a for a in extra if a == UNENROLLED))
     return ran.returncode, accepted.returncode, card
 
 
@@ -110,7 +111,7 @@ def test_each_patch_earns_its_kind_through_celery_workers_that_fetched_the_image
     _, far = far_workers
     fetched = []
     for patch in sorted(EXPECTED):
-        ran, accepted, card = run_patch(tmp_path, patch, "--broker", redis_server.url)
+        ran, accepted, card = run_patch(tmp_path, patch, "--broker", redis_server.url, UNENROLLED)
         assert_earned(patch, ran, accepted, card)
         fetched += [event for event in card["harness_events"] if event["kind"] == "image_fetched"]
         assert far.images.get(card["image_id"]).id == card["image_id"]

@@ -63,6 +63,7 @@ def card(**changes):
         image="probegate-sandbox:1",
         image_id="sha256:" + "1" * 64,
         clock=ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC)),
+        unenrolled_workers=False,
         retry_count=0,
         properties=clean_rows(),
         status=JobStatus.ACCEPTED,

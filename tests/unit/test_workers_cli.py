@@ -1,5 +1,5 @@
 """`gate workers` and the run's registry choice, without a broker: enrol, list, revoke, their one-line
-refusals and exit codes, and when a run with --broker checks results."""
+refusals and exit codes, and how a run with --broker checks results."""
 
 from __future__ import annotations
 
@@ -49,15 +49,13 @@ def test_refusals(argv: list[str], code: int, says: str, tmp_path: Path, capsys:
     assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_run_checks_results_only_with_a_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No registry: results unchecked, unless signing is required; a named registry must exist and parse."""
+def test_a_broker_run_needs_a_registry_that_exists_and_parses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No registry: refused, unless unenrolled workers are allowed; a named registry must exist and parse."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PROBEGATE_WORKERS", raising=False)
-    monkeypatch.delenv("PROBEGATE_REQUIRE_SIGNED", raising=False)
-    assert enrolled_workers(None) is None
-    monkeypatch.setenv("PROBEGATE_REQUIRE_SIGNED", "1")
     with pytest.raises(ConfigError, match="no worker registry"):
         enrolled_workers(None)
+    assert enrolled_workers(None, allow_unenrolled=True) is None
     with pytest.raises(InputMissingError):
         enrolled_workers(tmp_path / "missing.json")
     (tmp_path / ".probegate").mkdir()

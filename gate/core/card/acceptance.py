@@ -38,6 +38,7 @@ class AcceptFacts:
     oracle_edits: tuple[str, ...]  # oracle files the tree edits, recomputed against the base
     now: datetime  # accept's own time: a freeze that lapsed since the run excuses nothing
     allow_unchecked_oracle: bool = False
+    allow_unenrolled_workers: bool = False
     signature_problem: str | None = None  # why the card's signature fails, when one is required
 
 
@@ -52,6 +53,7 @@ def decide_merge(card: VerdictCard, facts: AcceptFacts) -> Acceptance:
         bands=facts.bands,
         freezes=_freezes(facts.freeze_file, facts.bands, card),
         allow_unchecked_oracle=facts.allow_unchecked_oracle,
+        allow_unenrolled_workers=facts.allow_unenrolled_workers,
     )
     reasons = [] if result.accepted else list(result.reasons)
     excused = [row.id for row in card.properties if row.kind is not Kind.PASS]
@@ -92,10 +94,11 @@ def prove(
     bands: Mapping[str, Band] | None = None,
     freezes: Mapping[str, str] | None = None,
     allow_unchecked_oracle: bool = False,
+    allow_unenrolled_workers: bool = False,
 ) -> Acceptance:
     """Accept only a card whose claims hold, whose recomputation agrees with it, that was made for
     this tree and suite (when given) with a row for each of the suite's properties (`bands`), in one
-    real sandbox image, with the oracle checked."""
+    real sandbox image, with the oracle checked and only enrolled workers' results (unless allowed)."""
     reasons = [] if (claimed := accept(card, seal_digest)).accepted else list(claimed.reasons)
     if tree_digest is not None and card.tree_digest != tree_digest:
         reasons.append(f"the card was made for tree {card.tree_digest[:16]}, not this one ({tree_digest[:16]})")
@@ -109,6 +112,11 @@ def prove(
         reasons.append(f"the card's freeze set {card.freeze_set} is not what the freeze file gives ({dict(freezes)})")
     if card.base_rev is None and not allow_unchecked_oracle:
         reasons.append("oracle edits were not checked (run without --base); refused unless --allow-unchecked-oracle")
+    if card.unenrolled_workers and not allow_unenrolled_workers:
+        reasons.append(
+            "trials ran on unenrolled workers (run with --allow-unenrolled-workers and no worker registry: any "
+            "process that could write to the broker could answer them); refused unless --allow-unenrolled-workers"
+        )
     reasons += _sandbox_reasons(card)
     reasons += recomputed_reasons(card)
     return Acceptance(accepted=not reasons, reasons=tuple(reasons) or claimed.reasons)

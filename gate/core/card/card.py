@@ -112,6 +112,10 @@ class VerdictCard(BaseModel):
     image_id: str
     clock: ClockSpec
     network_mode: str = "none"
+    # Trials went over a broker with no worker registry (`gate run --allow-unenrolled-workers`), so any
+    # process that could write to the broker could have answered them; `accept` refuses it unless told
+    # the same. No default: a card that leaves it out is unreadable, not one of enrolled workers.
+    unenrolled_workers: bool
     # How the trials' work dirs were made: "overlay" (copy-on-write), "copy", "mixed" (some of each),
     # or None (no trial said: a card from before the modes, or no trial ran). Why copy ran where
     # overlay was wanted is a harness event of kind "work_copy".

@@ -38,6 +38,7 @@ class RunFacts:
     oracle_edits: tuple[str, ...]
     freezes: FreezeState
     tree_digest: str = ""
+    unenrolled_workers: bool = False  # over a broker without a worker registry (--allow-unenrolled-workers)
     image: str = ""
     image_id: str = ""
     events: tuple[HarnessEvent, ...] = ()
@@ -101,6 +102,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         image=facts.image,
         image_id=facts.image_id,
         clock=facts.clock,
+        unenrolled_workers=facts.unenrolled_workers,
         work_copy=facts.work_copy,
         retry_count=facts.retries,
         base_rev=facts.base,
