@@ -43,6 +43,7 @@ def run_accept(
     base: str | None = None,
     allow_unchecked_oracle: bool = False,
     allow_unenrolled_workers: bool = False,
+    allow_replayed_seeds: bool = False,
     key: Path | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
@@ -75,6 +76,7 @@ def run_accept(
             now=now(),
             allow_unchecked_oracle=allow_unchecked_oracle,
             allow_unenrolled_workers=allow_unenrolled_workers,
+            allow_replayed_seeds=allow_replayed_seeds,
             signature_problem=problem,
         )
         result = decide_merge(card, facts)

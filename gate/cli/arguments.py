@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 
 from gate import __version__
@@ -19,6 +20,7 @@ from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
 from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
 from gate.cli.workers import add_registry_argument, add_workers_parser
+from gate.core.card.card import RUN_ID
 from gate.io.cliargs import ArgParser
 
 
@@ -46,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_new_ledger_argument(run)
     add_select_arguments(run)
     add_sign_key_argument(run)
+    run.add_argument(
+        "--replay-seeds",
+        type=run_id,
+        metavar="RUN_ID",
+        help="give every trial the seed it had in run RUN_ID (a card's run_id), to replay its trials exactly; "
+        "recorded on the card, which `gate accept` then refuses unless given --allow-replayed-seeds",
+    )
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
     add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")
@@ -169,6 +178,11 @@ def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
         help="accept a card from a run with --allow-unenrolled-workers, whose results no worker registry checked",
     )
     acc.add_argument(
+        "--allow-replayed-seeds",
+        action="store_true",
+        help="accept a card from a run with --replay-seeds, whose trials drew seeds chosen for them",
+    )
+    acc.add_argument(
         "--key",
         type=Path,
         metavar="PUBLIC_KEY",
@@ -194,6 +208,13 @@ def share(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text!r}")
     return value
+
+
+def run_id(text: str) -> str:
+    """argparse type: a run id as a card may name it (`gate.core.card.card.RUN_ID`)."""
+    if not re.fullmatch(RUN_ID, text):
+        raise argparse.ArgumentTypeError("a run id is 1 to 128 letters, digits, '.', '_' or '-'")
+    return text
 
 
 def seconds(text: str) -> float:

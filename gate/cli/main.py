@@ -115,6 +115,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             base=args.base,
             allow_unchecked_oracle=args.allow_unchecked_oracle,
             allow_unenrolled_workers=args.allow_unenrolled_workers,
+            allow_replayed_seeds=args.allow_replayed_seeds,
             key=args.key,
         )
     if args.command == "diff":
@@ -268,6 +269,7 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
         keyword=getattr(args, "keyword", None),
         sign_key=sign_key,
         unenrolled_workers=placement.unenrolled,
+        seeds_from=getattr(args, "replay_seeds", None),
     )
 
 

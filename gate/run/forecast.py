@@ -1,8 +1,7 @@
 """What `gate accept` will decide on the card a run has just written, so `gate run` prints one answer:
 the one accept path (gate.core.card.acceptance.decide_merge), fed from the run's own oracle (the base's
 seal, suite, freeze file and public key, the oracle edits) and the files just written, with the flags
-a CI job passes by default (no --allow-unchecked-oracle or --allow-unenrolled-workers, no --key beyond
-the suite's)."""
+a CI job passes by default (no --allow-* flag, no --key beyond the suite's)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ def merge_facts(
     now: datetime,
     allow_unchecked_oracle: bool = False,
     allow_unenrolled_workers: bool = False,
+    allow_replayed_seeds: bool = False,
     signature_problem: str | None = None,
 ) -> AcceptFacts:
     """What the merge decision takes from the oracle (the base's seal, suite, freeze file, the edits),
@@ -46,6 +46,7 @@ def merge_facts(
         now=now,
         allow_unchecked_oracle=allow_unchecked_oracle,
         allow_unenrolled_workers=allow_unenrolled_workers,
+        allow_replayed_seeds=allow_replayed_seeds,
         signature_problem=signature_problem,
     )
 

@@ -72,6 +72,7 @@ class RunRequest:
     keyword: str | None = None  # -k: run only ids holding this substring or matching this glob
     sign_key: Path | None = None  # --sign-key: sign the card (its envelope beside it, gate.io.cardsig)
     unenrolled_workers: bool = False  # trials go over a broker with no worker registry (the card records it)
+    seeds_from: str | None = None  # --replay-seeds: the run whose trial seeds to give (None: this run's own)
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ def _run(
             selection=chosen,
             suite_file=str(request.suite),
             unenrolled_workers=request.unenrolled_workers,
+            seeds_from=request.seeds_from,
         )
         fixtures = {
             current.manifest[p.fixture]: read_input(fixture_root / p.fixture, "fixture")

@@ -109,7 +109,8 @@ def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[
 
 
 def planner_for(facts: RunFacts, tree_digest: str) -> Planner:
-    """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial."""
+    """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial,
+    and the seeds of the run (or of the one it replays): a rerun draws what the trial drew."""
     suite = facts.suite
     return Planner(
         run_id=facts.run_id,
@@ -122,4 +123,5 @@ def planner_for(facts: RunFacts, tree_digest: str) -> Planner:
         image_id=facts.image_id,
         pythonpath=suite.config.pythonpath,
         new_canary=lambda: secrets.token_hex(16),
+        seeds_from=facts.seeds_from,
     )

@@ -64,6 +64,7 @@ def card(**changes):
         image_id="sha256:" + "1" * 64,
         clock=ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC)),
         unenrolled_workers=False,
+        seeds_from=None,
         retry_count=0,
         properties=clean_rows(),
         status=JobStatus.ACCEPTED,

@@ -181,7 +181,7 @@ VALID = {
     "remaining": "1", "last_detail": '"d"', "window_bits": "[true, false]", "credit_key": '"rate"',
     "measured_at": '"2026-03-01T00:00:00Z"', "factor": "1.5", "p95": "0.2", "ctrials": "10", "cdeadline": "0.3",
     "created_at": '"2026-03-01T12:00:00Z"', "retry_count": "0", "manifest": '{"inv.json": "' + "d" * 64 + '"}',
-    "rows": "[]", "exit_code": "0", "status": '"accepted"', "unenrolled": "false",
+    "rows": "[]", "exit_code": "0", "status": '"accepted"', "unenrolled": "false", "seeds_from": "null",
 }  # fmt: skip
 
 SUITE = """[suite]
@@ -220,7 +220,7 @@ CARD = (
     '"suite_sha256": "e", "workdir": "/w", "tree_digest": "t", '
     '"fixture": {"root": "/s/f", "seal": {seal}, "manifest": {manifest}}, "image": "i", "image_id": "sha256:1", '
     '"clock": {"frozen_at": {frozen_at}, "zone": {zone}}, "unenrolled_workers": {unenrolled}, '
-    '"retry_count": {retry_count}, "properties": {rows}, '
+    '"seeds_from": {seeds_from}, "retry_count": {retry_count}, "properties": {rows}, '
     '"status": {status}, "exit_code": {exit_code}}'
 )
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gate.cli.accept import run_accept
+from gate.cli.main import main
+from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE
 from gate.core.suite.plan import Planner, trial_seed
 from gate.core.suite.suite import PropertySpec
 from gate.core.suite.trial import MAX_SEED, ClockSpec, FaultOrigin, Observation
@@ -18,9 +22,15 @@ from gate.io.evidence import verified_records
 from worker.celery.wire import decode_batch, encode_batch
 from worker.host.batchfile import probe_env
 
-from .mini_suite import NOW, RUN_ID, STAT, build_suite, but, good, run
+from .mini_suite import NOW, RUN_ID, STAT, Suite, build_suite, but, good, run
 
 ids = st.text(max_size=40)
+IMAGE = "sha256:" + "a" * 64
+
+
+def real(spec, fixture: bytes) -> Observation:
+    """`good`, from a sandbox with a real-looking image ID (accept refuses the mock's)."""
+    return good(spec, fixture).model_copy(update={"image_id": IMAGE})
 
 
 def test_a_seed_is_the_documented_hash() -> None:
@@ -97,3 +107,27 @@ def test_a_worker_that_chose_another_seed_passes_nothing(tmp_path) -> None:
     events = [e for e in result.card.harness_events if e.kind == "wrong_seed"]
     assert len(events) == 10 and "chooser" in events[0].detail and "seed 42" in events[0].detail
     assert result.card.exit_code != 0
+
+
+def test_a_replay_draws_another_runs_seeds_and_accept_refuses_it_unless_told(tmp_path, capsys) -> None:
+    """`--replay-seeds RUN` gives every trial the seed it had in RUN, the card says so, and the run's
+    forecast and `gate accept` refuse it unless accept is given --allow-replayed-seeds."""
+    suite = build_suite(tmp_path)
+    suite = Suite(replace(suite.request, seeds_from="run-x"), suite.fixtures, suite.card, suite.ledger)
+    said: list[str] = []
+    result, _ = run(suite, real, said.append, image_id=IMAGE)
+    records = verified_records(result.card, suite.card)
+    assert all(r.observation.seed == trial_seed("run-x", r.property_id, r.trial_index) for r in records)
+    assert result.card.seeds_from == "run-x" and result.card.run_id == RUN_ID
+    assert any("--allow-replayed-seeds" in r for r in json.loads(said[-1])["accept_reasons"])
+    request = suite.request
+    where = {"workdir": request.workdir, "suite": request.suite, "allow_unchecked_oracle": True}
+    assert run_accept(suite.card, request.seal, **where) == RET_BLOCKED
+    assert "the trials drew the seeds of run run-x (--replay-seeds)" in capsys.readouterr().out
+    assert run_accept(suite.card, request.seal, **where, allow_replayed_seeds=True) == RET_OK
+
+
+def test_replay_seeds_takes_only_a_run_id(capsys) -> None:
+    """`--replay-seeds` with anything but a run id's characters is a usage error naming the flag."""
+    assert main(["run", "--replay-seeds", "run 1"]) == RET_USAGE
+    assert "--replay-seeds: a run id is 1 to 128 letters" in capsys.readouterr().err

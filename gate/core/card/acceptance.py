@@ -39,6 +39,7 @@ class AcceptFacts:
     now: datetime  # accept's own time: a freeze that lapsed since the run excuses nothing
     allow_unchecked_oracle: bool = False
     allow_unenrolled_workers: bool = False
+    allow_replayed_seeds: bool = False
     signature_problem: str | None = None  # why the card's signature fails, when one is required
 
 
@@ -54,6 +55,7 @@ def decide_merge(card: VerdictCard, facts: AcceptFacts) -> Acceptance:
         freezes=_freezes(facts.freeze_file, facts.bands, card),
         allow_unchecked_oracle=facts.allow_unchecked_oracle,
         allow_unenrolled_workers=facts.allow_unenrolled_workers,
+        allow_replayed_seeds=facts.allow_replayed_seeds,
     )
     reasons = [] if result.accepted else list(result.reasons)
     excused = [row.id for row in card.properties if row.kind is not Kind.PASS]
@@ -95,10 +97,12 @@ def prove(
     freezes: Mapping[str, str] | None = None,
     allow_unchecked_oracle: bool = False,
     allow_unenrolled_workers: bool = False,
+    allow_replayed_seeds: bool = False,
 ) -> Acceptance:
     """Accept only a card whose claims hold, whose recomputation agrees with it, that was made for
     this tree and suite (when given) with a row for each of the suite's properties (`bands`), in one
-    real sandbox image, with the oracle checked and only enrolled workers' results (unless allowed)."""
+    real sandbox image, with the oracle checked, only enrolled workers' results and its own trial seeds
+    (each unless allowed)."""
     reasons = [] if (claimed := accept(card, seal_digest)).accepted else list(claimed.reasons)
     if tree_digest is not None and card.tree_digest != tree_digest:
         reasons.append(f"the card was made for tree {card.tree_digest[:16]}, not this one ({tree_digest[:16]})")
@@ -116,6 +120,11 @@ def prove(
         reasons.append(
             "trials ran on unenrolled workers (run with --allow-unenrolled-workers and no worker registry: any "
             "process that could write to the broker could answer them); refused unless --allow-unenrolled-workers"
+        )
+    if card.seeds_from is not None and not allow_replayed_seeds:
+        reasons.append(
+            f"the trials drew the seeds of run {card.seeds_from} (--replay-seeds), not seeds of their own: draws "
+            "chosen for a run could be chosen to pass; refused unless --allow-replayed-seeds"
         )
     reasons += _sandbox_reasons(card)
     reasons += recomputed_reasons(card)

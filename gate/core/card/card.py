@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -25,6 +25,7 @@ _CARD = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 # The largest number a card may hold anywhere: every count, index and duration a run writes is far
 # below it, and JSON readers elsewhere keep integers exact only up to here (2**53).
 MAX_NUMBER = 2**53
+RUN_ID = r"^[A-Za-z0-9._-]{1,128}$"  # what `gate run --replay-seeds` takes (a run id the gate made is 32 hex digits)
 
 
 def bounded_numbers(value: object, where: str = "") -> None:
@@ -116,6 +117,9 @@ class VerdictCard(BaseModel):
     # process that could write to the broker could have answered them; `accept` refuses it unless told
     # the same. No default: a card that leaves it out is unreadable, not one of enrolled workers.
     unenrolled_workers: bool
+    # The run whose trial seeds this run's trials drew (`gate run --replay-seeds`); None: seeds of its own,
+    # from its run id. `accept` refuses a replay unless told the same. No default, as above.
+    seeds_from: Annotated[str, Field(pattern=RUN_ID)] | None
     # How the trials' work dirs were made: "overlay" (copy-on-write), "copy", "mixed" (some of each),
     # or None (no trial said: a card from before the modes, or no trial ran). Why copy ran where
     # overlay was wanted is a harness event of kind "work_copy".

@@ -39,6 +39,7 @@ class RunFacts:
     freezes: FreezeState
     tree_digest: str = ""
     unenrolled_workers: bool = False  # over a broker without a worker registry (--allow-unenrolled-workers)
+    seeds_from: str | None = None  # whose trial seeds the trials drew (--replay-seeds); None: the run's own
     image: str = ""
     image_id: str = ""
     events: tuple[HarnessEvent, ...] = ()
@@ -103,6 +104,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         image_id=facts.image_id,
         clock=facts.clock,
         unenrolled_workers=facts.unenrolled_workers,
+        seeds_from=facts.seeds_from,
         work_copy=facts.work_copy,
         retry_count=facts.retries,
         base_rev=facts.base,
