@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from celery_helpers import RedisServer, unserved_port
-from gate_runs import EXAMPLE, gate_run
+from gate_runs import EXAMPLE, NOISY_SEEDS, gate_run
 
 from gate.core.errors import (
     RET_CONFIG,
@@ -279,7 +279,9 @@ def test_two_concurrent_runs_on_one_ledger_both_land(
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = list(
             pool.map(
-                lambda name: gate_run(EXAMPLE, "noisy_sampler", tmp_path / name / "card.json", "--ledger", ledger),
+                lambda name: gate_run(
+                    EXAMPLE, "noisy_sampler", tmp_path / name / "card.json", "--ledger", ledger, *NOISY_SEEDS
+                ),
                 ["a", "b"],
             )
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, PATCHES, UNENROLLED, ExampleRuns, gate_run
+from gate_runs import EXAMPLE, PATCHES, UNENROLLED, ExampleRuns, gate_run, seeds_for
 from run_containers import containers_of, gone_within
 
 from gate.core.errors import RET_HARNESS
@@ -104,9 +104,13 @@ def two_workers(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox
 def test_celery_gives_the_local_card(
     two_workers: Workers, example_runs: ExampleRuns, patch: str, tmp_path: Path
 ) -> None:
-    """Each example patch earns the same kinds and hit counts through two workers as through the local pool."""
+    """Each example patch earns the same kinds and hit counts through two workers as through the local pool (the
+    noisy sampler from the same replayed seeds, so the very same hits)."""
     local = example_runs.get(patch)
-    remote = gate_run(EXAMPLE, patch, tmp_path / "card.json", "--broker", two_workers.url, UNENROLLED, new_ledger=True)
+    remote = gate_run(
+        EXAMPLE, patch, tmp_path / "card.json", "--broker", two_workers.url, UNENROLLED, *seeds_for(patch),
+        new_ledger=True,
+    )  # fmt: skip
     assert rows(remote.card) == rows(local.card)
     assert (remote.code, remote.accept) == (local.code, local.accept)
     if remote.card["properties"][0]["trials"]:  # drift runs no trial, so no image is seen

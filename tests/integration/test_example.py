@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gate_runs import EXAMPLE, ExampleRuns, Run, gate_run
+from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
 from run_containers import containers_of
 
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
@@ -143,10 +143,11 @@ def test_hang_is_inconclusive_timeout_and_not_accepted(runs: dict[str, Run]) -> 
 
 @SHARES_RUNS
 def test_noisy_sampler_is_inconclusive_sample(runs: dict[str, Run]) -> None:
-    """Tie-breaking at random lands 6 of 10 hits, below the 8-of-10 band: inconclusive_sample."""
+    """Tie-breaking at random, drawn from the replayed seeds, lands 6 of 10 hits, below the 8-of-10 band."""
     run = runs["noisy_sampler"]
     row = next(r for r in run.card["properties"] if r["id"] == "tool_choice_rate")
     assert (row["kind"], row["hits"], row["trials"]) == ("inconclusive_sample", 6, 10)
+    assert run.card["seeds_from"] == NOISY_SEEDS[1]
     assert row["interval"]["low"] < 0.6 < row["interval"]["high"]
     assert run.code == RET_OK and run.accept == 1
 
@@ -203,8 +204,8 @@ def test_sampler_budget_trips_with_exit_3(example: Path, tmp_path: Path, sandbox
             'freeze_file = "flake-freeze.json"\nsampler = { window = 5, max_inconclusive = 1 }',
         )
     )
-    first = gate_run(example, "noisy_sampler", tmp_path / "card.json", new_ledger=True)
-    second = gate_run(example, "noisy_sampler", tmp_path / "card.json")
+    first = gate_run(example, "noisy_sampler", tmp_path / "card.json", *NOISY_SEEDS, new_ledger=True)
+    second = gate_run(example, "noisy_sampler", tmp_path / "card.json", *NOISY_SEEDS)
     assert first.code == RET_OK
     assert second.code == RET_SAMPLER and second.card["status"] == "sampler_budget_exceeded"
     assert json.loads((tmp_path / "ledger.json").read_text())["sampler_window"] == [True, True]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, UNENROLLED, gate_run
+from gate_runs import EXAMPLE, NOISY_SEEDS, UNENROLLED, gate_run
 from run_containers import containers_created, containers_of
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def tool_row(card: dict) -> dict:
 def sprt_stops_early(sprt_example: Path, folder: Path, *extra: str) -> None:
     """A clean patch passes after three waves and a noisy one is called below the band long before the cap."""
     good = gate_run(sprt_example, "good", folder / "good.json", *extra, new_ledger=True)
-    noisy = gate_run(sprt_example, "noisy_sampler", folder / "noisy.json", *extra)
+    noisy = gate_run(sprt_example, "noisy_sampler", folder / "noisy.json", *extra, *NOISY_SEEDS)
     row = tool_row(good.card)
     assert (row["kind"], row["hits"], row["trials"]) == ("pass", 15, 15)  # 11 straight hits needed; waves of 5
     assert row["rule"]["rule"] == "sprt" and row["interval"]["method"] == "wilson"

@@ -83,13 +83,21 @@ def test_the_gate_outputs_are_git_ignored_and_out_of_the_digest(scaffold: Path) 
 
 
 def test_the_probe_and_the_checks_agree_on_every_property(scaffold: Path) -> None:
-    """The probe template, run on each property's fixture (plain python3), prints what its check accepts."""
+    """The probe template, run on each property's fixture (plain python3, with a trial's seed as the gate
+    gives it), prints what its check accepts."""
     suite = load_suite(scaffold / "gate.toml")
     checks = load_checks(suite.checks_path, {p.id: p.check for p in suite.properties}, suite_file="gate.toml")
+    env = {**os.environ, "PROBEGATE_TRIAL_SEED": "1"}
     for prop in suite.properties:
         fixture = (scaffold / "fixtures" / prop.fixture).read_bytes()
         done = subprocess.run(
-            [sys.executable, "probe.py"], input=fixture, capture_output=True, cwd=scaffold, timeout=30, check=True
+            [sys.executable, "probe.py"],
+            input=fixture,
+            capture_output=True,
+            cwd=scaffold,
+            timeout=30,
+            check=True,
+            env=env,
         )
         obs = Observation.of(
             make_spec(property_id=prop.id),

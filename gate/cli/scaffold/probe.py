@@ -4,11 +4,17 @@ calls the code under test, and prints one JSON result on stdout; checks.py judge
 
 probe.py is an oracle file: with --base it is read from the base revision, so a patch cannot change
 how it is judged. Keep it small: the checks decide, the probe only calls and reports.
+
+Each trial gets a seed from the gate, PROBEGATE_TRIAL_SEED: seed every source of randomness from it
+(below, Python's `random`), so each trial is a fresh draw and any one of them replays exactly. To run
+the probe by hand: PROBEGATE_TRIAL_SEED=1 python3 probe.py < fixtures/requests/hello.json
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import re
 import sys
 import unicodedata
@@ -30,6 +36,8 @@ def call_your_code(text: str) -> str:
 
 
 def main() -> int:
+    # The gate's seed for this trial (never one of the probe's own): your code's draws follow from it.
+    random.seed(int(os.environ["PROBEGATE_TRIAL_SEED"]))
     request = json.load(sys.stdin)
     answer = call_your_code(request["input"])
     # datetime.now() is the frozen instant of fixtures/clock.json: the same output on every trial.

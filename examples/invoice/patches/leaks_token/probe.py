@@ -14,7 +14,8 @@ def main() -> int:
     if request["kind"] == "invoice":
         result = api.render_invoice(request, now=time.time())
     elif request["kind"] == "tool_query":
-        result = api.choose_tool(request, seed=int(os.environ.get("PROBEGATE_TRIAL_INDEX", "0")))
+        # The gate's seed for this trial: each trial is a fresh draw, and any one of them replays exactly.
+        result = api.choose_tool(request, seed=int(os.environ["PROBEGATE_TRIAL_SEED"]))
     else:
         print(f"unknown request kind {request['kind']!r}", file=sys.stderr)
         return 2

@@ -24,7 +24,8 @@ def main() -> int:
             now = datetime.now().astimezone()
             result = {"windows": windowcal.next_windows(config, now, count=request["count"])}
         elif kind == "retry":
-            rng = random.Random(int(os.environ.get("PROBEGATE_TRIAL_INDEX", "0")))
+            # The gate's seed for this trial: each trial a fresh draw, any one of them replayed exactly.
+            rng = random.Random(int(os.environ["PROBEGATE_TRIAL_SEED"]))
             result = {"delays": retry.delays(request["attempts"], request["base_s"], request["cap_s"], rng)}
         else:
             print(f"unknown request kind {kind!r}", file=sys.stderr)
