@@ -8,6 +8,10 @@
 #   examples/windows/run.sh naive_windows         # one named patch
 #   examples/windows/run.sh --all                 # every patch, then a table
 #   examples/windows/run.sh --all --broker URL    # trials on gate-worker processes over Redis
+#
+# With --broker, results count only from workers enrolled in the registry $PROBEGATE_WORKERS names
+# (`gate workers enrol`); without one, the run and accept are both told --allow-unenrolled-workers (a
+# loopback broker on this machine), and the card records it.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 top="$(cd "$here/../.." && pwd)"
@@ -15,7 +19,12 @@ cd "$top"
 
 which="${1:-good}"
 broker=()
-if [ "${2:-}" = "--broker" ]; then broker=(--broker "${3:?--broker needs a redis:// URL}"); fi
+told=()
+if [ "${2:-}" = "--broker" ]; then
+  broker=(--broker "${3:?--broker needs a redis:// URL}")
+  # Each repository is a throwaway folder, so only a registry named in the environment can be found.
+  if [ -z "${PROBEGATE_WORKERS:-}" ]; then broker+=(--allow-unenrolled-workers); told=(--allow-unenrolled-workers); fi
+fi
 
 if ! docker info >/dev/null 2>&1 || ! docker image inspect "$(cat sandbox_images/python/TAG)" >/dev/null 2>&1; then
   bash deploy/provision.sh --no-redis || exit $?
@@ -32,7 +41,7 @@ run_one() {  # $1 = patch name; sets last_rc, last_acc, last_kinds
   base="$(python3 "$here/patch_repo.py" "$repo" "$1")" || return 69
   (cd "$repo" && "$gate" --log-level warning run --base "$base" --new-ledger "${broker[@]}")
   last_rc=$?
-  (cd "$repo" && "$gate" accept --base "$base" >/dev/null 2>&1)
+  (cd "$repo" && "$gate" accept --base "$base" "${told[@]}" >/dev/null 2>&1)
   last_acc=$?
   mkdir -p "$top/artifacts/windows/$1"
   cp "$repo/.probegate/verdict-card.json" "$top/artifacts/windows/$1/" 2>/dev/null
