@@ -25,7 +25,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -65,6 +66,12 @@ class InProcess:
 
     def __init__(self, checks: Mapping[str, Check]) -> None:
         self.checks = checks
+
+    def __enter__(self) -> InProcess:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        return None
 
     def judge(self, property_id: str, trial: Trial, band: Band) -> Outcome:
         return judge(self.checks[property_id], trial, band)
@@ -301,5 +308,15 @@ def _gate_home() -> str:
 
 
 def judging(module: ChecksModule, config: SuiteConfig) -> CheckProcess:
-    """The check process for a suite's `[suite]` table (its deadline and memory bound)."""
+    """The check process for a suite's `[suite]` table (its deadline and memory bound): every run's judge."""
     return CheckProcess(module, deadline_s=config.check_deadline_s, memory_mb=config.check_memory_mb)
+
+
+def in_process(module: ChecksModule, config: SuiteConfig) -> InProcess:
+    """The checks judged in this process, unbounded: only for tests of the run around the judging (as
+    MockExecutor stands in for the sandbox); nothing the command line starts uses it."""
+    return InProcess(module.load())
+
+
+# How a run gets its judge: `judging` unless a test passes `in_process`.
+JudgeFactory = Callable[[ChecksModule, SuiteConfig], AbstractContextManager[TrialJudge]]

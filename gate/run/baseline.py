@@ -26,6 +26,7 @@ from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK
 from gate.core.policy.history import LIFT_TARGET
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import write_atomic
+from gate.io.checkproc import JudgeFactory, judging
 from gate.io.evidence import stored_records
 from gate.io.reports import ReportTargets, write_reports
 from gate.io.state import MemoryBooks
@@ -49,6 +50,7 @@ def run_baseline(
     books_factory: BooksFactory | None = None,
     run_ids: tuple[str, str] | None = None,
     lift_target: float = LIFT_TARGET,
+    judge_factory: JudgeFactory = judging,
 ) -> int:
     """Run the suite on the base tree, write the calibration, print findings; returns the exit code.
     `progress` hears trials planned and judged, as in `gate run`. `twice`: the nightly pair, its
@@ -73,6 +75,7 @@ def run_baseline(
             now=now,
             run_id=run_id,
             books_factory=lambda _, suite: MemoryBooks(suite.config.ledger, suite.config.sampler),
+            judge_factory=judge_factory,
         )
 
     ids = run_ids or (None, None)

@@ -29,7 +29,7 @@ from gate.core.verdicts.bands import SamplerWindow
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import card_bytes, check_writable, write_card
 from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
-from gate.io.checkproc import judging
+from gate.io.checkproc import JudgeFactory, judging
 from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
@@ -101,9 +101,11 @@ def run_gate(
     books_factory: BooksFactory | None = None,
     image_factory: ImageFactory | None = None,
     progress: Progress = NO_PROGRESS,
+    judge_factory: JudgeFactory = judging,
 ) -> RunResult:
     """Run the suite once against the patched tree and write the card; config errors raise first.
-    `executor_factory` picks where trials run (the command line chooses; tests pass a mock);
+    `executor_factory` picks where trials run (the command line chooses; tests pass a mock), and
+    `judge_factory` where checks run (the bounded check process; unit tests may judge in process);
     `books_factory` where the ledger and window live (default: the ledger file, `file_books`);
     `progress` hears trials planned and judged (the command line draws it on a terminal)."""
     with read_oracle(_oracle_request(request)) as oracle:
@@ -117,6 +119,7 @@ def run_gate(
             books_factory=books_factory or file_books,
             image_factory=image_factory,
             progress=progress,
+            judge_factory=judge_factory,
         )
 
 
@@ -159,6 +162,7 @@ def _run(
     books_factory: BooksFactory,
     image_factory: ImageFactory | None,
     progress: Progress,
+    judge_factory: JudgeFactory,
 ) -> RunResult:
     whole, fixture_root, expected = oracle.suite, oracle.fixture_root, oracle.expected
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
@@ -193,7 +197,7 @@ def _run(
     # check process loads the checks meanwhile too; it is killed and reaped when the run ends.
     log.debug("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
     with (
-        judging(oracle.checks_module, suite.config) as checks,
+        judge_factory(oracle.checks_module, suite.config) as checks,
         opened(executor_factory(image), run_id, suite.config.limits) as executor,
     ):
         drift: SealDriftError | None = None

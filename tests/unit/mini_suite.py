@@ -11,6 +11,7 @@ from pathlib import Path
 
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
+from gate.io.checkproc import JudgeFactory, in_process
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.run.runner import RunRequest, RunResult, run_gate
 
@@ -128,14 +129,21 @@ def but(property_id: str, bad: Handler) -> Handler:
 
 
 def run(
-    suite: Suite, handler: Handler, emit: Callable[[str], None] | None = None, *, image_id: str = "sha256:mock"
+    suite: Suite,
+    handler: Handler,
+    emit: Callable[[str], None] | None = None,
+    *,
+    image_id: str = "sha256:mock",
+    judge_factory: JudgeFactory = in_process,
 ) -> tuple[RunResult, MockExecutor]:
     """A whole run of `suite` whose trials `handler` answers, in the image `image_id` (a handler's
-    observations must name it, or name none, to count)."""
+    observations must name it, or name none, to count); checks judged in this process unless
+    `judge_factory` says otherwise (tests/unit/test_checkproc.py covers the check process)."""
     executor = MockExecutor(handler, image_id=image_id)
     result = run_gate(
         suite.request,
         executor_factory=lambda _: executor,
+        judge_factory=judge_factory,
         now=lambda: NOW,
         run_id=RUN_ID,
         emit=emit or (lambda _: None),

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-import gate.run.runner as runner
 from gate.core.checks import Trial
 from gate.core.errors import HarnessError, SuiteError
 from gate.core.suite.suite import SuiteConfig
@@ -342,14 +341,13 @@ def test_the_child_is_reaped_when_the_run_ends_and_when_it_is_interrupted(
             raise KeyboardInterrupt
         return good(spec, fixture)
 
-    monkeypatch.setattr(runner, "judging", recording)
     suite = build_suite(tmp_path)
-    result, _ = run(suite, watching)
+    result, _ = run(suite, watching, judge_factory=recording)
     assert {row.kind for row in result.card.properties} == {"pass"}
     assert made[0].started == 1 and made[0].pid is None
     suite.ledger.unlink()  # the request asks for new books
     with pytest.raises(KeyboardInterrupt):
-        run(suite, watching)
+        run(suite, watching, judge_factory=recording)
     assert made[1].pid is None
     assert len(set(pids)) == 2 and not any(alive(pid) for pid in pids)
 

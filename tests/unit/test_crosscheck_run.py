@@ -16,6 +16,7 @@ from gate.core.testing import MockFleet
 from gate.core.trust.crosscheck import Settled
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
+from gate.io.checkproc import in_process
 from gate.run.crosscheck import LOCAL_NOTE
 from gate.run.runner import RunResult, run_gate
 
@@ -51,7 +52,12 @@ def good(spec: TrialSpec, fixture: bytes) -> Observation:
 
 def fleet_run(suite: Suite, fleet: MockFleet) -> RunResult:
     return run_gate(
-        suite.request, executor_factory=lambda _: fleet, now=lambda: NOW, run_id=RUN_ID, emit=lambda _: None
+        suite.request,
+        executor_factory=lambda _: fleet,
+        judge_factory=in_process,
+        now=lambda: NOW,
+        run_id=RUN_ID,
+        emit=lambda _: None,
     )
 
 
@@ -149,6 +155,7 @@ def test_a_worker_that_hides_a_canary_in_its_returned_heads_is_caught_without_a_
     result = run_gate(
         request,
         executor_factory=lambda _: MockFleet(hiding, ["hider"]),
+        judge_factory=in_process,
         now=lambda: NOW,
         run_id=RUN_ID,
         emit=lambda _: None,

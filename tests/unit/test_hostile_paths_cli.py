@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gate.cli.main import main
 from gate.core.errors import RET_CONFIG, RET_INTERNAL, RET_NOINPUT, RET_USAGE, InputMissingError
+from gate.io.checkproc import in_process
 from gate.io.keys import write_new_key
 
 ED25519_OID = bytes.fromhex("06032b6570")  # 1.3.101.112
@@ -252,7 +253,14 @@ def test_run_sign_key_naming_a_fifo_is_refused_before_any_trial(tmp_path: Path) 
     request = replace(suite.request, sign_key=fifo)
 
     def go() -> object:
-        return run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len)
+        return run_gate(
+            request,
+            executor_factory=lambda _: executor,
+            judge_factory=in_process,
+            now=lambda: NOW,
+            run_id=RUN_ID,
+            emit=len,
+        )
 
     with pytest.raises(InputMissingError, match="not a regular file"):
         _in_time(go)

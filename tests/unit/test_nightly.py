@@ -18,6 +18,7 @@ from gate.core.policy.history import HistoryEntry, record
 from gate.core.suite.trial import FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
+from gate.io.checkproc import in_process
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
 from gate.io.state import MemoryBooks
@@ -63,6 +64,7 @@ def nightly(suite: Suite, handler, tmp_path: Path, **kwargs) -> tuple[int, list[
         out=out,
         now=lambda: NOW,
         executor_factory=lambda _: executor,
+        judge_factory=in_process,
         twice=True,
         run_ids=RUNS,
         **kwargs,
@@ -136,6 +138,7 @@ def test_the_pair_refuses_a_missing_store_before_any_trial(tmp_path: Path) -> No
             out=io.StringIO(),
             now=lambda: NOW,
             executor_factory=lambda _: executor,
+            judge_factory=in_process,
             twice=True,
         )
     assert executor.calls == []

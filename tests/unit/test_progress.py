@@ -18,6 +18,7 @@ from gate.core.errors import SandboxError
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind, OutcomeKind
+from gate.io.checkproc import in_process
 from gate.run.baseline import run_baseline
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runner import RunResult, run_gate
@@ -59,6 +60,7 @@ def go(suite: Suite, handler: Handler, progress: Progress) -> tuple[RunResult, M
     result = run_gate(
         suite.request,
         executor_factory=lambda _: executor,
+        judge_factory=in_process,
         now=lambda: NOW,
         run_id=RUN_ID,
         emit=lambda _: None,
@@ -160,6 +162,7 @@ def test_baseline_reports_progress_like_a_run(suite: Suite, tmp_path: Path) -> N
         out=io.StringIO(),
         now=lambda: NOW,
         executor_factory=lambda _: executor,
+        judge_factory=in_process,
         progress=recorder,
     )
     assert code == 0

@@ -18,6 +18,7 @@ from gate.core.report.markdown import render_markdown
 from gate.core.suite.trial import Observation
 from gate.core.verdicts.verdict import Band, Kind
 from gate.io.artifacts import read_card
+from gate.io.checkproc import in_process
 from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets
 from gate.run.runner import run_gate
 
@@ -182,7 +183,14 @@ def test_report_inside_the_patched_tree_is_refused_before_any_trial(tmp_path: Pa
     request = replace(suite.request, reports=ReportTargets(junitxml=inside))
     executor = MockExecutor(good)
     with pytest.raises(UsageError, match="inside the patched tree"):
-        run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=lambda _: None)
+        run_gate(
+            request,
+            executor_factory=lambda _: executor,
+            judge_factory=in_process,
+            now=lambda: NOW,
+            run_id=RUN_ID,
+            emit=lambda _: None,
+        )
     assert executor.calls == []
     assert not inside.exists()
 

@@ -22,6 +22,7 @@ from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
+from gate.io.checkproc import in_process
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
@@ -83,6 +84,7 @@ def gate_run(request: RunRequest, run_id: str, handler=good, **changes) -> RunRe
     result = run_gate(
         replace(request, **changes),
         executor_factory=lambda _: MockExecutor(handler),
+        judge_factory=in_process,
         now=lambda: NOW,
         run_id=run_id,
         emit=lambda _: None,
@@ -121,6 +123,7 @@ def nightly(request: RunRequest, tmp_path: Path, night: int = 1, target: float =
         out=out,
         now=lambda: NOW,
         executor_factory=lambda _: MockExecutor(good),
+        judge_factory=in_process,
         twice=True,
         run_ids=(f"night{night}-a", f"night{night}-b"),
         lift_target=target,
@@ -254,6 +257,13 @@ def test_a_freeze_created_at_or_after_its_expiry_or_without_offset_is_refused(
     git(request.suite.parent, "commit", "-qam", "edit the freeze")
     executor = MockExecutor(good)
     with pytest.raises(FreezeFileError) as caught:
-        run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id="r", emit=lambda _: None)
+        run_gate(
+            request,
+            executor_factory=lambda _: executor,
+            judge_factory=in_process,
+            now=lambda: NOW,
+            run_id="r",
+            emit=lambda _: None,
+        )
     assert "freezes.json" in str(caught.value) and field in str(caught.value)
     assert "\n" not in str(caught.value) and executor.calls == []

@@ -16,6 +16,7 @@ from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.bands import SamplerWindow
+from gate.io.checkproc import in_process
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
 from gate.run.runner import run_gate
@@ -38,7 +39,14 @@ def refused_before_the_executor(suite: Suite, *, new_ledger: bool, error: type[E
     executor = MockExecutor(good)
     request = replace(suite.request, new_ledger=new_ledger)
     with pytest.raises(error) as info:
-        run_gate(request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len)
+        run_gate(
+            request,
+            executor_factory=lambda _: executor,
+            judge_factory=in_process,
+            now=lambda: NOW,
+            run_id=RUN_ID,
+            emit=len,
+        )
     assert executor.calls == []  # refused before the executor opened: no container
     return info.value
 
@@ -88,7 +96,12 @@ def test_baseline_never_touches_the_real_books(suite: Suite, tmp_path: Path) -> 
         executor = MockExecutor(but(STAT, six_of_ten))
         request = replace(suite.request, new_ledger=False)
         return run_baseline(
-            request, calibration, out=io.StringIO(), now=lambda: NOW, executor_factory=lambda _: executor
+            request,
+            calibration,
+            out=io.StringIO(),
+            now=lambda: NOW,
+            executor_factory=lambda _: executor,
+            judge_factory=in_process,
         )
 
     baseline()

@@ -14,6 +14,7 @@ from gate.cli.accept import run_accept
 from gate.core.errors import RET_OK, SuiteError, UsageError
 from gate.core.testing import MockExecutor
 from gate.io.artifacts import read_card
+from gate.io.checkproc import in_process
 from gate.io.fixtures import matches_any
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection
@@ -113,7 +114,7 @@ def test_accept_reads_the_suites_card_and_seal(tmp_path: Path, capsys: pytest.Ca
     image = "sha256:" + "a" * 64  # accept refuses the mock's image ID
     answer = lambda spec, fixture: good(spec, fixture).model_copy(update={"image_id": image})  # noqa: E731
     real = MockExecutor(answer, image_id=image)
-    run_gate(suite.request, executor_factory=lambda _: real, emit=lambda _: None)
+    run_gate(suite.request, executor_factory=lambda _: real, judge_factory=in_process, emit=lambda _: None)
     capsys.readouterr()
     code = run_accept(None, None, workdir=tmp_path / "work", suite=tmp_path / "gate.toml", allow_unchecked_oracle=True)
     assert code == RET_OK, capsys.readouterr()
