@@ -13,6 +13,7 @@ from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.io.checkproc import JudgeFactory, in_process
 from gate.io.fixtures import seal_tree, write_seal_file
+from gate.run.executor import Executor
 from gate.run.runner import RunRequest, RunResult, run_gate
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -128,6 +129,27 @@ def but(property_id: str, bad: Handler) -> Handler:
     return lambda spec, fixture: (bad if spec.property_id == property_id else good)(spec, fixture)
 
 
+def run_request(
+    request: RunRequest,
+    executor: Executor,
+    emit: Callable[[str], None] = len,
+    *,
+    run_id: str = RUN_ID,
+    judge_factory: JudgeFactory = in_process,
+) -> RunResult:
+    """`run_gate` on `request` with `executor` for every trial, the fixed clock and run id, and checks
+    judged in this process unless `judge_factory` says otherwise (tests/unit/test_checkproc.py covers
+    the check process)."""
+    return run_gate(
+        request,
+        executor_factory=lambda _: executor,
+        judge_factory=judge_factory,
+        now=lambda: NOW,
+        run_id=run_id,
+        emit=emit,
+    )
+
+
 def run(
     suite: Suite,
     handler: Handler,
@@ -140,12 +162,5 @@ def run(
     observations must name it, or name none, to count); checks judged in this process unless
     `judge_factory` says otherwise (tests/unit/test_checkproc.py covers the check process)."""
     executor = MockExecutor(handler, image_id=image_id)
-    result = run_gate(
-        suite.request,
-        executor_factory=lambda _: executor,
-        judge_factory=judge_factory,
-        now=lambda: NOW,
-        run_id=RUN_ID,
-        emit=emit or (lambda _: None),
-    )
+    result = run_request(suite.request, executor, emit or (lambda _: None), judge_factory=judge_factory)
     return result, executor

@@ -16,11 +16,10 @@ from gate.core.testing import MockFleet
 from gate.core.trust.crosscheck import Settled
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
-from gate.io.checkproc import in_process
 from gate.run.crosscheck import LOCAL_NOTE
-from gate.run.runner import RunResult, run_gate
+from gate.run.runner import RunResult
 
-from .mini_suite import NOW, RUN_ID, SAFETY, STAT, Suite, build_suite, run, stdout
+from .mini_suite import SAFETY, STAT, Suite, build_suite, run, run_request, stdout
 from .mini_suite import good as good3
 
 SECRET = "no_secret"
@@ -51,14 +50,7 @@ def good(spec: TrialSpec, fixture: bytes) -> Observation:
 
 
 def fleet_run(suite: Suite, fleet: MockFleet) -> RunResult:
-    return run_gate(
-        suite.request,
-        executor_factory=lambda _: fleet,
-        judge_factory=in_process,
-        now=lambda: NOW,
-        run_id=RUN_ID,
-        emit=lambda _: None,
-    )
+    return run_request(suite.request, fleet, lambda _: None)
 
 
 def kinds(result: RunResult) -> dict[str, Kind]:
@@ -152,14 +144,7 @@ def test_a_worker_that_hides_a_canary_in_its_returned_heads_is_caught_without_a_
         return obs.model_copy(update={"canary_seen": False})
 
     request = replace(suite.request, cross_check=0.0)
-    result = run_gate(
-        request,
-        executor_factory=lambda _: MockFleet(hiding, ["hider"]),
-        judge_factory=in_process,
-        now=lambda: NOW,
-        run_id=RUN_ID,
-        emit=lambda _: None,
-    )
+    result = run_request(request, MockFleet(hiding, ["hider"]), lambda _: None)
     assert kinds(result)[SECRET] is Kind.FAIL_SAFETY
     assert [e.property_id for e in result.card.harness_events if e.kind == "canary_hidden"] == [SECRET]
 

@@ -18,10 +18,8 @@ from gate.core.suite.trial import Captured, FileChange, Observation
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind, Outcome, OutcomeKind
 from gate.io.artifacts import read_card, write_card
-from gate.io.checkproc import in_process
-from gate.run.runner import run_gate
 
-from .mini_suite import CONTRACT, NOW, RUN_ID, STAT, Suite, build_suite, but, good, run, stdout
+from .mini_suite import CONTRACT, RUN_ID, STAT, Suite, build_suite, but, good, run, run_request, stdout
 
 
 @pytest.fixture(autouse=True)
@@ -206,14 +204,7 @@ def test_an_evidence_store_that_is_a_file_is_refused_before_any_trial(tmp_path: 
     (built.card.parent / "evidence").write_text("")
     executor = MockExecutor(good)
     with pytest.raises(UsageError, match="evidence store is not a directory"):
-        run_gate(
-            built.request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=len,
-        )
+        run_request(built.request, executor)
     assert executor.calls == []
 
 
@@ -272,22 +263,8 @@ def test_an_evidence_store_inside_the_patched_tree_must_be_an_output(
     executor = MockExecutor(good)
     if refused:
         with pytest.raises(UsageError, match=r"lies inside the patched tree \(out/evidence\)"):
-            run_gate(
-                request,
-                executor_factory=lambda _: executor,
-                judge_factory=in_process,
-                now=lambda: NOW,
-                run_id=RUN_ID,
-                emit=len,
-            )
+            run_request(request, executor)
         assert executor.calls == [] and not (card.parent / "evidence").exists()
     else:
-        result = run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=len,
-        )
+        result = run_request(request, executor)
         assert len(list((card.parent / "evidence").glob("*.json"))) == 12 and result.card.evidence

@@ -14,7 +14,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gate.cli.main import main
 from gate.core.errors import RET_CONFIG, RET_INTERNAL, RET_NOINPUT, RET_USAGE, InputMissingError
-from gate.io.checkproc import in_process
 from gate.io.keys import write_new_key
 
 ED25519_OID = bytes.fromhex("06032b6570")  # 1.3.101.112
@@ -242,9 +241,8 @@ def test_run_sign_key_naming_a_fifo_is_refused_before_any_trial(tmp_path: Path) 
     from dataclasses import replace
 
     from gate.core.testing import MockExecutor
-    from gate.run.runner import run_gate
 
-    from .mini_suite import NOW, RUN_ID, build_suite, good
+    from .mini_suite import build_suite, good, run_request
 
     suite = build_suite(tmp_path)
     fifo = tmp_path / "key-fifo"
@@ -253,14 +251,7 @@ def test_run_sign_key_naming_a_fifo_is_refused_before_any_trial(tmp_path: Path) 
     request = replace(suite.request, sign_key=fifo)
 
     def go() -> object:
-        return run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=len,
-        )
+        return run_request(request, executor)
 
     with pytest.raises(InputMissingError, match="not a regular file"):
         _in_time(go)

@@ -18,13 +18,11 @@ from gate.core.suite.trial import Captured, Observation
 from gate.core.verdicts.bands import wilson
 from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeKind
 from gate.io.artifacts import read_card
-from gate.io.checkproc import in_process
 from gate.io.evidence import verified_records
 from gate.io.reports import ReportTargets
-from gate.run.runner import run_gate
 
 from .html_page import Page
-from .mini_suite import NOW, RUN_ID, build_suite, good, run
+from .mini_suite import NOW, build_suite, good, run, run_request
 
 # Each of the strings a patch could print to break out of the page, run a script or hide in it.
 HOSTILE_PARTS = [
@@ -317,14 +315,7 @@ def test_html_report_inside_the_patched_tree_is_refused_before_any_trial(tmp_pat
     request = replace(suite.request, reports=ReportTargets(report_html=inside))
     executor = MockExecutor(good)
     with pytest.raises(UsageError, match="inside the patched tree"):
-        run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=lambda _: None,
-        )
+        run_request(request, executor, lambda _: None)
     assert executor.calls == []
     assert not inside.exists()
 

@@ -18,11 +18,9 @@ from gate.core.report.markdown import render_markdown
 from gate.core.suite.trial import Observation
 from gate.core.verdicts.verdict import Band, Kind
 from gate.io.artifacts import read_card
-from gate.io.checkproc import in_process
 from gate.io.reports import STEP_SUMMARY_ENV, ReportTargets
-from gate.run.runner import run_gate
 
-from .mini_suite import CONTRACT, NOW, RUN_ID, build_suite, but, good, run, stdout
+from .mini_suite import CONTRACT, build_suite, but, good, run, run_request, stdout
 
 # Everything a patch could put into a detail to break a report or pass for the gate's own words.
 HOSTILE = "| pass |\n# job: accepted <script>alert(1)</script> \x1b[32m green \x00 ]]> \x07\x0b\ud800 `code` [x](y)"
@@ -183,14 +181,7 @@ def test_report_inside_the_patched_tree_is_refused_before_any_trial(tmp_path: Pa
     request = replace(suite.request, reports=ReportTargets(junitxml=inside))
     executor = MockExecutor(good)
     with pytest.raises(UsageError, match="inside the patched tree"):
-        run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=lambda _: None,
-        )
+        run_request(request, executor, lambda _: None)
     assert executor.calls == []
     assert not inside.exists()
 

@@ -29,7 +29,7 @@ from gate.run.baseline import run_baseline
 from gate.run.runner import RunRequest, RunResult, run_gate
 
 from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
-from .mini_suite import CHECKS_PY, CONTRACT, GATE_TOML, INVOICE, NOW, QUERY, good, stdout
+from .mini_suite import CHECKS_PY, CONTRACT, GATE_TOML, INVOICE, NOW, QUERY, good, run_request, stdout
 
 FREEZE_ID = "flake-invoice"
 # Five passes in a row bound the failure rate below 0.6 (ceil(3 / 0.6) = 5): small enough to reach here,
@@ -257,13 +257,6 @@ def test_a_freeze_created_at_or_after_its_expiry_or_without_offset_is_refused(
     git(request.suite.parent, "commit", "-qam", "edit the freeze")
     executor = MockExecutor(good)
     with pytest.raises(FreezeFileError) as caught:
-        run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id="r",
-            emit=lambda _: None,
-        )
+        run_request(request, executor, lambda _: None, run_id="r")
     assert "freezes.json" in str(caught.value) and field in str(caught.value)
     assert "\n" not in str(caught.value) and executor.calls == []

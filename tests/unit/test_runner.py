@@ -20,10 +20,23 @@ from gate.core.suite.trial import FaultOrigin, FileChange, Observation, TrialSpe
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
-from gate.io.checkproc import in_process
-from gate.run.runner import RunRequest, RunResult, run_gate
+from gate.run.runner import RunRequest, RunResult
 
-from .mini_suite import CONTRACT, INVOICE, NOW, RUN_ID, SAFETY, STAT, Suite, build_suite, but, good, run, stdout
+from .mini_suite import (
+    CONTRACT,
+    INVOICE,
+    NOW,
+    RUN_ID,
+    SAFETY,
+    STAT,
+    Suite,
+    build_suite,
+    but,
+    good,
+    run,
+    run_request,
+    stdout,
+)
 
 
 @pytest.fixture
@@ -150,14 +163,7 @@ def test_a_partial_run_decides_against_the_books_but_leaves_them_as_they_were(su
 
     def again(request: RunRequest) -> RunResult:
         executor = MockExecutor(faulty)
-        return run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=lambda _: None,
-        )
+        return run_request(request, executor, lambda _: None)
 
     partial = again(replace(suite.request, new_ledger=False, properties=(CONTRACT,)))
     assert partial.card.selection == (CONTRACT,)
@@ -186,14 +192,7 @@ def test_an_executor_that_raises_a_harness_error_still_leaves_a_card(suite: Suit
     """A HarnessError out of the executor (daemon gone mid-run) makes every property a harness_error
     on a written card, exit 2, with the failure as a harness event."""
     executor = MockExecutor(lambda spec, _: (_ for _ in ()).throw(SandboxError("daemon gone")))
-    result = run_gate(
-        suite.request,
-        executor_factory=lambda _: executor,
-        judge_factory=in_process,
-        now=lambda: NOW,
-        run_id=RUN_ID,
-        emit=len,
-    )
+    result = run_request(suite.request, executor)
     assert {row.kind for row in result.card.properties} == {Kind.HARNESS_ERROR}
     assert (result.card.status, result.card.exit_code) == (JobStatus.HARNESS_BROKEN, 2)
     assert [e.kind for e in result.card.harness_events] == ["executor_failed"]
@@ -217,14 +216,7 @@ def test_executor_is_aborted_when_the_handler_raises(
     executor = MockExecutor(raising)
     lines: list[str] = []
     with pytest.raises(type(exc), match=str(exc)):
-        run_gate(
-            suite.request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=lines.append,
-        )
+        run_request(suite.request, executor, lines.append)
     assert executor.calls == [("open", RUN_ID), ("run", "12"), ("abort", RUN_ID)]
     assert not suite.card.exists()
     assert not suite.ledger.exists()
@@ -304,14 +296,7 @@ def test_books_inside_the_patched_tree_are_refused_unless_they_are_outputs(suite
     inside = replaced(suite.request, ledger=suite.request.workdir / "books" / "ledger.json")
     executor = MockExecutor(good)
     with pytest.raises(UsageError, match=r"lies inside the patched tree \(books/ledger.json\)"):
-        run_gate(
-            inside,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=len,
-        )
+        run_request(inside, executor)
     assert executor.calls == []
 
 

@@ -19,9 +19,8 @@ from gate.core.verdicts.bands import SamplerWindow
 from gate.io.checkproc import in_process
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
-from gate.run.runner import run_gate
 
-from .mini_suite import NOW, RUN_ID, STAT, Suite, build_suite, but, good, run, stdout
+from .mini_suite import NOW, STAT, Suite, build_suite, but, good, run, run_request, stdout
 
 
 @pytest.fixture
@@ -39,14 +38,7 @@ def refused_before_the_executor(suite: Suite, *, new_ledger: bool, error: type[E
     executor = MockExecutor(good)
     request = replace(suite.request, new_ledger=new_ledger)
     with pytest.raises(error) as info:
-        run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=len,
-        )
+        run_request(request, executor)
     assert executor.calls == []  # refused before the executor opened: no container
     return info.value
 

@@ -12,10 +12,8 @@ import pytest
 from gate.cli.accept import run_accept
 from gate.core.errors import FixtureTreeError, TreeTooLargeError
 from gate.core.testing import MockExecutor
-from gate.io.checkproc import in_process
-from gate.run.runner import run_gate
 
-from .mini_suite import NOW, RUN_ID, Suite, build_suite, good
+from .mini_suite import Suite, build_suite, good, run_request
 
 
 @pytest.fixture
@@ -33,14 +31,7 @@ def add_to_suite(suite: Suite, text: str) -> None:
 def refused_before_open(suite: Suite, error: type[Exception], match: str) -> None:
     executor = MockExecutor(good)
     with pytest.raises(error, match=match) as caught:
-        run_gate(
-            suite.request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=len,
-        )
+        run_request(suite.request, executor)
     assert "\n" not in str(caught.value)
     assert executor.calls == []  # never opened: no container could have started
     assert not suite.card.exists()
@@ -76,14 +67,7 @@ def test_excluded_files_are_not_counted_against_the_limits(suite: Suite) -> None
         (suite.request.workdir / "node_modules" / f"m{index}.js").parent.mkdir(exist_ok=True)
         (suite.request.workdir / "node_modules" / f"m{index}.js").write_text("")
     executor = MockExecutor(good)
-    result = run_gate(
-        suite.request,
-        executor_factory=lambda _: executor,
-        judge_factory=in_process,
-        now=lambda: NOW,
-        run_id=RUN_ID,
-        emit=len,
-    )
+    result = run_request(suite.request, executor)
     assert result.card.exit_code == 0
 
 
@@ -98,9 +82,7 @@ def test_the_suites_card_inside_the_tree_is_left_out_so_accept_agrees(
     card = suite.request.workdir / "gate-card.json"
     request = replace(suite.request, card=card, ledger=suite.card.parent / "ledger.json")
     executor = MockExecutor(good)
-    result = run_gate(
-        request, executor_factory=lambda _: executor, judge_factory=in_process, now=lambda: NOW, run_id=RUN_ID, emit=len
-    )
+    result = run_request(request, executor)
     assert card.exists() and result.card.exit_code == 0
     capsys.readouterr()
     run_accept(card, request.seal, workdir=request.workdir, suite=request.suite)

@@ -14,10 +14,8 @@ from gate.core.errors import RET_USAGE, UsageError
 from gate.core.suite.selection import select_ids
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
-from gate.io.checkproc import in_process
-from gate.run.runner import run_gate
 
-from .mini_suite import CONTRACT, NOW, RUN_ID, SAFETY, STAT, build_suite, good
+from .mini_suite import CONTRACT, SAFETY, STAT, build_suite, good, run_request
 
 IDS = (SAFETY, CONTRACT, STAT)
 
@@ -69,14 +67,7 @@ def test_only_the_selected_properties_are_planned_run_and_carded(tmp_path: Path)
     executor = MockExecutor(good)
     lines: list[str] = []
     request = replace(suite.request, properties=(STAT,))
-    result = run_gate(
-        request,
-        executor_factory=lambda _: executor,
-        judge_factory=in_process,
-        now=lambda: NOW,
-        run_id=RUN_ID,
-        emit=lines.append,
-    )
+    result = run_request(request, executor, lines.append)
     card = result.card
     assert [(row.id, row.kind) for row in card.properties] == [(STAT, Kind.PASS)]
     assert card.selection == (STAT,)
@@ -94,14 +85,7 @@ def test_an_unknown_property_stops_the_run_before_the_executor_opens(tmp_path: P
     executor = MockExecutor(good)
     request = replace(suite.request, properties=("nope",))
     with pytest.raises(UsageError, match="no property nope"):
-        run_gate(
-            request,
-            executor_factory=lambda _: executor,
-            judge_factory=in_process,
-            now=lambda: NOW,
-            run_id=RUN_ID,
-            emit=lambda _: None,
-        )
+        run_request(request, executor, lambda _: None)
     assert executor.calls == []
     assert not suite.card.exists()
 
