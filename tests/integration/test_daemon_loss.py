@@ -57,10 +57,8 @@ def killable_engine(docker_client: docker.DockerClient) -> None:
         pytest.skip("needs root and a local dockerd")
 
 
-@pytest.fixture
-def slow_suite(tmp_path: Path) -> Path:
-    """Eight contract properties whose probe sleeps 1.5 s: the run lasts long enough to be cut."""
-    root = tmp_path / "suite"
+def slow_suite(root: Path) -> Path:
+    """Eight contract properties whose probe sleeps 1.5 s, under `root`: the run lasts long enough to be cut."""
     (root / "fixtures").mkdir(parents=True)
     (root / "fixtures" / "in.json").write_text("{}")
     (root / "fixtures" / "clock.json").write_text('{"frozen_at": "2026-03-01T00:00:00Z", "zone": "UTC"}')
@@ -94,57 +92,74 @@ def _restart_engine() -> docker.DockerClient:
             time.sleep(0.5)
 
 
-def _cut_run(root: Path, ledger: Path, *extra: str) -> tuple[int, dict]:
-    """Start `gate run`, kill dockerd once its first containers run, and return (exit, card)."""
-    card = root / "out" / "card.json"
-    cmd = [
-        *(sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"),
-        *("--suite", str(root / "gate.toml"), "--workdir", str(root / "tree"), "--fixture", str(root / "fixtures")),
-        *("--seal", str(root / "seal"), "--card", str(card), "--ledger", str(ledger), "--jobs", "2", *extra),
-    ]
-    gate = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _cut_runs(runs: dict[str, tuple[Path, Path, tuple[str, ...]]]) -> dict[str, tuple[int, dict]]:
+    """Start one `gate run` per entry (suite root, ledger, extra flags), kill dockerd once a probe of every
+    run is under way, and return each run's (exit, card): one engine restart serves them all."""
+    gates: dict[str, subprocess.Popen[str]] = {}
+    errs: dict[str, str] = {}
     pid = None
     try:
+        for name, (root, ledger, extra) in runs.items():
+            cmd = [
+                *(sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"),
+                *("--suite", str(root / "gate.toml"), "--workdir", str(root / "tree")),
+                *("--fixture", str(root / "fixtures"), "--seal", str(root / "seal")),
+                *("--card", str(root / "out" / "card.json"), "--ledger", str(ledger), "--jobs", "2", *extra),
+            ]
+            gates[name] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         client = docker_client()
         deadline = time.monotonic() + 60
-        while not probe_running(client, gate.pid):  # the trials are under way, not just their containers
-            assert gate.poll() is None, gate.communicate()
-            assert time.monotonic() < deadline, "no probe ran in a container of the run within 60 s"
-            time.sleep(0.1)
+        for name, gate in gates.items():
+            while not probe_running(client, gate.pid):  # the trials are under way, not just their containers
+                assert gate.poll() is None, (name, gate.communicate())
+                assert time.monotonic() < deadline, f"no probe ran in a container of the {name} run within 60 s"
+                time.sleep(0.1)
         pid = _dockerd()
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        _, err = gate.communicate(timeout=180)
+        for name, gate in gates.items():
+            errs[name] = gate.communicate(timeout=180)[1]
     finally:
-        if gate.poll() is None:
-            gate.kill()
+        for gate in gates.values():
+            if gate.poll() is None:
+                gate.kill()
         if pid is not None:
             _reaped(pid)
         client = _restart_engine()
-    assert "Traceback" not in err, err
-    written = json.loads(card.read_text())
-    sweep(client, written["run_id"])
-    return gate.returncode, written
+    done = {}
+    for name, (root, _, _) in runs.items():
+        assert "Traceback" not in errs[name], errs[name]
+        written = json.loads((root / "out" / "card.json").read_text())
+        sweep(client, written["run_id"])
+        done[name] = (gates[name].returncode, written)
+    return done
 
 
 @pytest.mark.restarts_engine
-@pytest.mark.parametrize("ledger_state", ["fresh", "credits_left"])
-def test_a_killed_daemon_breaks_the_harness_without_drawing_credits(
-    killable_engine: None, slow_suite: Path, tmp_path: Path, ledger_state: str
-) -> None:
-    """Killing dockerd mid-run ends the job with exit 2 and harness_broken, and no credit is drawn."""
-    ledger = tmp_path / "ledger.json"
-    before: dict = {}
-    if ledger_state == "credits_left":
-        # p0 already drew one of its two credits an hour ago: one is left.
-        expires = (datetime.now(UTC) + timedelta(hours=5)).isoformat()
-        before = {"p0": {"property_id": "p0", "remaining": 1, "expires_at": expires, "last_detail": "earlier"}}
-        ledger.write_text(json.dumps({"credits": before, "sampler_window": []}))
-    code, card = _cut_run(slow_suite, ledger, *(("--new-ledger",) if ledger_state == "fresh" else ()))
-    kinds = [row["kind"] for row in card["properties"]]
-    assert kinds.count("harness_error") >= 2, kinds
-    assert (code, card["status"], card["exit_code"]) == (2, "harness_broken", 2)
-    assert card["ledger_actions"] == []
-    after = json.loads(ledger.read_text())["credits"]
-    assert {k: c["remaining"] for k, c in after.items()} == {k: c["remaining"] for k, c in before.items()}
-    assert any("draws no credit" in reason for reason in card["reasons"]), card["reasons"]
+def test_a_killed_daemon_breaks_the_harness_without_drawing_credits(killable_engine: None, tmp_path: Path) -> None:
+    """Killing dockerd mid-run ends the job with exit 2 and harness_broken, and no credit is drawn, on a fresh
+    ledger and on one with credits left (two runs cut by the same kill)."""
+    fresh, spent = tmp_path / "fresh", tmp_path / "credits_left"
+    # p0 already drew one of its two credits an hour ago: one is left.
+    expires = (datetime.now(UTC) + timedelta(hours=5)).isoformat()
+    before = {
+        "fresh": {},
+        "credits_left": {"p0": {"property_id": "p0", "remaining": 1, "expires_at": expires, "last_detail": "earlier"}},
+    }
+    (spent / "ledger.json").parent.mkdir(parents=True)
+    (spent / "ledger.json").write_text(json.dumps({"credits": before["credits_left"], "sampler_window": []}))
+    outcomes = _cut_runs(
+        {
+            "fresh": (slow_suite(fresh / "suite"), fresh / "ledger.json", ("--new-ledger",)),
+            "credits_left": (slow_suite(spent / "suite"), spent / "ledger.json", ()),
+        }
+    )
+    for name, (code, card) in outcomes.items():
+        kinds = [row["kind"] for row in card["properties"]]
+        assert kinds.count("harness_error") >= 2, (name, kinds)
+        assert (code, card["status"], card["exit_code"]) == (2, "harness_broken", 2), name
+        assert card["ledger_actions"] == [], name
+        ledger = (fresh if name == "fresh" else spent) / "ledger.json"
+        after = json.loads(ledger.read_text())["credits"]
+        assert {k: c["remaining"] for k, c in after.items()} == {k: c["remaining"] for k, c in before[name].items()}
+        assert any("draws no credit" in reason for reason in card["reasons"]), (name, card["reasons"])

@@ -10,46 +10,32 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
+from gate_runs import EXAMPLE, NOISY_SEEDS, PATCHES, ExampleRuns, gate_run
 from run_containers import containers_of
 
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, RET_SAMPLER
 from gate.core.verdicts.verdict import Kind
 
 pytestmark = pytest.mark.integration
-# The tests reading `runs` and `copy_runs` go to one worker (--dist loadgroup), so they wait on no other
-# worker's runs; the module's other tests spread. The runs themselves are the session's shared ones.
-SHARES_RUNS = pytest.mark.xdist_group("example_runs")
 
 
-@pytest.fixture(scope="module")
-def runs(example_runs: ExampleRuns) -> dict[str, Run]:
-    """Every example patch, run once against the committed example in the default work copy mode."""
-    return example_runs.all()
-
-
-@pytest.fixture(scope="module")
-def copy_runs(example_runs: ExampleRuns) -> dict[str, Run]:
-    """Every example patch run again with copy mode forced (PROBEGATE_WORK_COPY=copy)."""
-    return example_runs.all("copy")
-
-
-@SHARES_RUNS
-def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs(runs, copy_runs) -> None:
+@pytest.mark.parametrize("patch", PATCHES)
+def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs(
+    example_runs: ExampleRuns, patch: str
+) -> None:
     """Each patch gets the same kinds and exit code in overlay mode (the default) and the forced copy mode,
     and each card says which mode ran and why copy did."""
-    for name, run in runs.items():
-        forced = copy_runs[name]
-        assert (run.kinds(), run.code) == (forced.kinds(), forced.code), name
-        if run.card["work_copy"] is None:  # no trial ran (a drifted fixture)
-            assert forced.card["work_copy"] is None, name
-            continue
-        if run.card["work_copy"] == "copy" and os.environ.get("CI") != "true":
-            pytest.skip(f"this host gives no overlay work copies: {run.card['harness_events']}")
-        assert (run.card["work_copy"], forced.card["work_copy"]) == ("overlay", "copy"), name
-        events = [e["detail"] for e in forced.card["harness_events"] if e["kind"] == "work_copy"]
-        assert events == ["copy mode: forced by PROBEGATE_WORK_COPY=copy"], name
-        assert not any(e["kind"] == "work_copy" for e in run.card["harness_events"]), name
+    run, forced = example_runs.get(patch), example_runs.get(patch, "copy")
+    assert (run.kinds(), run.code) == (forced.kinds(), forced.code)
+    if run.card["work_copy"] is None:  # no trial ran (a drifted fixture)
+        assert forced.card["work_copy"] is None
+        return
+    if run.card["work_copy"] == "copy" and os.environ.get("CI") != "true":
+        pytest.skip(f"this host gives no overlay work copies: {run.card['harness_events']}")
+    assert (run.card["work_copy"], forced.card["work_copy"]) == ("overlay", "copy")
+    events = [e["detail"] for e in forced.card["harness_events"] if e["kind"] == "work_copy"]
+    assert events == ["copy mode: forced by PROBEGATE_WORK_COPY=copy"]
+    assert not any(e["kind"] == "work_copy" for e in run.card["harness_events"])
 
 
 @pytest.fixture
@@ -59,10 +45,9 @@ def example(tmp_path: Path) -> Path:
     return dest
 
 
-@SHARES_RUNS
-def test_good_patch_passes_and_is_accepted(runs: dict[str, Run]) -> None:
+def test_good_patch_passes_and_is_accepted(example_runs: ExampleRuns) -> None:
     """The good patch passes every property, exits 0 and its card is accepted."""
-    run = runs["good"]
+    run = example_runs.get("good")
     assert set(run.kinds().values()) == {"pass"}, run.stderr
     assert (run.code, run.accept) == (RET_OK, 0)
     assert run.card["status"] == "accepted"
@@ -73,78 +58,71 @@ def test_good_patch_passes_and_is_accepted(runs: dict[str, Run]) -> None:
     assert (stat["hits"], stat["trials"]) == (10, 10) and stat["interval"]["method"] == "wilson"
 
 
-@SHARES_RUNS
-def test_stdout_is_one_json_line_per_property_then_the_job(runs: dict[str, Run]) -> None:
+def test_stdout_is_one_json_line_per_property_then_the_job(example_runs: ExampleRuns) -> None:
     """Stdout holds one JSON object per property and then the job's final line."""
-    lines = runs["good"].lines
-    assert [ln["property_id"] for ln in lines[:-1]] == [r["id"] for r in runs["good"].card["properties"]]
+    lines = example_runs.get("good").lines
+    assert [ln["property_id"] for ln in lines[:-1]] == [r["id"] for r in example_runs.get("good").card["properties"]]
     assert {"kind", "property_id", "fixture_digest", "trials", "hits", "detail"} <= set(lines[0])
     assert lines[-1]["job"] == "accepted" and lines[-1]["exit_code"] == 0
 
 
-@SHARES_RUNS
-def test_run_forecasts_what_accept_decides_for_every_patch(runs: dict[str, Run]) -> None:
+@pytest.mark.parametrize("patch", PATCHES)
+def test_run_forecasts_what_accept_decides_for_every_patch(example_runs: ExampleRuns, patch: str) -> None:
     """`gate run`'s job line says what `gate accept` will decide, by the one accept path: for every patch of
     the example the forecast and accept's own answer (decision and reasons) are the same."""
-    for patch, run in runs.items():
-        job = run.lines[-1]
-        assert run.accepted is not None, (patch, run.stderr)
-        forecast = {"accepted": job["accepted"], "reasons": job["accept_reasons"]}
-        assert forecast == {"accepted": run.accepted["accepted"], "reasons": run.accepted["reasons"]}, patch
+    run = example_runs.get(patch)
+    job = run.lines[-1]
+    assert run.accepted is not None, run.stderr
+    forecast = {"accepted": job["accepted"], "reasons": job["accept_reasons"]}
+    assert forecast == {"accepted": run.accepted["accepted"], "reasons": run.accepted["reasons"]}
 
 
-@SHARES_RUNS
-def test_unmapped_write_is_fail_safety(runs: dict[str, Run]) -> None:
+def test_unmapped_write_is_fail_safety(example_runs: ExampleRuns) -> None:
     """A patch that writes outside the write map fails safety, naming the file, and is blocked."""
-    run = runs["unsafe_write"]
+    run = example_runs.get("unsafe_write")
     assert run.kinds()["no_unmapped_write"] == "fail_safety"
     row = next(r for r in run.card["properties"] if r["id"] == "no_unmapped_write")
     assert "/work/.cache/last-invoice.json" in row["detail"]
     assert (run.code, run.accept) == (RET_BLOCKED, 1)
 
 
-@SHARES_RUNS
-def test_leaked_token_is_fail_safety(runs: dict[str, Run]) -> None:
+def test_leaked_token_is_fail_safety(example_runs: ExampleRuns) -> None:
     """A patch that dumps its environment to stderr leaks the trial's canary: fail_safety, blocked."""
-    run = runs["leaks_token"]
+    run = example_runs.get("leaks_token")
     assert run.kinds()["no_secret_in_output"] == "fail_safety"
     assert run.kinds()["no_unmapped_write"] == "pass"
     assert (run.code, run.accept) == (RET_BLOCKED, 1)
     assert "API_TOKEN" not in run.stdout  # the card and the JSON lines never carry the secret itself
 
 
-@SHARES_RUNS
-def test_half_up_rounding_is_fail_contract(runs: dict[str, Run]) -> None:
+def test_half_up_rounding_is_fail_contract(example_runs: ExampleRuns) -> None:
     """Rounding the tie half-up misses the half-even total by a cent: fail_contract, blocked."""
-    run = runs["half_up_rounding"]
+    run = example_runs.get("half_up_rounding")
     assert run.kinds()["invoice_total_half_even"] == "fail_contract"
     assert run.kinds()["json_shape_v3"] == "pass"
     assert (run.code, run.accept) == (RET_BLOCKED, 1)
 
 
-@SHARES_RUNS
-def test_crashing_probe_is_the_patch_not_the_harness(runs: dict[str, Run]) -> None:
+def test_crashing_probe_is_the_patch_not_the_harness(example_runs: ExampleRuns) -> None:
     """A probe that exits non-zero fails the contracts that need its output; no harness_error."""
-    run = runs["crashes"]
+    run = example_runs.get("crashes")
     assert run.kinds()["invoice_total_half_even"] == "fail_contract"
     assert "harness_error" not in run.kinds().values()
     assert run.code == RET_BLOCKED and run.card["ledger_actions"] == []
 
 
-@SHARES_RUNS
-def test_hang_is_inconclusive_timeout_and_not_accepted(runs: dict[str, Run]) -> None:
+def test_hang_is_inconclusive_timeout_and_not_accepted(example_runs: ExampleRuns) -> None:
     """A probe that ignores SIGTERM and loops times out: inconclusive, exit 0, accept refuses."""
-    run = runs["hangs"]
+    run = example_runs.get("hangs")
     assert run.kinds()["invoice_total_half_even"] == "inconclusive_timeout"
     assert run.kinds()["tool_choice_rate"] == "pass"
     assert run.code == RET_OK and run.card["status"] == "inconclusive"
     assert run.accept == 1
 
 
-@SHARES_RUNS
-def test_noisy_sampler_is_inconclusive_sample(runs: dict[str, Run]) -> None:
+def test_noisy_sampler_is_inconclusive_sample(example_runs: ExampleRuns) -> None:
     """Tie-breaking at random, drawn from the replayed seeds, lands 6 of 10 hits, below the 8-of-10 band."""
-    run = runs["noisy_sampler"]
+    run = example_runs.get("noisy_sampler")
     row = next(r for r in run.card["properties"] if r["id"] == "tool_choice_rate")
     assert (row["kind"], row["hits"], row["trials"]) == ("inconclusive_sample", 6, 10)
     assert run.card["seeds_from"] == NOISY_SEEDS[1]
@@ -152,28 +130,26 @@ def test_noisy_sampler_is_inconclusive_sample(runs: dict[str, Run]) -> None:
     assert run.code == RET_OK and run.accept == 1
 
 
-@SHARES_RUNS
-def test_drifted_fixture_is_harness_error_naming_the_file(runs: dict[str, Run]) -> None:
+def test_drifted_fixture_is_harness_error_naming_the_file(example_runs: ExampleRuns) -> None:
     """A retuned fixture breaks the seal: harness_error naming the file, exit 2, accept refuses."""
-    run = runs["drifted_fixture"]
+    run = example_runs.get("drifted_fixture")
     assert set(run.kinds().values()) == {"harness_error"}
     assert all("invoices/inv-002-tie.json" in r["detail"] for r in run.card["properties"])
     assert all(r["trials"] == 0 for r in run.card["properties"])  # nothing ran
     assert (run.code, run.accept) == (RET_HARNESS, 1)
 
 
-@SHARES_RUNS
-def test_all_six_kinds_appear_across_the_example(runs: dict[str, Run]) -> None:
+def test_all_six_kinds_appear_across_the_example(example_runs: ExampleRuns) -> None:
     """The example patches between them produce every verdict kind."""
-    seen = {kind for run in runs.values() for kind in run.kinds().values()}
+    seen = {kind for run in example_runs.all().values() for kind in run.kinds().values()}
     assert seen == {kind.value for kind in Kind}
 
 
-@SHARES_RUNS
-def test_no_container_outlives_the_runs(runs: dict[str, Run], docker_client) -> None:
-    """After every example run, no container labelled with any of their run ids remains."""
-    for run in runs.values():
-        assert containers_of(docker_client, run.card["run_id"])() == []
+@pytest.mark.parametrize("patch", PATCHES)
+def test_no_container_outlives_the_runs(example_runs: ExampleRuns, patch: str, docker_client) -> None:
+    """After every example run, no container labelled with its run id remains."""
+    run = example_runs.get(patch)
+    assert containers_of(docker_client, run.card["run_id"])() == []
 
 
 def test_retries_are_recorded_and_refused(example: Path, tmp_path: Path, sandbox_image: str) -> None:
