@@ -95,9 +95,16 @@ def execute(
         image_id=image_id,
         work_copy=work_copy,
         workers=checked.workers,
+        assigned=assigned_trials(executor, facts.run_id),
         cross_check=checked.summary,
     )
     return folded.verdicts, facts
+
+
+def assigned_trials(executor: Executor, run_id: str) -> dict[str, dict[str, int]]:
+    """Who the coordinator assigned the run's trials to (an executor that assigns none: nothing)."""
+    assigned = getattr(executor, "assigned", None)
+    return assigned(run_id) if callable(assigned) else {}
 
 
 def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[Verdict]:

@@ -13,7 +13,9 @@ every worker removes them at once.
 With a worker registry (`enrolled`), every result must be signed by an enrolled, unrevoked key over
 the batch id and spec digest this coordinator issued (gate.core.trust.enrolment): anything else is a
 harness event and harness faults for its trials, never an observation; an accepted observation
-carries the enrolled name as its worker id, whatever the worker wrote.
+carries the enrolled name as its worker id, whatever the worker wrote. The coordinator also decides who
+runs what: each batch goes to the direct queue of an enrolled worker it chose (gate.core.trust.assignment),
+never to the shared queue, and a result counts only when signed by the key of the worker it was sent to.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
-from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_result, spec_digest
+from gate.core.trust.assignment import Rotation, assign
+from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_assigned, check_result, spec_digest
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
 from worker.celery.app import (
@@ -102,6 +105,13 @@ class CeleryExecutor:
         # force): a cross-check avoids the queue of the key that produced the result, whatever it calls itself.
         self._keys: dict[str, str] = {}
         self._uploaded: set[str] = set()  # trees `run` uploaded: a cross-check of their trials needs no upload
+        # With a roster: the direct queues of the workers on our queue (asked with `discover`), the round the
+        # coordinator assigns batches in, and every batch id sent to a direct queue -> the key meant to answer.
+        self._fleet: frozenset[str] = frozenset()
+        self._rotation: Rotation | None = None
+        self._assigned: dict[str, str] = {}
+        self._assignments: dict[str, dict[str, dict[str, int]]] = {}  # run id -> property -> worker name -> trials
+        self._lone: set[tuple[str, str]] = set()  # (run id, property) already said to rest on one worker
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
         wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
         self.images = RunImages(
@@ -166,6 +176,9 @@ class CeleryExecutor:
         processes = self.discover()
         if processes == 0:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
+            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
+            return
+        if detail := self._rotate():
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
         for run_id, image_id in dict.fromkeys((s.run_id, s.image_id) for s in specs if s.image_id):
@@ -249,6 +262,9 @@ class CeleryExecutor:
                     stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
                     workers = [name for name, queues in stats.items() if any(q["name"] == self.queue for q in queues)]
                     if workers:
+                        self._fleet = frozenset(
+                            q["name"] for name in workers for q in stats[name] if q["name"].startswith(DIRECT_PREFIX)
+                        )
                         pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
                         processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
                         self._processes = processes or len(workers)
@@ -263,21 +279,76 @@ class CeleryExecutor:
         self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
     ) -> dict[str, list[TrialSpec]]:
         sent: dict[str, list[TrialSpec]] = {}
-        for batch in batches(specs, self.batch_size_for(specs, processes)):
+        groups = batches(specs, self.batch_size_for(specs, processes))
+        for batch, (target, key_id) in zip(groups, self._targets(groups, queue), strict=True):
             payload = encode_batch(batch)
             # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
             result = self.app.send_task(
                 TASK_RUN_BATCH,
                 args=[payload],
                 kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
-                queue=queue or self.queue,
+                queue=target,
                 argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
             )
             sent[result.id] = batch
+            if key_id is not None:
+                self._assigned[result.id] = key_id  # only this key's signature counts for it
             self._runs_of[result.id] = batch[0].run_id
             self._issued[result.id] = spec_digest(payload)  # what a signed result must name
             self._dispatched.update(spec.run_id for spec in batch)
         return sent
+
+    def assigned(self, run_id: str) -> dict[str, dict[str, int]]:
+        """Trials the coordinator assigned in run `run_id`: property id -> enrolled name -> trials (primaries
+        only; empty without a roster, where batches go to the shared queue)."""
+        return {prop: dict(names) for prop, names in self._assignments.get(run_id, {}).items()}
+
+    def _rotate(self) -> str | None:
+        """Set the round of enrolled workers batches are assigned to (None without a roster); the fault
+        detail when a roster is in force but no enrolled worker on our queue has a direct queue up."""
+        if self._roster is None:
+            self._rotation = None
+            return None
+        active = sorted((w for w in self._roster.workers if w.active), key=lambda w: w.name)
+        alive = tuple(w.key_id for w in active if direct_queue(w.key_id) in self._fleet)
+        if not alive:
+            detail = f"no enrolled worker's direct queue is consumed on queue {self.queue}"
+            self.events.append(HarnessEvent(kind="no_enrolled_worker", detail=detail))
+            return detail
+        if self._rotation is None or self._rotation.workers != alive:
+            self._rotation = Rotation(alive)
+        return None
+
+    def _targets(self, groups: Sequence[list[TrialSpec]], queue: str | None) -> list[tuple[str, str | None]]:
+        """Each batch's queue and the key meant to answer it (None: whoever consumes the queue)."""
+        if queue is not None:  # a cross-check, sent to one chosen worker's direct queue
+            return [(queue, self._key_of(queue))] * len(groups)
+        if self._rotation is None:
+            return [(self.queue, None)] * len(groups)
+        # Every batch is assigned, not only statistical ones: a worker taking safety or contract batches off
+        # the shared queue would choose which trials it answers, and one rule for all is the easier to prove.
+        keys, self._rotation = assign(self._rotation, [batch[0].property_id for batch in groups])
+        self._note_shares(groups, keys)
+        return [(direct_queue(key), key) for key in keys]
+
+    def _key_of(self, queue: str) -> str | None:
+        """The enrolled key whose direct queue `queue` is (None without a roster, or for no enrolled key)."""
+        workers = self._roster.workers if self._roster is not None else ()
+        return next((w.key_id for w in workers if w.active and direct_queue(w.key_id) == queue), None)
+
+    def _note_shares(self, groups: Sequence[list[TrialSpec]], keys: Sequence[str]) -> None:
+        """Count each assigned batch's trials by enrolled name; say once per property when it rests on one worker."""
+        assert self._roster is not None and self._rotation is not None
+        for batch, key in zip(groups, keys, strict=True):
+            run_id, prop = batch[0].run_id, batch[0].property_id
+            worker = self._roster.by_key(key)
+            name = worker.name if worker is not None else key[:16]
+            row = self._assignments.setdefault(run_id, {}).setdefault(prop, {})
+            row[name] = row.get(name, 0) + len(batch)
+            if len(self._rotation.workers) == 1 and (run_id, prop) not in self._lone:
+                self._lone.add((run_id, prop))
+                detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
+                self.events.append(HarnessEvent(kind="one_worker", property_id=prop, detail=detail))
 
     def _timeout(self, specs: Sequence[TrialSpec], processes: int) -> float:
         if self.result_timeout_s is not None:
@@ -387,6 +458,8 @@ class CeleryExecutor:
         else:
             claim = result.get("signature")
             checked = check_result(self._roster, self._issued, task_id, observations, claim, verify_pem)
+            if isinstance(checked, EnrolledWorker):
+                checked = check_assigned(self._roster, self._assigned.get(task_id), checked)
         if isinstance(checked, EnrolledWorker):
             return checked
         kind, detail = checked

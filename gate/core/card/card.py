@@ -78,6 +78,9 @@ class PropertyRow(BaseModel):
     base_rerun: BaseRerun | None = None
     # Which worker ran which of the row's counted trials: worker id -> trials ("" for the local pool).
     workers: dict[str, int] = {}
+    # Trials the coordinator assigned to each enrolled worker by name (primaries; a worker's share is
+    # all it can answer). Empty where nobody was assigned: the local pool, or unenrolled workers.
+    assigned: dict[str, int] = {}
 
 
 class HarnessEvent(BaseModel):

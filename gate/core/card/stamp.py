@@ -55,6 +55,7 @@ class RunFacts:
     work_copy: str | None = None  # "overlay", "copy" or "mixed" (work_copy_facts)
     flake_history: str = ""  # what the run added to the flake history, or why nothing (gate.run.runhistory)
     workers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # property id -> worker -> trials
+    assigned: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # property id -> enrolled name -> trials
     cross_check: CrossCheckSummary | None = None
 
 
@@ -89,6 +90,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 colour_change=v.colour_change,
                 base_rerun=facts.base_reruns.get(v.property_id),
                 workers=dict(facts.workers.get(v.property_id, {})),
+                assigned=dict(facts.assigned.get(v.property_id, {})),
             )
         )
     return VerdictCard(

@@ -124,6 +124,7 @@ class Refusal(StrEnum):
     UNISSUED = "unissued_batch"  # signed for a batch id the coordinator never issued
     REPLAYED = "replayed_result"  # signed for another issued batch, or over a spec digest that is not the one sent
     FORGED = "forged_result"  # the signature does not verify over what the coordinator issued and received
+    UNASSIGNED = "unassigned_signer"  # validly signed by an enrolled worker, but not the one the batch was assigned to
 
 
 Verify = Callable[[str, bytes, bytes], bool]  # (public key PEM, signature, message) -> valid
@@ -160,3 +161,17 @@ def check_result(
     if not verify(worker.public_key, signature, result_message(batch_id, issued[batch_id], observations)):
         return Refusal.FORGED, f"signature under {worker.name!r}'s key does not verify over this batch's result"
     return worker
+
+
+def check_assigned(
+    roster: Roster, assigned_key: str | None, signer: EnrolledWorker
+) -> EnrolledWorker | tuple[Refusal, str]:
+    """`signer` when it holds the key the batch was assigned to (or none was), else why refused, naming both.
+
+    A valid signature proves who answered, not that they were asked: another enrolled worker that took
+    the batch off its assignee's queue, or overwrote its result, must not choose its own share."""
+    if assigned_key is None or signer.key_id == assigned_key:
+        return signer
+    meant = roster.by_key(assigned_key)
+    named = meant.name if meant is not None else f"key {assigned_key[:16]}"
+    return Refusal.UNASSIGNED, f"signed by {signer.name!r}, but the batch was assigned to {named!r}"

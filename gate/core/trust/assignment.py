@@ -1,0 +1,51 @@
+"""Who runs what: the coordinator assigns each batch to one enrolled worker, so no worker chooses its
+own share by answering fastest. Pure: the caller says which workers are enrolled and alive.
+
+Each property's batches go round the workers in turn, and each new property starts one worker further
+on, so single-batch properties spread too. Across calls (waves) the turns carry on, so a property's
+batch counts never differ by more than one between workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """The workers batches go round (key ids, in a fixed order) and each property's place in the round."""
+
+    workers: tuple[str, ...]
+    # property id -> (the worker index its first batch went to, batches assigned so far)
+    turns: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    started: int = 0  # properties started so far: the next one starts at this index
+
+    def __post_init__(self) -> None:
+        if not self.workers:
+            raise ValueError("a rotation needs at least one worker")
+
+
+def assign(rotation: Rotation, properties: Sequence[str]) -> tuple[tuple[str, ...], Rotation]:
+    """The worker for each batch (one property id per batch, in order), and the rotation after them."""
+    turns = dict(rotation.turns)
+    started = rotation.started
+    chosen: list[str] = []
+    count = len(rotation.workers)
+    for prop in properties:
+        if prop not in turns:
+            turns[prop] = (started % count, 0)
+            started += 1
+        first, done = turns[prop]
+        chosen.append(rotation.workers[(first + done) % count])
+        turns[prop] = (first, done + 1)
+    return tuple(chosen), Rotation(rotation.workers, turns, started)
+
+
+def shares(properties: Sequence[str], workers: Sequence[str], sizes: Sequence[int]) -> dict[str, dict[str, int]]:
+    """Trials assigned per property and worker, from parallel sequences of each batch's property, worker, size."""
+    out: dict[str, dict[str, int]] = {}
+    for prop, worker, size in zip(properties, workers, sizes, strict=True):
+        row = out.setdefault(prop, {})
+        row[worker] = row.get(worker, 0) + size
+    return out
