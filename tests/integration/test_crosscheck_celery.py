@@ -22,9 +22,9 @@ GATE = str(Path(sys.executable).with_name("gate"))
 LIAR_QUEUE = "probegate.xcheck-liar"  # the run pins its primaries here, so the stand-in gets them all
 
 
-def start_fabricator(workers: Workers, name: str, *, signed: bool = False) -> None:
+def start_fabricator(workers: Workers, name: str, *, signed: bool = False, queue: str = LIAR_QUEUE) -> None:
     """The stand-in, in its own session, registered in the pool so `wait_ready` and teardown cover it;
-    `signed`: it signs with its own key (`workers.key(name)`), as an enrolled liar would."""
+    `signed`: it signs with its own key (`workers.key(name)`), as an enrolled liar would; it consumes `queue`."""
     log = (workers.tmp / f"{name}.log").open("wb")
     key = [str(workers.key(name))] if signed else []
     workers.procs[name] = subprocess.Popen(
@@ -33,7 +33,7 @@ def start_fabricator(workers: Workers, name: str, *, signed: bool = False) -> No
             str(FABRICATOR),
             workers.url,
             f"{name}@%h",
-            LIAR_QUEUE,
+            queue,
             str(workers.tmp / f"cache-{name}"),
             *key,
         ],

@@ -28,6 +28,7 @@ from gate.core.testing import make_specs
 from gate.io.keys import write_new_key
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import load_roster
+from worker.celery.app import direct_queue
 from worker.celery.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
@@ -38,8 +39,11 @@ CELERY = [sys.executable, "-m", "celery", "-A", "standin_worker", "worker", "--w
 class Fleet(Workers):
     """Workers plus stand-ins, all on one broker; `admin` is the broker's default (unrestricted) user."""
 
-    def standin(self, name: str, mode: str, *, key: Path | None = None, claim: str | None = None) -> None:
-        """Start a stand-in worker that fabricates passing observations, signed as `mode` says."""
+    def standin(
+        self, name: str, mode: str, *, key: Path | None = None, claim: str | None = None, steal: tuple[str, ...] = ()
+    ) -> None:
+        """Start a stand-in worker that fabricates passing observations, signed as `mode` says; it also consumes
+        the direct queues of the key ids in `steal` (as a worker whose broker user can read any queue could)."""
         env = {
             **self.env,
             "PROBEGATE_BROKER": self.urls.get(name, self.url),
@@ -50,7 +54,17 @@ class Fleet(Workers):
         }
         log = (self.tmp / f"{name}.log").open("wb")
         self.procs[name] = subprocess.Popen(
-            [*CELERY, "-Q", "probegate.trials", "-c", "1", "-n", f"{name}@%h", "--loglevel", "INFO"],
+            [
+                *CELERY,
+                "-Q",
+                ",".join(["probegate.trials", *map(direct_queue, steal)]),
+                "-c",
+                "1",
+                "-n",
+                f"{name}@%h",
+                "--loglevel",
+                "INFO",
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -112,10 +126,11 @@ def run_trials(broker: RedisServer, tmp: Path, registry: Path | None, n: int = 1
 
 
 def refused(observations: list[Observation], executor: CeleryExecutor, kind: str) -> None:
-    """Every trial is a harness fault (none passes), and the refusal is a harness event of `kind`."""
+    """Every trial is a harness fault (none passes), and the refusal is a harness event of `kind` (beside
+    `one_worker`: the stand-in took one enrolled worker's queue, so every batch was assigned to that one)."""
     assert all(o.fault is not None and o.exit_code is None for o in observations), observations[0]
     assert all(f"({kind})" in (o.fault or "") for o in observations), observations[0].fault
-    assert {e.kind for e in executor.events} == {kind}, executor.events
+    assert {e.kind for e in executor.events} - {"one_worker"} == {kind}, executor.events
 
 
 @pytest.mark.parametrize(
@@ -126,28 +141,26 @@ def refused(observations: list[Observation], executor: CeleryExecutor, kind: str
         ("claim", "forged_result"),
         ("other_batch", "unissued_batch"),
         ("other_spec", "replayed_result"),
+        ("enrolled", "unassigned_signer"),
     ],
 )
 def test_standin_results_are_refused(
     mode: str, kind: str, fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A stand-in fabricating passes is refused whether unsigned, signed by an unknown key, claiming an
-    enrolled key, or signed by an enrolled key for a batch id or spec the coordinator did not issue."""
+    """A stand-in that takes the enrolled worker's batches off its direct queue and fabricates passes is refused
+    whether unsigned, signed by an unknown key, claiming the enrolled key, signed by the enrolled key for a batch
+    id or spec the coordinator did not issue, or validly signed by another enrolled worker's key."""
     registry = tmp_path / "workers.json"
-    gate(
-        "workers",
-        "enrol",
-        str(public_key(fleet, "honest")),
-        "--name",
-        "honest",
-        "--workers",
-        str(registry),
-        capsys=capsys,
-    )
+    for name in ("honest", "rogue") if mode == "enrolled" else ("honest",):
+        gate(
+            "workers", "enrol", str(public_key(fleet, name)), "--name", name, "--workers", str(registry), capsys=capsys
+        )
     enrolled_key, own_key = fleet.key("honest"), public_key(fleet, "rogue").with_suffix("")
     key = enrolled_key if mode in ("other_batch", "other_spec") else own_key
-    claim = load_roster(registry).workers[0].key_id if mode == "claim" else None
-    fleet.standin("standin", mode, key=key, claim=claim)
+    honest = load_roster(registry).by_name("honest")
+    assert honest is not None
+    claim = honest.key_id if mode == "claim" else None
+    fleet.standin("standin", "sign" if mode == "enrolled" else mode, key=key, claim=claim, steal=(honest.key_id,))
     fleet.wait_ready()
     observations, executor = run_trials(broker, tmp_path, registry)
     refused(observations, executor, kind)
@@ -164,7 +177,8 @@ def test_without_a_registry_the_standin_would_pass(fleet: Fleet, broker: RedisSe
 def test_honest_workers_accepted_revoked_refused(
     fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Enrolled gate-workers' results count under their enrolled names; once revoked, a worker's are refused."""
+    """Enrolled gate-workers' results count under their enrolled names; once revoked, a worker is assigned no
+    batch, and a result signed by its key (here a stand-in's, off the other's queue) is refused."""
     registry = tmp_path / "workers.json"
     for name in ("w1", "w2"):
         gate(
@@ -184,7 +198,14 @@ def test_honest_workers_accepted_revoked_refused(
     assert {o.worker_id for o in observations} <= {"box-w1", "box-w2"}  # never the worker's own word
     assert executor.events == []
     gate("workers", "revoke", "box-w1", "--workers", str(registry), capsys=capsys)
+    observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
+    assert all(o.fault is None and o.worker_id == "box-w2" for o in observations)  # w1 still up, given nothing
+    executor.events.clear()
+    w2 = load_roster(registry).by_name("box-w2")
+    assert w2 is not None
     fleet.stop("w2")
+    fleet.standin("standin", "sign", key=fleet.key("w1"), steal=(w2.key_id,))
+    fleet.wait_ready()
     observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
     refused(observations, executor, "revoked_worker")
 
@@ -199,8 +220,10 @@ def test_a_replayed_signed_result_is_refused(
     fleet.wait_ready()
     observations, executor = run_trials(broker, tmp_path, registry, n=3)
     assert all(o.fault is None for o in observations)
+    w1 = load_roster(registry).by_name("box1")
+    assert w1 is not None
     fleet.stop("w1")
-    fleet.standin("standin", "replay")
+    fleet.standin("standin", "replay", steal=(w1.key_id,))
     fleet.wait_ready()
     observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
     refused(observations, executor, "replayed_result")
@@ -378,7 +401,7 @@ def test_gate_run_refuses_an_unsigned_standin(
     root = hostile_suite(tmp_path / "suite")
     registry = tmp_path / "workers.json"
     gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
-    fleet.standin("standin", "unsigned")
+    fleet.standin("standin", "unsigned", steal=(load_roster(registry).workers[0].key_id,))
     fleet.wait_ready()
 
     code, card, accepted = safety_run(root, tmp_path / "open" / "card.json", broker, UNENROLLED)

@@ -1,0 +1,100 @@
+"""The coordinator decides who runs what, through real Redis, real enrolled `gate-worker serve` processes and
+real Docker: every batch goes to an enrolled worker's direct queue, spread per property, and the card says
+who was assigned and who ran which trials."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from celery_helpers import RedisServer, Workers
+from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
+from test_crosscheck_celery import start_fabricator
+
+from gate.io.keys import public_path, write_new_key
+
+pytestmark = pytest.mark.integration
+
+GATE = str(Path(sys.executable).with_name("gate"))
+STATISTICAL = "tool_choice_rate"
+
+
+def enrol(workers: Workers, registry: Path, *names: str) -> None:
+    """Make each worker's key and enrol it as `box-<name>`."""
+    for name in names:
+        write_new_key(workers.key(name))
+        done = subprocess.run(
+            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
+             "--workers", str(registry)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+
+def enrolled_run(patch: str, card: Path, url: str, registry: Path, *extra: str) -> Run:
+    return gate_run(EXAMPLE, patch, card, "--broker", url, "--workers", str(registry), *extra, new_ledger=True)
+
+
+def spread(row: dict, names: set[str]) -> None:
+    """The row's trials were assigned among `names` (to all of them when it has a trial for each) and ran
+    exactly where assigned."""
+    assert set(row["assigned"]) <= names and sum(row["assigned"].values()) == row["trials"], row
+    if row["trials"] >= 2 * len(names):
+        assert set(row["assigned"]) == names, row
+    assert row["workers"] == row["assigned"], row  # nobody answered more than its share
+
+
+def test_two_enrolled_honest_workers_share_every_property(
+    workers: Workers, redis_server: RedisServer, example_runs: ExampleRuns, tmp_path: Path
+) -> None:
+    """Two enrolled honest workers: `good` is accepted with the local pool's kinds, every row's trials
+    spread over both and run where assigned; the noisy sampler on its pinned seeds is refused."""
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "w1", "w2")
+    workers.start("w1")
+    workers.start("w2")
+    workers.wait_ready()
+    run = enrolled_run("good", tmp_path / "good" / "card.json", redis_server.url, registry)
+    assert (run.code, run.accept) == (0, 0), run.stderr
+    assert run.kinds() == example_runs.get("good").kinds()
+    for row in run.card["properties"]:
+        spread(row, {"box-w1", "box-w2"})
+    assert {n for r in run.card["properties"] for n in r["assigned"]} == {"box-w1", "box-w2"}
+    statistical = next(r for r in run.card["properties"] if r["id"] == STATISTICAL)
+    assert (
+        abs(statistical["assigned"]["box-w1"] - statistical["assigned"]["box-w2"])
+        <= max(statistical["assigned"].values()) // 2
+    ), statistical  # round robin by batch: the shares differ by one batch at most
+    kinds = {e["kind"] for e in run.card["harness_events"]}
+    assert not kinds & {"unassigned_signer", "one_worker", "no_enrolled_worker"}, run.card["harness_events"]
+    noisy = enrolled_run("noisy_sampler", tmp_path / "noisy" / "card.json", redis_server.url, registry, *NOISY_SEEDS)
+    assert noisy.kinds()[STATISTICAL] == "inconclusive_sample", noisy.card["properties"]
+    assert noisy.accept != 0
+    spread(next(r for r in noisy.card["properties"] if r["id"] == STATISTICAL), {"box-w1", "box-w2"})
+
+
+def test_an_enrolled_stand_in_takes_no_more_than_its_assigned_share(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: an enrolled stand-in that answers as fast as it can beside an honest enrolled worker gets
+    only the batches assigned to it (half of each row, on the card), never the honest worker's share; with the
+    honest worker gone its share is the whole row, and the card says the row rests on one worker."""
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "honest", "liar")
+    workers.start("honest")
+    start_fabricator(workers, "liar", signed=True, queue="probegate.trials")
+    workers.wait_ready()
+    run = enrolled_run("noisy_sampler", tmp_path / "both" / "card.json", redis_server.url, registry, *NOISY_SEEDS)
+    for row in run.card["properties"]:
+        spread(row, {"box-honest", "box-liar"})
+    statistical = next(r for r in run.card["properties"] if r["id"] == STATISTICAL)
+    assert statistical["assigned"]["box-liar"] <= statistical["trials"] // 2 + 1, statistical
+    workers.kill("honest")
+    del workers.procs["honest"]
+    alone = enrolled_run("noisy_sampler", tmp_path / "alone" / "card.json", redis_server.url, registry, *NOISY_SEEDS)
+    statistical = next(r for r in alone.card["properties"] if r["id"] == STATISTICAL)
+    assert statistical["assigned"] == {"box-liar": statistical["trials"]}, statistical
+    lone = {e["property_id"] for e in alone.card["harness_events"] if e["kind"] == "one_worker"}
+    assert STATISTICAL in lone, alone.card["harness_events"]
