@@ -12,13 +12,17 @@ import pytest
 from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
 from test_crosscheck_celery import start_fabricator
+from test_enrol import Fleet, broker, fleet, gate, public_key, run_trials
 
 from gate.io.keys import public_path, write_new_key
+from gate.io.workers import load_roster
+from worker.celery.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
 
 GATE = str(Path(sys.executable).with_name("gate"))
 STATISTICAL = "tool_choice_rate"
+__all__ = ["broker", "fleet"]  # test_enrol's fixtures, used here
 
 
 def enrol(workers: Workers, registry: Path, *names: str) -> None:
@@ -98,3 +102,28 @@ def test_an_enrolled_stand_in_takes_no_more_than_its_assigned_share(
     assert statistical["assigned"] == {"box-liar": statistical["trials"]}, statistical
     lone = {e["property_id"] for e in alone.card["harness_events"] if e["kind"] == "one_worker"}
     assert STATISTICAL in lone, alone.card["harness_events"]
+
+
+def test_a_batch_whose_worker_died_goes_to_another_enrolled_worker(
+    fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An enrolled worker dies after the coordinator found it: the batches assigned to it never come back
+    and go to the other enrolled worker's direct queue after the result timeout; every trial is that
+    worker's, and the events say which batches moved from whom to whom."""
+    registry = tmp_path / "workers.json"
+    for name in ("w1", "w2"):
+        gate("workers", "enrol", str(public_key(fleet, name)), "--name", f"box-{name}", "--workers", str(registry),
+             capsys=capsys)  # fmt: skip
+        fleet.start(name, "--sandbox", "null")
+    fleet.wait_ready()
+    executor = CeleryExecutor(
+        broker.url, worker_wait_s=30, result_timeout_s=8, batch_size=3, enrolled=lambda: load_roster(registry)
+    )
+    observations, _ = run_trials(broker, tmp_path, registry, executor=executor)
+    assert {o.worker_id for o in observations} == {"box-w1", "box-w2"}
+    fleet.stop("w2")
+    executor.events.clear()
+    observations, _ = run_trials(broker, tmp_path, registry, executor=executor)
+    assert all(o.fault is None and o.worker_id == "box-w1" for o in observations), observations
+    moved = [e for e in executor.events if e.kind == "batch_reassigned"]
+    assert len(moved) == 2 and all("'box-w2'" in e.detail and "'box-w1'" in e.detail for e in moved), executor.events

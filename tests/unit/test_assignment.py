@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.suite.trial import FaultOrigin
+from gate.core.suite.trial import FaultOrigin, Observation
 from gate.core.testing import make_specs
-from gate.core.trust.assignment import Rotation, assign, shares
+from gate.core.trust.assignment import Rotation, assign, reassign, shares
 from gate.core.trust.enrolment import (
     EnrolledWorker,
     Refusal,
@@ -169,3 +169,52 @@ def test_encode_batch_is_what_was_sent() -> None:
     specs = make_specs(2, run_id="r1")
     executor._send(specs, 1)
     assert sends[0][1] == encode_batch(specs)
+
+
+def test_reassign_tries_each_other_worker_once() -> None:
+    """A lost batch goes to the first worker of the round not tried yet; none left: None."""
+    rotation = Rotation(("w1", "w2", "w3"))
+    assert reassign(rotation, frozenset({"w1"})) == "w2"
+    assert reassign(rotation, frozenset({"w2", "w1"})) == "w3"
+    assert reassign(rotation, frozenset({"w1", "w2", "w3"})) is None
+
+
+def gather_where(executor: CeleryExecutor, silent: set[str]):
+    """A stand-in for `_gather`: batches assigned to a key in `silent` never report (they stay in `_runs_of`
+    and end as harness faults, as `_gather` ends them); the others answer with a clean exit."""
+
+    def gather(sent: dict, timeout: float):
+        for task, batch in sent.items():
+            if executor._assigned[task] in silent:
+                yield from (Observation.harness_fault(s, "no result", origin=FaultOrigin.HARNESS) for s in batch)
+            else:
+                executor._runs_of.pop(task)
+                yield from (Observation.of(s, exit_code=0) for s in batch)
+
+    return gather
+
+
+def test_a_batch_whose_worker_never_answers_goes_to_another_enrolled_worker() -> None:
+    """The assigned worker is silent: its batch goes to the other enrolled worker's direct queue, the card's
+    share moves with it and a batch_reassigned event names both; the trials come back clean."""
+    executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-a", "box-b"))
+    executor._rotate()
+    sent = executor._send(make_specs(2, run_id="r1"), 1)
+    executor._gather = gather_where(executor, {keys["box-a"].key_id})  # type: ignore[method-assign]
+    out = list(executor._gather_assigned(sent, 5.0))
+    assert [(o.fault, o.exit_code) for o in out] == [(None, 0), (None, 0)]
+    assert [queue for queue, _ in sends] == [direct_queue(keys["box-a"].key_id), direct_queue(keys["box-b"].key_id)]
+    assert executor.assigned("r1") == {"p": {"box-b": 2}}
+    (event,) = executor.events
+    assert event.kind == "batch_reassigned" and "'box-a'" in event.detail and "'box-b'" in event.detail
+
+
+def test_a_batch_no_worker_answers_ends_as_faults_after_each_was_tried_once() -> None:
+    """Every enrolled worker silent: the batch goes to each once, never round again, and ends as harness faults."""
+    executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-a", "box-b"))
+    executor._rotate()
+    sent = executor._send(make_specs(2, run_id="r1"), 1)
+    executor._gather = gather_where(executor, {k.key_id for k in keys.values()})  # type: ignore[method-assign]
+    out = list(executor._gather_assigned(sent, 5.0))
+    assert [o.fault_origin for o in out] == [FaultOrigin.HARNESS] * 2
+    assert len(sends) == 2 and [e.kind for e in executor.events] == ["batch_reassigned"]

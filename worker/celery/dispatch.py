@@ -34,7 +34,7 @@ from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
-from gate.core.trust.assignment import Rotation, assign
+from gate.core.trust.assignment import Rotation, assign, reassign
 from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_assigned, check_result, spec_digest
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
@@ -192,7 +192,7 @@ class CeleryExecutor:
             detail = f"broker unreachable while dispatching: {exc}"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
-        yield from self._gather(sent, self._timeout(specs, processes))
+        yield from self._gather_assigned(sent, self._timeout(specs, processes))
         self.images.note_failures()
 
     @property
@@ -349,6 +349,69 @@ class CeleryExecutor:
                 self._lone.add((run_id, prop))
                 detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
                 self.events.append(HarnessEvent(kind="one_worker", property_id=prop, detail=detail))
+
+    def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
+        """`_gather`, but a batch whose assigned worker never answered goes to another enrolled worker's
+        direct queue (each worker at most once per batch) instead of ending as harness faults at once."""
+        if self._rotation is None:
+            yield from self._gather(sent, timeout)
+            return
+        tried = {task: frozenset({self._assigned[task]}) for task in sent if task in self._assigned}
+        while sent:
+            task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
+            lost: dict[str, list[Observation]] = {}
+            # closing: a caller that stops listening closes _gather too, which revokes what is still queued.
+            with contextlib.closing(self._gather(sent, timeout)) as gathered:
+                for obs in gathered:
+                    task = task_of.get(obs.key)
+                    # A task still in _runs_of when _gather yields for it never reported (_gather drops answered ones).
+                    if task is not None and task in self._runs_of and task in tried:
+                        lost.setdefault(task, []).append(obs)
+                        continue
+                    yield obs
+            again: dict[str, list[TrialSpec]] = {}
+            for task, faults in lost.items():
+                before = tried.pop(task)
+                moved = self._reassign(task, sent[task], before)
+                if moved is None:
+                    yield from faults
+                    continue
+                resent, key = moved
+                again.update(resent)
+                tried.update(dict.fromkeys(resent, before | {key}))
+            sent = again
+            if sent:
+                timeout = self._timeout([spec for batch in sent.values() for spec in batch], 1)
+
+    def _reassign(
+        self, task: str, batch: list[TrialSpec], tried: frozenset[str]
+    ) -> tuple[dict[str, list[TrialSpec]], str] | None:
+        """Send a lost batch to the next enrolled worker it was not sent to: (its new tasks, that worker's key);
+        None when every worker was tried or the broker refused the send (the caller yields the batch's faults)."""
+        assert self._rotation is not None and self._roster is not None
+        self._runs_of.pop(task, None)
+        key = reassign(self._rotation, tried)
+        if key is None:
+            return None
+        try:
+            with broker_call("reassigning a lost batch"):
+                resent = self._send(batch, 1, queue=direct_queue(key))
+        except BrokerError:
+            return None
+        before, after = self._roster.by_key(self._assigned.get(task, "")), self._roster.by_key(key)
+        old, new = (w.name if w is not None else "?" for w in (before, after))
+        self._move_share(batch, old, new)
+        detail = f"task {task} ({len(batch)} trials) never came back from {old!r}: sent to {new!r}"
+        self.events.append(HarnessEvent(kind="batch_reassigned", property_id=batch[0].property_id, detail=detail))
+        return resent, key
+
+    def _move_share(self, batch: Sequence[TrialSpec], old: str, new: str) -> None:
+        """Count a reassigned batch's trials under the worker it went to instead of the one that lost it."""
+        row = self._assignments.setdefault(batch[0].run_id, {}).setdefault(batch[0].property_id, {})
+        row[old] = row.get(old, 0) - len(batch)
+        if row[old] <= 0:
+            del row[old]
+        row[new] = row.get(new, 0) + len(batch)
 
     def _timeout(self, specs: Sequence[TrialSpec], processes: int) -> float:
         if self.result_timeout_s is not None:

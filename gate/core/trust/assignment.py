@@ -49,3 +49,9 @@ def shares(properties: Sequence[str], workers: Sequence[str], sizes: Sequence[in
         row = out.setdefault(prop, {})
         row[worker] = row.get(worker, 0) + size
     return out
+
+
+def reassign(rotation: Rotation, tried: frozenset[str]) -> str | None:
+    """The worker a lost batch goes to next: the first in the round it was not sent to yet (None: all tried).
+    Each batch goes to each worker at most once, so a batch no worker answers ends, never circles."""
+    return next((worker for worker in rotation.workers if worker not in tried), None)
