@@ -76,7 +76,7 @@ class PropertyRow(BaseModel):
     # The same trials on the base tree, for a row that changed colour in a run with --base (None: no
     # colour change, or no base to rerun on; a harness event then says why). Never changes the vote.
     base_rerun: BaseRerun | None = None
-    # Which worker ran which of the row's counted trials: worker id -> trials ("" for the local pool).
+    # Which worker ran which of the row's counted primary trials: worker id -> trials (the local pool: its sandbox).
     workers: dict[str, int] = {}
     # Trials the coordinator assigned to each enrolled worker by name (primaries; a worker's share is
     # all it can answer). Empty where nobody was assigned: the local pool, or unenrolled workers.
