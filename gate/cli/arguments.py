@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="give every trial the seed it had in run RUN_ID (a card's run_id), to replay its trials exactly; "
         "recorded on the card, which `gate accept` then refuses unless given --allow-replayed-seeds",
     )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the interrupted run whose journal is beside the card (<card>.journal): its stored trials"
+        " are reused, the rest run; a journal of another run, tree, image, suite or seal is refused (65);"
+        " without a journal every trial runs",
+    )
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
     add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")

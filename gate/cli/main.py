@@ -270,6 +270,7 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
         sign_key=sign_key,
         unenrolled_workers=placement.unenrolled,
         seeds_from=getattr(args, "replay_seeds", None),
+        resume=getattr(args, "resume", False),
     )
 
 

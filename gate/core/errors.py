@@ -9,7 +9,8 @@
     │   │                          tree; a special file or a symlink leading out of the patched tree
     │   ├── TreeTooLargeError      the patched tree does not fit the sandbox's [suite.limits]
     │   │                          (space, file size, file count): refused before any container
-    │   └── ImageError             the project image cannot be built, or the preflight refuses it
+    │   ├── ImageError             the project image cannot be built, or the preflight refuses it
+    │   └── JournalError           a run journal `gate run --resume` cannot reuse (not this run's, edited)
     ├── InputMissingError          a named file or directory does not exist → RET_NOINPUT
     └── HarnessError               the gate itself could not observe         → RET_HARNESS
         ├── SealDriftError         the fixture tree no longer matches its seal (digest, files)
@@ -109,6 +110,11 @@ class TreeTooLargeError(ConfigError):
 class ImageError(ConfigError):
     """The suite's project image: a dependency with no wheel, a Dockerfile not built FROM the base, or
     an image whose environment, user or clock preload the preflight refuses. Nothing runs in it."""
+
+
+class JournalError(ConfigError):
+    """A run journal that `gate run --resume` refuses: bound to another run, tree, image, suite or seal,
+    edited, or of a run that already reached its commit. Nothing runs and nothing is written."""
 
 
 class InputMissingError(GateError):

@@ -6,6 +6,7 @@ passed into the pure core as values. `python -m gate.run` is the same command as
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from gate.core.policy.policy import Decision, decide
 from gate.core.suite.plan import check_fixtures
 from gate.core.suite.selection import select_ids
 from gate.core.suite.suite import ImageSource, PropertySpec, Suite
+from gate.core.suite.trial import TrialSpec
 from gate.core.verdicts.bands import SamplerWindow
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import card_bytes, check_writable, write_card
@@ -34,20 +36,23 @@ from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
 from gate.io.interrupts import held
+from gate.io.journal import checks_digest, journal_path
+from gate.io.keys import SigningKey
 from gate.io.ledgerfile import FileBooks
-from gate.io.patchedtree import check_fits, read_patched_tree
+from gate.io.patchedtree import PatchedTree, check_fits, read_patched_tree
 from gate.io.proposals import check_proposal_paths, write_proposals
 from gate.io.reports import ReportTargets, write_reports
 from gate.io.snapshot import LocalInputs, check_outside_tree
 from gate.io.state import BooksStore
-from gate.io.treeselect import tree_selection
+from gate.io.treeselect import TreeSelection, tree_selection
+from gate.run.durable import RunJournal, SpecOf, journal_header
 from gate.run.executor import Executor, opened
 from gate.run.flicker import with_base_reruns
 from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runhistory import run_history
-from gate.run.trials import all_harness, execute
+from gate.run.trials import all_harness, execute, planner_for
 
 log = structlog.get_logger("gate.run")
 
@@ -73,6 +78,7 @@ class RunRequest:
     sign_key: Path | None = None  # --sign-key: sign the card (its envelope beside it, gate.io.cardsig)
     unenrolled_workers: bool = False  # trials go over a broker with no worker registry (the card records it)
     seeds_from: str | None = None  # --replay-seeds: the run whose trial seeds to give (None: this run's own)
+    resume: bool = False  # --resume: continue the interrupted run whose journal is beside the card
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,10 @@ ImageFactory = Callable[[ImageSource], str]
 BooksFactory = Callable[[RunRequest, Suite], BooksStore]
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def run_gate(
     request: RunRequest,
     *,
@@ -102,12 +112,14 @@ def run_gate(
     image_factory: ImageFactory | None = None,
     progress: Progress = NO_PROGRESS,
     judge_factory: JudgeFactory = judging,
+    note: Callable[[str], None] = _to_stderr,
 ) -> RunResult:
     """Run the suite once against the patched tree and write the card; config errors raise first.
     `executor_factory` picks where trials run (the command line chooses; tests pass a mock), and
     `judge_factory` where checks run (the bounded check process; unit tests may judge in process);
     `books_factory` where the ledger and window live (default: the ledger file, `file_books`);
-    `progress` hears trials planned and judged (the command line draws it on a terminal)."""
+    `progress` hears trials planned and judged (the command line draws it on a terminal);
+    `note` hears what a resume reused (stderr)."""
     with read_oracle(_oracle_request(request)) as oracle:
         return _run(
             _with_card(request, oracle),
@@ -120,6 +132,7 @@ def run_gate(
             image_factory=image_factory,
             progress=progress,
             judge_factory=judge_factory,
+            note=note,
         )
 
 
@@ -163,9 +176,9 @@ def _run(
     image_factory: ImageFactory | None,
     progress: Progress,
     judge_factory: JudgeFactory,
+    note: Callable[[str], None],
 ) -> RunResult:
-    whole, fixture_root, expected = oracle.suite, oracle.fixture_root, oracle.expected
-    clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
+    whole = oracle.suite
     # Only the selected properties are planned, run and carded; freezes and `prove` still see the whole suite.
     chosen = select_ids([p.id for p in whole.properties], exact=request.properties, keyword=request.keyword)
     suite = whole if chosen is None else whole.model_copy(update={"properties": _only(whole, chosen)})
@@ -183,6 +196,8 @@ def _run(
     check_proposal_paths(card_path, request.workdir, selection)
     for flag, path in request.reports.outputs().items():
         check_outside_tree(path, request.workdir, selection, field=flag)
+    # The journal is read back by a resume: inside the tree, the patch could have written it.
+    check_outside_tree(journal_path(card_path), request.workdir, selection, field="--card")
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)
@@ -190,8 +205,60 @@ def _run(
     signer = None
     if request.sign_key is not None:  # read now: a key the sandbox could reach is refused before any trial
         signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
-    run_id = run_id or uuid.uuid4().hex
     image = _run_image(request, oracle.image, image_factory)
+    # Read (and locked) before any container starts; a resume keeps the interrupted run's id.
+    journal = RunJournal.start(card_path, resume=request.resume, note=note)
+    try:
+        return _journaled(
+            request,
+            oracle,
+            journal,
+            suite=suite,
+            chosen=chosen,
+            started=started,
+            books=books,
+            selection=selection,
+            tree=tree,
+            signer=signer,
+            store=store,
+            executor_factory=executor_factory,
+            now=now,
+            run_id=journal.run_id or run_id or uuid.uuid4().hex,
+            emit=emit,
+            image=image,
+            progress=progress,
+            judge_factory=judge_factory,
+            note=note,
+        )
+    finally:
+        journal.close()  # a run that stopped early keeps its journal on disk, for a resume
+
+
+def _journaled(
+    request: RunRequest,
+    oracle: Oracle,
+    journal: RunJournal,
+    *,
+    suite: Suite,
+    chosen: tuple[str, ...] | None,
+    started: datetime,
+    books: BooksStore,
+    selection: TreeSelection,
+    tree: PatchedTree,
+    signer: SigningKey | None,
+    store: Path,
+    executor_factory: ExecutorFactory,
+    now: Callable[[], datetime],
+    run_id: str,
+    emit: Callable[[str], None],
+    image: str | None,
+    progress: Progress,
+    judge_factory: JudgeFactory,
+    note: Callable[[str], None],
+) -> RunResult:
+    whole, fixture_root, expected = oracle.suite, oracle.fixture_root, oracle.expected
+    clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
+    card_path = _card(request)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
     # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included. The
     # check process loads the checks meanwhile too; it is killed and reaped when the run ends.
@@ -240,13 +307,33 @@ def _run(
             request.workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits
         ) as inputs:
             facts = replace(facts, tree_digest=inputs.tree_digest)
+            journal.expect(
+                journal_header(
+                    run_id=run_id,
+                    suite=suite,
+                    checks=checks_digest(suite.checks_path),
+                    tree=inputs.tree_digest,
+                    seal=current.digest,
+                    properties=[p.id for p in suite.properties],
+                )
+            )
             records: list[TrialRecord] = []
             if drift is not None:
                 verdicts = all_harness(suite, current.manifest, str(drift))
             else:
                 verdicts, facts = execute(
-                    executor, facts, inputs, checks, fixtures, progress, records, cross_check_share=request.cross_check
+                    journal.executor(executor, _spec_of(facts, inputs.tree_digest)),
+                    facts,
+                    inputs,
+                    checks,
+                    fixtures,
+                    progress,
+                    records,
+                    cross_check_share=request.cross_check,
+                    stored_canary=journal.stored_canary,
                 )
+            if (resumed := journal.event()) is not None:
+                facts = replace(facts, events=(*facts.events, resumed))
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(
             executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures, checks=checks
@@ -276,8 +363,11 @@ def _run(
 
     # The commit: the books and the card that agrees with them are written whole. Ctrl-C is held from
     # here (a run waiting for another's books still stops at once: nothing is written while it waits).
+    if (summary := journal.summary()) is not None:
+        note(summary)
     log.info("run.commit", run_id=facts.run_id, books=books.where)
     with held():
+        journal.commit()  # from here on a resume of this run is refused: its books may be written
         # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
         decision = books.update(settle, history=recorded.update if recorded.entries else None)
         card = stamp(facts, verdicts, decision)
@@ -288,12 +378,27 @@ def _run(
         if signer is not None:
             write_signature(card_path, card, card_bytes(card), signer)
         write_reports(card, request.reports, records)
+        journal.done()
     # What `gate accept` will say of this card on this tree: one answer, by accept's own path.
     verdict = forecast(card, card_path, oracle, tree_digest=facts.tree_digest, now=now())
     for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
     return RunResult(card=card, verdicts=tuple(verdicts), freeze_file=freeze_file)
+
+
+def _spec_of(facts: RunFacts, tree_digest: str) -> SpecOf:
+    """The spec this run plans for a stored trial (with its stored canary), for the image the run resolved."""
+    props = {p.id: p for p in facts.suite.properties}
+
+    def spec_of(image_id: str, property_id: str, index: int, canary: str) -> TrialSpec | None:
+        prop = props.get(property_id)
+        if prop is None or not 0 <= index < prop.planned_trials():
+            return None
+        [spec] = planner_for(replace(facts, image_id=image_id), tree_digest).trials(prop, index, 1)
+        return spec.model_copy(update={"canary": canary})
+
+    return spec_of
 
 
 def _only(suite: Suite, chosen: tuple[str, ...]) -> tuple[PropertySpec, ...]:

@@ -6,7 +6,7 @@ A sandbox that cannot start, or an executor that fails outright, makes every pro
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from gate.core.card.card import DeadlineSource, HarnessEvent
@@ -37,17 +37,19 @@ def execute(
     records: list[TrialRecord],
     *,
     cross_check_share: float | None = None,
+    stored_canary: Callable[[str, int], str | None] | None = None,
 ) -> tuple[Sequence[Verdict], RunFacts]:
     """Plan, dispatch through the executor, cross-check and fold; a sandbox that cannot start fails every
     property. Every judged trial is appended to `records`. `cross_check_share` None: the suite's.
-    `checks` judges each observation (the run's check process, `gate.io.checkproc`)."""
+    `checks` judges each observation (the run's check process, `gate.io.checkproc`); `stored_canary`: a
+    resumed run's canaries of the trials its journal holds (gate.run.durable)."""
     suite, manifest = facts.suite, facts.seal.manifest
     facts = replace(facts, image=executor.image)
     try:
         facts = replace(facts, image_id=executor.image_id())
     except HarnessError as exc:
         return all_harness(suite, manifest, str(exc)), facts
-    planner = planner_for(facts, inputs.tree_digest)
+    planner = planner_for(facts, inputs.tree_digest, stored_canary=stored_canary)
 
     def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
         trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
@@ -115,9 +117,12 @@ def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[
     ]
 
 
-def planner_for(facts: RunFacts, tree_digest: str) -> Planner:
-    """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial,
-    and the seeds of the run (or of the one it replays): a rerun draws what the trial drew."""
+def planner_for(
+    facts: RunFacts, tree_digest: str, *, stored_canary: Callable[[str, int], str | None] | None = None
+) -> Planner:
+    """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial
+    (except a resumed trial's, which keeps the canary it was observed with: `stored_canary`), and the seeds
+    of the run (or of the one it replays): a rerun draws what the trial drew."""
     suite = facts.suite
     return Planner(
         run_id=facts.run_id,
@@ -131,4 +136,5 @@ def planner_for(facts: RunFacts, tree_digest: str) -> Planner:
         pythonpath=suite.config.pythonpath,
         new_canary=lambda: secrets.token_hex(16),
         seeds_from=facts.seeds_from,
+        stored_canary=stored_canary or (lambda _property, _index: None),
     )

@@ -124,8 +124,8 @@ def test_outside_git_include_and_exclude_globs_pick_the_tree_and_dot_git_is_skip
 
 def test_the_suites_card_inside_the_tree_is_an_output(tmp_path: Path) -> None:
     """`[suite] card`, resolved from gate.toml's folder, is left out of the tree when it lies inside it,
-    even when its name holds glob characters, and so are the evidence folder, the flake files and the
-    signature envelope beside it."""
+    even when its name holds glob characters, and so are the evidence folder, the flake files, the journal and
+    the signature envelope beside it."""
     config = SuiteConfig(card="app/cards/[run]*.json", outputs=("books/*",))
     # Read from a checkout of the base (as with --base): the card is placed from the work tree's gate.toml.
     suite = Suite(path=tmp_path / "base" / "gate.toml", root=tmp_path / "base", sha256="", config=config, properties=())
@@ -136,6 +136,7 @@ def test_the_suites_card_inside_the_tree_is_an_output(tmp_path: Path) -> None:
         "cards/freeze-proposal.json",
         "cards/repair-task.md",
         "cards/lift-proposal.md",
+        "cards/[[]run][*].json.journal",  # the run's journal while it runs (gate.io.journal)
         "cards/[[]run][*].json",
         "cards/[[]run][*].json.dsse.json",  # the card's signature envelope (gate.io.cardsig)
     )

@@ -43,6 +43,8 @@ class Planner:
     pythonpath: tuple[str, ...] = ()
     new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
     seeds_from: str | None = None  # whose trial seeds to give (`gate run --replay-seeds`); None: this run's
+    # A resumed run's trials keep the canary their stored observation was made with (None: a fresh one).
+    stored_canary: Callable[[str, int], str | None] = lambda _property, _index: None
 
     def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
         """Specs for trial indices start .. start+count-1 of `prop`."""
@@ -61,12 +63,16 @@ class Planner:
                 deadline_s=prop.deadline_s,
                 clock=self.clock,
                 limits=self.limits,
-                canary=self.new_canary(),
+                canary=self._canary(prop.id, index),
                 image_id=self.image_id,
                 pythonpath=self.pythonpath,
             )
             for index in range(start, start + count)
         ]
+
+    def _canary(self, property_id: str, index: int) -> str:
+        stored = self.stored_canary(property_id, index)
+        return self.new_canary() if stored is None else stored
 
 
 def plan(

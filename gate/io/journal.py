@@ -1,0 +1,148 @@
+"""The run journal on disk, `<card>.journal` beside the card: JSON lines (`gate.core.suite.journal`),
+one append per observed trial, so a coordinator killed outright loses at most the line it was writing.
+
+The file is locked (flock) by the run writing it, so a resume never shares a journal with a live run;
+a kill releases the lock. A torn last line (the one being written at the kill) is dropped on reading
+and cut off before a resume appends; a torn line anywhere else is a broken journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from gate.core.errors import GateError, JournalError, UsageError
+from gate.core.suite.journal import Journal, JournalHeader, canonical, commit_line, header_line, parse_lines
+from gate.io.artifacts import write_atomic
+from gate.io.inputs import read_input, reason
+
+SUFFIX = ".journal"
+
+
+def journal_path(card: Path) -> Path:
+    """Where the run writing the card at `card` keeps its journal."""
+    return card.with_name(card.name + SUFFIX)
+
+
+class _Absent(GateError):
+    """No journal at the path (read_input's missing case, caught here)."""
+
+
+def _lock(path: Path) -> int:
+    """An append descriptor on the journal, exclusively locked; a live run's lock is refused."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise _Absent("no journal") from None
+    except OSError as exc:
+        raise UsageError(f"cannot open the run journal: {reason(exc)}", file=str(path)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise JournalError("another gate run is writing this journal now", file=str(path)) from None
+    return fd
+
+
+def read_journal(path: Path) -> tuple[Journal, JournalWriter] | None:
+    """The journal at `path`, locked for appending (its torn last line cut off); None when there is none.
+    Malformed, edited or broken: JournalError naming the file and the line."""
+    try:
+        fd = _lock(path)
+    except _Absent:
+        return None
+    try:
+        data = read_input(path, "run journal")
+        keep = data.rfind(b"\n") + 1  # a torn last line (killed while writing it) is dropped
+        lines: list[dict[str, Any]] = []
+        for number, raw in enumerate(data[:keep].splitlines(), start=1):
+            try:
+                value = json.loads(raw)
+            except (ValueError, RecursionError):
+                raise JournalError(f"line {number}: not JSON", file=str(path)) from None
+            if not isinstance(value, dict):
+                raise JournalError(f"line {number}: not a JSON object", file=str(path))
+            lines.append(value)
+        try:
+            journal = parse_lines(lines)
+        except JournalError as exc:
+            raise JournalError(exc.message, file=str(path)) from None
+        if keep < len(data):
+            os.ftruncate(fd, keep)
+    except BaseException:
+        os.close(fd)
+        raise
+    return journal, JournalWriter(path, fd, journal.chain)
+
+
+def new_journal(path: Path, header: JournalHeader) -> JournalWriter:
+    """A fresh journal holding only `header`, replacing (in one rename) whatever was at `path`."""
+    line = header_line(header)
+    try:
+        write_atomic(path, canonical(line) + b"\n")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write the run journal: {reason(exc)}", file=str(path)) from None
+    try:
+        fd = _lock(path)
+    except _Absent:
+        raise UsageError("the run journal vanished as it was written", file=str(path)) from None
+    return JournalWriter(path, fd, line["chain"])
+
+
+class JournalWriter:
+    """Appends chained lines to one locked journal; each line reaches the OS in one write."""
+
+    def __init__(self, path: Path, fd: int, chain: str) -> None:
+        self.path, self.chain = path, chain
+        self._fd: int | None = fd
+
+    def append(self, line: dict[str, Any]) -> None:
+        """Write one line (its `chain` is the journal's new chain): written, not yet synced."""
+        data = memoryview(canonical(line) + b"\n")
+        while data:
+            data = data[self._write(data) :]
+        self.chain = line["chain"]
+
+    def _write(self, data: memoryview) -> int:
+        if self._fd is None:
+            raise UsageError("the run journal is closed", file=str(self.path))
+        try:
+            return os.write(self._fd, data)
+        except OSError as exc:
+            raise UsageError(f"cannot append to the run journal: {reason(exc)}", file=str(self.path)) from None
+
+    def sync(self) -> None:
+        """To the disk (a machine that stops, not only a killed process, keeps what came before)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+
+    def commit(self) -> None:
+        """Mark the run as reaching its commit: from here a resume of this journal is refused."""
+        self.append(commit_line(self.chain))
+        self.sync()
+
+    def remove(self) -> None:
+        """The run is committed: the journal goes (a failure to remove it only leaves a committed journal)."""
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        self.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def checks_digest(path: Path) -> str:
+    """sha256 of the suite's checks module, read through the one reader; "" when there is none (every
+    check builtin)."""
+    try:
+        return hashlib.sha256(read_input(path, "checks module", missing_error=_Absent)).hexdigest()
+    except _Absent:
+        return ""
