@@ -13,12 +13,12 @@ import pytest
 
 from gate.core.errors import JournalError
 from gate.core.suite.journal import chained
-from gate.core.suite.trial import Inputs, Observation, TrialSpec
+from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.io.journal import journal_path, read_journal
 from gate.run.runner import RunResult, run_gate
 
-from .mini_suite import NOW, RUN_ID, STAT, Handler, Suite, build_suite, good, stdout
+from .mini_suite import CONTRACT, NOW, RUN_ID, STAT, Handler, Suite, build_suite, good, stdout
 
 SPRT = 'rule = "sprt"\np0 = 0.8\np1 = 0.6\nalpha = 0.05\nbeta = 0.05\nmax_trials = 60\nwave = 5\n'
 
@@ -200,7 +200,7 @@ def test_a_foreign_line_added_is_refused(suite: Suite) -> None:
     """A line added at the end, even one chained properly, for a trial this run never plans, is refused."""
     journal = interrupted(suite, after=4)
     last = json.loads(journal.read_text().splitlines()[-1])
-    body = {k: v for k, v in last.items() if k != "chain"}
+    body = json.loads(json.dumps({k: v for k, v in last.items() if k != "chain"}))
     body["index"] = body["observation"]["trial_index"] = 999
     journal.write_text(journal.read_text() + json.dumps({**body, "chain": chained(last["chain"], body)}) + "\n")
     refused(suite, "trial 999 is not a trial of this run")
@@ -277,3 +277,22 @@ def test_without_resume_a_stale_journal_is_replaced_and_with_no_journal_resume_r
     result = run_with(suite, again, notes, resume=True)
     assert again.ran == 32 and "nothing to resume" in notes[0] and result.card.run_id == RUN_ID
     assert not any(e.kind == "resumed" for e in result.card.harness_events)
+
+
+def harness_fault(spec: TrialSpec, fixture: bytes) -> Observation:
+    """The contract trial could not be observed, provably outside the patch: a harness credit is drawn."""
+    if spec.property_id == CONTRACT:
+        return Observation.harness_fault(spec, "engine gone", origin=FaultOrigin.HARNESS)
+    return sometimes(spec, fixture)
+
+
+def test_a_resumed_run_draws_a_harness_credit_once(suite: Suite, tmp_path: Path) -> None:
+    """A harness fault stored before the kill draws one credit at the resumed run's commit, as in an
+    uninterrupted run: the killed run committed nothing, the resume commits once."""
+    interrupted(suite, after=10, handler=harness_fault)
+    resumed = run_with(suite, Counting(harness_fault), [], resume=True)
+    whole = uninterrupted(tmp_path, "trials = 30\nmin_hits = 24\n", handler=harness_fault)
+    assert rows(resumed) == rows(whole) and resumed.card.properties[1].kind == "harness_error"
+    credit = books(suite)["credits"][CONTRACT]
+    assert credit == json.loads((tmp_path / "whole" / "out" / "ledger.json").read_text())["credits"][CONTRACT]
+    assert credit["remaining"] == 1  # the budget of 2, drawn once

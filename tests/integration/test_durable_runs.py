@@ -1,0 +1,155 @@
+"""Durable runs through the real sandbox: a `gate run` SIGKILLed halfway through a long statistical run
+and resumed with `--resume` re-runs only what its journal lacks and writes the rows an uninterrupted run
+writes, with the books recording one run; a journal edited to claim hits, or bound to another tree, is
+refused with exit 65 and nothing written. Each waits for the journal to reach a line count, never a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gate_runs import EXAMPLE
+
+from gate.core.suite.journal import chained
+
+pytestmark = pytest.mark.integration
+
+RUN = [sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"]
+# The long run: the noisy sampler's tool choice (a deterministic draw per trial index, so hits are not
+# all-or-nothing and an uninterrupted run is reproducible) over this many trials.
+TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "2000"))
+WAIT_S = 240.0  # the longest a test waits for the journal to grow to half the run (a loaded 2-core machine)
+
+
+def long_suite(folder: Path, trials: int) -> Path:
+    """The invoice example with its statistical property run `trials` times (fixed N, 80% to pass)."""
+    folder.mkdir(parents=True)
+    text = (EXAMPLE / "gate.toml").read_text()
+    suite = folder / "gate.toml"
+    suite.write_text(text.replace("trials = 10\nmin_hits = 8\n", f"trials = {trials}\nmin_hits = {trials * 4 // 5}\n"))
+    for name in ("checks.py", "flake-freeze.json"):
+        shutil.copy(EXAMPLE / name, folder / name)
+    return suite
+
+
+def run_cmd(folder: Path, patch: str = "noisy_sampler", *extra: str) -> list[str]:
+    """`gate run` of one of the example's patches with the long suite, its card and books in `folder`."""
+    return [
+        *RUN,
+        *("--suite", str(folder / "gate.toml"), "--workdir", str(EXAMPLE / "patches" / patch)),
+        *("--fixture", str(EXAMPLE / "fixtures"), "--seal", str(EXAMPLE / ".fixture-seal")),
+        *("--card", str(folder / "card.json"), "--ledger", str(folder / "ledger.json"), "--new-ledger"),
+        *extra,
+    ]
+
+
+def journal_of(folder: Path) -> Path:
+    return folder / "card.json.journal"
+
+
+def killed_halfway(folder: Path, trials: int) -> int:
+    """Start the run, SIGKILL it once its journal holds half the trials; returns the lines it held then."""
+    proc = subprocess.Popen(run_cmd(folder), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    journal, lines = journal_of(folder), 0
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while lines < trials // 2:
+            assert proc.poll() is None, f"the run ended before it was killed:\n{proc.communicate()[1][-3000:]}"
+            assert time.monotonic() < deadline, f"the journal never reached {trials // 2} lines (has {lines})"
+            lines = journal.read_bytes().count(b"\n") if journal.exists() else 0
+            time.sleep(0.05)  # polling the file: the event is the line count, this is only the poll's pace
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return lines
+
+
+def rows(card: dict) -> dict[str, tuple[str, int, int]]:
+    return {r["id"]: (r["kind"], r["hits"], r["trials"]) for r in card["properties"]}
+
+
+def test_a_run_killed_halfway_resumes_and_writes_the_uninterrupted_rows(tmp_path: Path, sandbox_image: str) -> None:
+    """SIGKILLed halfway through a long run (PROBEGATE_DURABLE_TRIALS, default 2,000 trials) and resumed:
+    stderr states the trials reused and re-run (some, not all), the rows equal an uninterrupted run's, and
+    the books (started new by the resume itself) record the run once."""
+    cut, whole = tmp_path / "cut", tmp_path / "whole"
+    long_suite(cut, TRIALS), long_suite(whole, TRIALS)
+    held = killed_halfway(cut, TRIALS)
+    assert not (cut / "card.json").exists() and not (cut / "ledger.json").exists()
+    resumed = subprocess.run(run_cmd(cut, "noisy_sampler", "--resume"), capture_output=True, text=True, timeout=600)
+    assert "Traceback" not in resumed.stderr, resumed.stderr
+    said = re.search(r"resumed run (\w+): (\d+) trial\(s\) reused, (\d+) re-run", resumed.stderr)
+    assert said, resumed.stderr[-3000:]
+    reused, rerun = int(said[2]), int(said[3])
+    total = TRIALS + 4  # the four safety and contract properties run once each
+    assert reused + rerun == total and 0 < rerun < total and reused >= held - 2  # header, a torn line
+    uninterrupted = subprocess.run(run_cmd(whole), capture_output=True, text=True, timeout=600)
+    card, reference = json.loads((cut / "card.json").read_text()), json.loads((whole / "card.json").read_text())
+    assert resumed.returncode == uninterrupted.returncode, resumed.stderr[-3000:]
+    assert rows(card) == rows(reference)
+    assert card["run_id"] == said[1] and not journal_of(cut).exists()
+    books, expected = json.loads((cut / "ledger.json").read_text()), json.loads((whole / "ledger.json").read_text())
+    assert books["sampler_window"] == expected["sampler_window"] and len(books["sampler_window"]) == 1
+
+
+def edited(journal: Path, edit: str) -> None:
+    """The journal after an edit that would make the resumed run pass or look like another tree's."""
+    data = journal.read_bytes()
+    lines = [json.loads(text) for text in data[: data.rfind(b"\n") + 1].splitlines()]  # a torn line dropped
+    if edit == "line":  # a stored miss of the sampler (another tool chosen) turned into a hit
+        hit = next(ln for ln in lines[1:] if ln["property"] == "tool_choice_rate" and b"issue_refund" in _out(ln))
+        miss = next(ln for ln in lines[1:] if ln["property"] == "tool_choice_rate" and b"issue_refund" not in _out(ln))
+        miss["observation"]["stdout"] = hit["observation"]["stdout"]
+    elif edit == "foreign":  # a line of a trial this run never plans, chained properly
+        body = json.loads(json.dumps({k: v for k, v in lines[-1].items() if k != "chain"}))
+        body["index"] = body["observation"]["trial_index"] = 10**6
+        lines.append({**body, "chain": chained(lines[-1]["chain"], body)})
+    else:  # a header for another tree, the whole journal chained again
+        lines[0]["tree"] = "0" * 64
+        chain = ""
+        for line in lines:
+            line["chain"] = chain = chained(chain, {k: v for k, v in line.items() if k != "chain"})
+    journal.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _out(line: dict) -> bytes:
+    import base64
+
+    return base64.urlsafe_b64decode(line["observation"]["stdout"]["data"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("line", "does not follow from the lines before it"),
+        ("foreign", "is not a trial of this run"),
+        ("header", "not this run's journal: its patched tree is"),
+    ],
+)
+def test_an_edited_journal_is_refused_and_nothing_written(
+    tmp_path: Path, sandbox_image: str, edit: str, said: str
+) -> None:
+    """A journal edited to claim hits (a line changed, a foreign line added, a header for another tree)
+    is refused with exit 65 in one line naming it; no card, no books, the journal left as it was."""
+    folder = tmp_path / "run"
+    long_suite(folder, 200)
+    killed_halfway(folder, 200)
+    journal = journal_of(folder)
+    edited(journal, edit)
+    before = journal.read_bytes()
+    done = subprocess.run(run_cmd(folder, "noisy_sampler", "--resume"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 65, done.stderr[-3000:]
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("gate: error:")]
+    assert str(journal) in line and said in line, done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (folder / "card.json").exists() and not (folder / "ledger.json").exists()
+    assert journal.read_bytes() == before
