@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE
 
 from gate.core.suite.journal import chained
@@ -55,9 +56,10 @@ def journal_of(folder: Path) -> Path:
     return folder / "card.json.journal"
 
 
-def killed_halfway(folder: Path, trials: int) -> int:
+def killed_halfway(folder: Path, trials: int, *extra: str, env: dict[str, str] | None = None) -> int:
     """Start the run, SIGKILL it once its journal holds half the trials; returns the lines it held then."""
-    proc = subprocess.Popen(run_cmd(folder), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = run_cmd(folder, "noisy_sampler", *extra)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     journal, lines = journal_of(folder), 0
     deadline = time.monotonic() + WAIT_S
     try:
@@ -81,18 +83,37 @@ def test_a_run_killed_halfway_resumes_and_writes_the_uninterrupted_rows(tmp_path
     """SIGKILLed halfway through a long run (PROBEGATE_DURABLE_TRIALS, default 2,000 trials) and resumed:
     stderr states the trials reused and re-run (some, not all), the rows equal an uninterrupted run's, and
     the books (started new by the resume itself) record the run once."""
+    killed_and_resumed(tmp_path, TRIALS)
+
+
+def test_a_run_through_celery_killed_halfway_resumes_the_same(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """The same through two gate-workers (`--broker`; PROBEGATE_DURABLE_CELERY_TRIALS, default 400): the
+    journal is the coordinator's, so a resumed coordinator reuses what it stored and sends the rest."""
+    workers.start("w1")
+    workers.start("w2")
+    workers.wait_ready()
+    trials = int(os.environ.get("PROBEGATE_DURABLE_CELERY_TRIALS", "400"))
+    killed_and_resumed(tmp_path, trials, "--broker", redis_server.url, env=workers.env)
+
+
+def killed_and_resumed(tmp_path: Path, trials: int, *extra: str, env: dict[str, str] | None = None) -> None:
+    """The long run killed halfway and resumed, checked against the same run left alone."""
     cut, whole = tmp_path / "cut", tmp_path / "whole"
-    long_suite(cut, TRIALS), long_suite(whole, TRIALS)
-    held = killed_halfway(cut, TRIALS)
+    long_suite(cut, trials), long_suite(whole, trials)
+    held = killed_halfway(cut, trials, *extra, env=env)
     assert not (cut / "card.json").exists() and not (cut / "ledger.json").exists()
-    resumed = subprocess.run(run_cmd(cut, "noisy_sampler", "--resume"), capture_output=True, text=True, timeout=600)
+    resume = run_cmd(cut, "noisy_sampler", *extra, "--resume")
+    resumed = subprocess.run(resume, capture_output=True, text=True, timeout=600, env=env)
     assert "Traceback" not in resumed.stderr, resumed.stderr
     said = re.search(r"resumed run (\w+): (\d+) trial\(s\) reused, (\d+) re-run", resumed.stderr)
     assert said, resumed.stderr[-3000:]
     reused, rerun = int(said[2]), int(said[3])
-    total = TRIALS + 4  # the four safety and contract properties run once each
+    total = trials + 4  # the four safety and contract properties run once each
     assert reused + rerun == total and 0 < rerun < total and reused >= held - 2  # header, a torn line
-    uninterrupted = subprocess.run(run_cmd(whole), capture_output=True, text=True, timeout=600)
+    alone = run_cmd(whole, "noisy_sampler", *extra)
+    uninterrupted = subprocess.run(alone, capture_output=True, text=True, timeout=600, env=env)
     card, reference = json.loads((cut / "card.json").read_text()), json.loads((whole / "card.json").read_text())
     assert resumed.returncode == uninterrupted.returncode, resumed.stderr[-3000:]
     assert rows(card) == rows(reference)
