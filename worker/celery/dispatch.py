@@ -23,11 +23,13 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import redis
 from celery.exceptions import TimeoutError as ResultTimeout
 
 from gate.core.card.card import HarnessEvent
@@ -60,6 +62,8 @@ CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (
 # A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
 CLOSE_EXPIRES_S = 300.0
 PUBLISH_WAIT_S = 300.0  # the most a worker lacking the run's image waits for its publication in flight
+BROKER_WAIT_S = 120.0  # the most a run waits for an unreachable broker to come back
+EPOCH_CHECK_S = 1.0  # how often a gathering run asks whether the broker restarted (and lost what it held)
 
 
 class CeleryExecutor:
@@ -83,8 +87,15 @@ class CeleryExecutor:
         batch_size: int | None = None,
         poll_s: float = 0.02,
         enrolled: Callable[[], Roster] | None = None,
+        broker_wait_s: float = BROKER_WAIT_S,
+        note: Callable[[str], None] | None = None,
     ) -> None:
         self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
+        # Asked for the server's run id: a Redis that restarted without persistence has a new one.
+        self._probe = redis.Redis.from_url(broker, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self._epoch: str | None = None
+        self.broker_wait_s = broker_wait_s
+        self.note = note or _to_stderr
         self.blobs = blobs or RedisBlobStore(broker)
         self.image = image
         self.queue = queue or SHARED_QUEUE
@@ -97,6 +108,7 @@ class CeleryExecutor:
         self._processes = 0
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
         self._runs_of: dict[str, str] = {}  # task id -> run id, for batches not yet answered (abort revokes them)
+        self._queue_of: dict[str, str] = {}  # task id -> the queue it went to (sent again there after a restart)
         self.enrolled = enrolled
         self._roster: Roster | None = None
         self._issued: dict[str, str] = {}  # every batch id this coordinator sent -> digest of the spec it sent
@@ -174,6 +186,7 @@ class CeleryExecutor:
         # Read before any batch goes out: a registry that cannot be read stops the run (GateError).
         self._roster = self.enrolled() if self.enrolled is not None else None
         processes = self.discover()
+        self._restarted()  # the broker's run id, before anything goes out: a later change means it restarted
         if processes == 0:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
@@ -192,7 +205,7 @@ class CeleryExecutor:
             detail = f"broker unreachable while dispatching: {exc}"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
-        yield from self._gather_assigned(sent, self._timeout(specs, processes))
+        yield from self._gather_assigned(sent, self._timeout(specs, processes), inputs)
         self.images.note_failures()
 
     @property
@@ -225,7 +238,7 @@ class CeleryExecutor:
         except BrokerError as exc:
             self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
             return
-        yield from self._gather(sent, self._timeout(specs, 1))
+        yield from self._gather(sent, self._timeout(specs, 1), inputs)
 
     def direct_queues(self) -> tuple[str, ...]:
         """The direct queues of the workers on the broker (each consumes its own), asked once."""
@@ -281,22 +294,27 @@ class CeleryExecutor:
         sent: dict[str, list[TrialSpec]] = {}
         groups = batches(specs, self.batch_size_for(specs, processes))
         for batch, (target, key_id) in zip(groups, self._targets(groups, queue), strict=True):
-            payload = encode_batch(batch)
-            # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
-            result = self.app.send_task(
-                TASK_RUN_BATCH,
-                args=[payload],
-                kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
-                queue=target,
-                argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
-            )
-            sent[result.id] = batch
-            if key_id is not None:
-                self._assigned[result.id] = key_id  # only this key's signature counts for it
-            self._runs_of[result.id] = batch[0].run_id
-            self._issued[result.id] = spec_digest(payload)  # what a signed result must name
-            self._dispatched.update(spec.run_id for spec in batch)
+            sent[self._send_batch(batch, target, key_id)] = batch
         return sent
+
+    def _send_batch(self, batch: list[TrialSpec], queue: str, key_id: str | None) -> str:
+        """Send one batch to `queue` (`key_id`: the enrolled key meant to answer it); returns its task id."""
+        payload = encode_batch(batch)
+        # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
+        result = self.app.send_task(
+            TASK_RUN_BATCH,
+            args=[payload],
+            kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
+            queue=queue,
+            argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
+        )
+        if key_id is not None:
+            self._assigned[result.id] = key_id  # only this key's signature counts for it
+        self._runs_of[result.id] = batch[0].run_id
+        self._queue_of[result.id] = queue
+        self._issued[result.id] = spec_digest(payload)  # what a signed result must name
+        self._dispatched.update(spec.run_id for spec in batch)
+        return result.id
 
     def assigned(self, run_id: str) -> dict[str, dict[str, int]]:
         """Trials the coordinator assigned in run `run_id`: property id -> enrolled name -> trials (primaries
@@ -350,18 +368,20 @@ class CeleryExecutor:
                 detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
                 self.events.append(HarnessEvent(kind="one_worker", property_id=prop, detail=detail))
 
-    def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
+    def _gather_assigned(
+        self, sent: dict[str, list[TrialSpec]], timeout: float, inputs: LocalInputs
+    ) -> Iterator[Observation]:
         """`_gather`, but a batch whose assigned worker never answered goes to another enrolled worker's
         direct queue (each worker at most once per batch) instead of ending as harness faults at once."""
         if self._rotation is None:
-            yield from self._gather(sent, timeout)
+            yield from self._gather(sent, timeout, inputs)
             return
         tried = {task: frozenset({self._assigned[task]}) for task in sent if task in self._assigned}
         while sent:
             task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
             lost: dict[str, list[Observation]] = {}
             # closing: a caller that stops listening closes _gather too, which revokes what is still queued.
-            with contextlib.closing(self._gather(sent, timeout)) as gathered:
+            with contextlib.closing(self._gather(sent, timeout, inputs)) as gathered:
                 for obs in gathered:
                     task = task_of.get(obs.key)
                     # A task still in _runs_of when _gather yields for it never reported (_gather drops answered ones).
@@ -420,28 +440,52 @@ class CeleryExecutor:
         work = sum(s.deadline_s + 5 for s in specs) / max(1, processes)
         return work + self.visibility_timeout_s + 60
 
-    def _gather(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
+    def _gather(self, sent: dict[str, list[TrialSpec]], timeout: float, inputs: LocalInputs) -> Iterator[Observation]:
+        """Yield the batches' observations as they arrive. An unreachable broker is waited for (at most
+        `broker_wait_s`, said on stderr; the wait does not count against `timeout`), and one that came
+        back empty (restarted without persistence) is given the tree, the image and the batches again."""
         pending = set(sent)
-        give_up = time.monotonic() + timeout
+        started = time.monotonic()
+        waited = 0.0  # seconds the broker was unreachable: not the batches' fault
         broker_down_since: float | None = None
+        next_check = started + EPOCH_CHECK_S
         try:
-            while pending and time.monotonic() < give_up:
+            while pending:
+                now = time.monotonic()
+                down = now - broker_down_since if broker_down_since is not None else 0.0
+                give_up = started + timeout + waited + down
+                if now >= give_up or down > self.broker_wait_s:
+                    break
                 try:
-                    slice_s = max(0.05, min(1.0, give_up - time.monotonic()))
+                    if now >= next_check:
+                        next_check = now + EPOCH_CHECK_S
+                        if (epoch := self._restarted()) is not None:
+                            self._republish(sent, pending, inputs, epoch)
+                    slice_s = max(0.05, min(1.0, give_up - now))
                     with broker_call("reading results"):
                         arrived = self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s)
                         for task_id, meta in arrived:
                             pending.discard(task_id)
                             self._runs_of.pop(task_id, None)
                             yield from self._observations(sent[task_id], meta, task_id)
-                    broker_down_since = None
                 except ResultTimeout:
-                    continue
+                    pass
                 except BrokerError as exc:
                     if broker_down_since is None:
                         broker_down_since = time.monotonic()
                         self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
+                        self.note(
+                            f"gate: the broker is unreachable ({exc}); waiting up to {self.broker_wait_s:.0f}s"
+                            " for it to come back"
+                        )
                     time.sleep(0.5)
+                    continue
+                if broker_down_since is not None:
+                    back_after = time.monotonic() - broker_down_since
+                    waited += back_after
+                    broker_down_since = None
+                    next_check = 0.0  # at once: did it lose what it held?
+                    self.note(f"gate: the broker is back after {back_after:.1f}s; the run goes on")
         except GeneratorExit:
             # The caller stopped listening (a decided property): queued batches are revoked so no
             # worker starts them; running ones finish and their results expire. (Ctrl-C goes through
@@ -460,6 +504,46 @@ class CeleryExecutor:
             )
             detail = f"no result within {timeout:.0f}s (worker or broker lost)"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
+
+    def _restarted(self) -> str | None:
+        """The broker's new run id when it restarted since the last look (None: the same server, or it
+        cannot be asked); the first look only records it."""
+        try:
+            with broker_call("asking the broker for its run id"):
+                epoch = self._probe.info("server").get("run_id")
+        except BrokerError:
+            return None
+        if not isinstance(epoch, str) or not epoch:
+            return None
+        if self._epoch is None:
+            self._epoch = epoch
+            return None
+        return epoch if epoch != self._epoch else None
+
+    def _republish(self, sent: dict[str, list[TrialSpec]], pending: set[str], inputs: LocalInputs, epoch: str) -> None:
+        """The broker restarted empty: upload the tree and fixtures, publish the run's image and send every
+        unanswered batch again (new task ids; a result under an old id is ignored). Per batch, so a broker
+        that fails again midway leaves the rest for the next look, which still sees the new run id."""
+        lost = [task for task in sent if task in pending]
+        self.note(f"gate: the broker restarted and lost what it held; sending {len(lost)} batch(es) again")
+        upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+        self._uploaded.add(inputs.tree_digest)
+        for run_id, image_id in dict.fromkeys((sent[t][0].run_id, sent[t][0].image_id) for t in lost):
+            if image_id:
+                self.images.republish(run_id, image_id)
+        trials = 0
+        for task in lost:
+            batch = sent[task]
+            with broker_call("sending batches again"):
+                again = self._send_batch(batch, self._queue_of.get(task, self.queue), self._assigned.get(task))
+            sent[again] = batch
+            pending.add(again)
+            pending.discard(task)
+            self._runs_of.pop(task, None)
+            trials += len(batch)
+        self._epoch = epoch
+        detail = f"broker restarted empty: {len(lost)} batch(es) ({trials} trials), the tree and the image sent again"
+        self.events.append(HarnessEvent(kind="broker_restarted", detail=detail))
 
     def _observations(self, batch: list[TrialSpec], meta: dict[str, Any], task_id: str) -> Iterator[Observation]:
         if meta.get("status") != "SUCCESS":
@@ -528,6 +612,10 @@ class CeleryExecutor:
         kind, detail = checked
         self.events.append(HarnessEvent(kind=str(kind), detail=f"batch {task_id}: {detail}"[:300]))
         return f"result refused ({kind}): {detail}"[:300]
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _claimed_key(result: Any) -> str | None:

@@ -202,6 +202,14 @@ class RunImages:
             self._publications[key] = Publication(publish_image, self.store, run_id, image_id)
         return self._publications[key]
 
+    def republish(self, run_id: str, image_id: str) -> Publication:
+        """Publish the run's image again (the broker restarted empty: what was published is gone); a
+        publication still in flight is left to finish first, as its chunks may be lost with the old store."""
+        old = self._publications.pop((run_id, image_id), None)
+        if old is not None:
+            old.wait(self.wait_s)
+        return self.start(run_id, image_id)
+
     def wait_hint(self, run_id: str, image_id: str) -> dict[str, float]:
         """The batch's task options: a worker lacking the image waits for a publication still in
         flight (up to `wait_s`), never for one that ended or was never started."""
