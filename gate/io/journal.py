@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,10 @@ from typing import Any
 from gate.core.errors import GateError, JournalError, UsageError
 from gate.core.suite.journal import Journal, JournalHeader, canonical, commit_line, header_line, parse_lines
 from gate.io.artifacts import write_atomic
-from gate.io.inputs import read_input, reason
+from gate.io.inputs import parse_problem, read_input, reason
 
 SUFFIX = ".journal"
+MAX_INT = 2**53  # no observation holds a larger number; a card could not carry one (gate.core.card.card)
 
 
 def journal_path(card: Path) -> Path:
@@ -49,6 +51,24 @@ def _lock(path: Path) -> int:
     return fd
 
 
+def _bounded_int(text: str) -> int:
+    value = int(text)
+    if abs(value) > MAX_INT:
+        raise ValueError("a number beyond ±2**53")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("a number beyond the float range")
+    return value
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"{text} is not a number")
+
+
 def read_journal(path: Path) -> tuple[Journal, JournalWriter] | None:
     """The journal at `path`, locked for appending (its torn last line cut off); None when there is none.
     Malformed, edited or broken: JournalError naming the file and the line."""
@@ -62,9 +82,9 @@ def read_journal(path: Path) -> tuple[Journal, JournalWriter] | None:
         lines: list[dict[str, Any]] = []
         for number, raw in enumerate(data[:keep].splitlines(), start=1):
             try:
-                value = json.loads(raw)
-            except (ValueError, RecursionError):
-                raise JournalError(f"line {number}: not JSON", file=str(path)) from None
+                value = json.loads(raw, parse_int=_bounded_int, parse_float=_finite, parse_constant=_no_constant)
+            except (ValueError, RecursionError) as exc:
+                raise JournalError(f"line {number}: not JSON: {parse_problem(exc)}", file=str(path)) from None
             if not isinstance(value, dict):
                 raise JournalError(f"line {number}: not a JSON object", file=str(path))
             lines.append(value)

@@ -111,14 +111,14 @@ def parse_lines(lines: Sequence[Mapping[str, Any]]) -> Journal:
         raise JournalError(f"line 1: not a run journal header: {_first_error(exc)}") from None
     if header.format != JOURNAL_FORMAT:
         raise JournalError(f"line 1: format {header.format!r} is not {JOURNAL_FORMAT!r}")
-    if chain != chained("", first):
+    if chain != _chained_line(1, "", first):
         raise JournalError("line 1: the header was edited (its chain does not match)")
     stored: dict[Key, Stored] = {}
     committed = False
     for number, raw in enumerate(lines[1:], start=2):
         body = dict(raw)
         given = body.pop("chain", None)
-        if given != chained(chain, body):
+        if given != _chained_line(number, chain, body):
             raise JournalError(f"line {number}: does not follow from the lines before it (edited, reordered or added)")
         chain = given
         if committed:
@@ -131,6 +131,13 @@ def parse_lines(lines: Sequence[Mapping[str, Any]]) -> Journal:
             raise JournalError(f"line {number}: {key[1]} trial {key[2]} is stored twice")
         stored[key] = entry
     return Journal(header=header, stored=stored, chain=chain, committed=committed)
+
+
+def _chained_line(number: int, previous: str, body: Mapping[str, Any]) -> str:
+    try:
+        return chained(previous, body)
+    except UnicodeEncodeError:  # JSON's "\ud800" parses to a lone surrogate, which no file can hold
+        raise JournalError(f"line {number}: holds text that cannot be written back (a lone surrogate)") from None
 
 
 def _trial(number: int, body: Mapping[str, Any], run_id: str) -> tuple[Key, Stored]:
