@@ -118,6 +118,8 @@ def killed_and_resumed(tmp_path: Path, trials: int, *extra: str, env: dict[str, 
     assert resumed.returncode == uninterrupted.returncode, resumed.stderr[-3000:]
     assert rows(card) == rows(reference)
     assert card["run_id"] == said[1] and not journal_of(cut).exists()
+    refold = subprocess.run([*RUN[:-1], "refold", str(cut / "card.json")], capture_output=True, text=True, timeout=120)
+    assert refold.returncode == 0, refold.stdout + refold.stderr  # the kept evidence re-folds to the card's rows
     books, expected = json.loads((cut / "ledger.json").read_text()), json.loads((whole / "ledger.json").read_text())
     assert books["sampler_window"] == expected["sampler_window"] and len(books["sampler_window"]) == 1
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gate.cli.refold import run_refold
 from gate.core.errors import JournalError
 from gate.core.suite.journal import chained
 from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
@@ -119,6 +120,7 @@ def test_a_resumed_run_reuses_what_was_stored_and_writes_the_uninterrupted_card(
     assert resumed.card.run_id == RUN_ID
     assert any(e.kind == "resumed" for e in resumed.card.harness_events)
     assert not journal.exists()
+    assert run_refold(suite.card) == 0  # the evidence beside it (reused and new trials) re-folds to its rows
     assert (
         books(suite)["sampler_window"]
         == json.loads((tmp_path / "whole" / "out" / "ledger.json").read_text())["sampler_window"]
