@@ -92,12 +92,11 @@ def read_journal(path: Path) -> tuple[Journal, JournalWriter] | None:
             journal = parse_lines(lines)
         except JournalError as exc:
             raise JournalError(exc.message, file=str(path)) from None
-        if keep < len(data):
-            os.ftruncate(fd, keep)
     except BaseException:
         os.close(fd)
         raise
-    return journal, JournalWriter(path, fd, journal.chain)
+    # The torn line is cut off only when the resume appends: a refused resume leaves the file as it was.
+    return journal, JournalWriter(path, fd, journal.chain, cut_at=keep if keep < len(data) else None)
 
 
 def new_journal(path: Path, header: JournalHeader) -> JournalWriter:
@@ -117,9 +116,10 @@ def new_journal(path: Path, header: JournalHeader) -> JournalWriter:
 class JournalWriter:
     """Appends chained lines to one locked journal; each line reaches the OS in one write."""
 
-    def __init__(self, path: Path, fd: int, chain: str) -> None:
+    def __init__(self, path: Path, fd: int, chain: str, *, cut_at: int | None = None) -> None:
         self.path, self.chain = path, chain
         self._fd: int | None = fd
+        self._cut_at = cut_at  # where a torn last line starts, cut off before the first append
 
     def append(self, line: dict[str, Any]) -> None:
         """Write one line (its `chain` is the journal's new chain): written, not yet synced."""
@@ -132,6 +132,9 @@ class JournalWriter:
         if self._fd is None:
             raise UsageError("the run journal is closed", file=str(self.path))
         try:
+            if self._cut_at is not None:
+                os.ftruncate(self._fd, self._cut_at)
+                self._cut_at = None
             return os.write(self._fd, data)
         except OSError as exc:
             raise UsageError(f"cannot append to the run journal: {reason(exc)}", file=str(self.path)) from None

@@ -113,3 +113,15 @@ def test_arbitrary_bytes_read_or_fail_in_one_clean_line(blob: bytes, cut: int) -
         else:
             if found is not None:
                 found[1].close()
+
+
+def test_a_journal_read_but_not_appended_to_keeps_its_torn_line(tmp_path: Path) -> None:
+    """A resume refused after reading (another tree, say) leaves the file byte for byte as it was."""
+    path = written(tmp_path, 2)
+    with path.open("ab") as handle:
+        handle.write(b'{"torn"')
+    before = path.read_bytes()
+    found = read_journal(path)
+    assert found is not None
+    found[1].close()
+    assert path.read_bytes() == before
