@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
-from gate.core.errors import GateError, InputMissingError, JournalError, UsageError
+from gate.core.errors import GateError, JournalError, UsageError
 from gate.core.suite.journal import Journal, JournalHeader, canonical, commit_line, header_line, parse_lines
 from gate.io.artifacts import write_atomic
 from gate.io.inputs import parse_problem, read_input, reason
@@ -160,12 +159,3 @@ class JournalWriter:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def checks_digest(path: Path) -> str:
-    """sha256 of the suite's checks module, read through the one reader; "" when there is none (every
-    check builtin)."""
-    try:
-        return hashlib.sha256(read_input(path, "checks module", missing_error=_Absent)).hexdigest()
-    except (_Absent, InputMissingError):  # only builtin checks: the file is not part of the oracle
-        return ""

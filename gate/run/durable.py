@@ -12,6 +12,7 @@ commit line is refused, so a run is never committed twice.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,13 +202,14 @@ class JournaledExecutor:
 
 
 def journal_header(
-    *, run_id: str, suite: Suite, checks: str, tree: str, seal: str, properties: Sequence[str]
+    *, run_id: str, suite: Suite, checks: bytes | None, tree: str, seal: str, properties: Sequence[str]
 ) -> JournalHeader:
-    """The header of this run (its image filled in at `bind`)."""
+    """The header of this run (its image filled in at `bind`); `checks` is the checks module's source as the
+    oracle read it (None: every check is builtin)."""
     return JournalHeader(
         run_id=run_id,
         suite=suite.sha256,
-        checks=checks,
+        checks="" if checks is None else hashlib.sha256(checks).hexdigest(),
         tree=tree,
         seal=seal,
         image="",

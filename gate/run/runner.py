@@ -36,7 +36,7 @@ from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
 from gate.io.interrupts import held
-from gate.io.journal import checks_digest, journal_path
+from gate.io.journal import journal_path
 from gate.io.keys import SigningKey
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import PatchedTree, check_fits, read_patched_tree
@@ -311,7 +311,7 @@ def _journaled(
                 journal_header(
                     run_id=run_id,
                     suite=suite,
-                    checks=checks_digest(suite.checks_path),
+                    checks=oracle.checks_module.source,
                     tree=inputs.tree_digest,
                     seal=current.digest,
                     properties=[p.id for p in suite.properties],

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE
+from gate_runs import EXAMPLE, NOISY_SEEDS, UNENROLLED
 
 from gate.core.suite.journal import chained
 
 pytestmark = pytest.mark.integration
 
 RUN = [sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"]
-# The long run: the noisy sampler's tool choice (a deterministic draw per trial index, so hits are not
-# all-or-nothing and an uninterrupted run is reproducible) over this many trials.
+# The long run: the noisy sampler's tool choice (a draw per trial seed, so hits are not all-or-nothing;
+# every run here replays the seeds of one run id, so an uninterrupted run draws the same) over this many trials.
 TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "2000"))
 WAIT_S = 240.0  # the longest a test waits for the journal to grow to half the run (a loaded 2-core machine)
 
@@ -48,6 +48,7 @@ def run_cmd(folder: Path, patch: str = "noisy_sampler", *extra: str) -> list[str
         *("--suite", str(folder / "gate.toml"), "--workdir", str(EXAMPLE / "patches" / patch)),
         *("--fixture", str(EXAMPLE / "fixtures"), "--seal", str(EXAMPLE / ".fixture-seal")),
         *("--card", str(folder / "card.json"), "--ledger", str(folder / "ledger.json"), "--new-ledger"),
+        *NOISY_SEEDS,
         *extra,
     ]
 
@@ -95,7 +96,7 @@ def test_a_run_through_celery_killed_halfway_resumes_the_same(
     workers.start("w2")
     workers.wait_ready()
     trials = int(os.environ.get("PROBEGATE_DURABLE_CELERY_TRIALS", "400"))
-    killed_and_resumed(tmp_path, trials, "--broker", redis_server.url, env=workers.env)
+    killed_and_resumed(tmp_path, trials, "--broker", redis_server.url, UNENROLLED, env=workers.env)
 
 
 def killed_and_resumed(tmp_path: Path, trials: int, *extra: str, env: dict[str, str] | None = None) -> None:
