@@ -1,5 +1,6 @@
 """The run journal on disk, `<card>.journal` beside the card: JSON lines (`gate.core.suite.journal`),
-one append per observed trial, so a coordinator killed outright loses at most the line it was writing.
+one append per observed trial, so a coordinator killed outright loses at most the line it was writing
+(each line is one write to the OS; it reaches the disk within about a second, and at every wave's end).
 
 The file is locked (flock) by the run writing it, so a resume never shares a journal with a live run;
 a kill releases the lock. A torn last line (the one being written at the kill) is dropped on reading
@@ -13,6 +14,7 @@ import fcntl
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from gate.io.artifacts import write_atomic
 from gate.io.inputs import parse_problem, read_input, reason
 
 SUFFIX = ".journal"
+SYNC_EVERY_S = 1.0  # a machine that stops (not only a killed process) loses at most about this much
 MAX_INT = 2**53  # no observation holds a larger number; a card could not carry one (gate.core.card.card)
 
 
@@ -119,6 +122,7 @@ class JournalWriter:
         self.path, self.chain = path, chain
         self._fd: int | None = fd
         self._cut_at = cut_at  # where a torn last line starts, cut off before the first append
+        self._synced = time.monotonic()
 
     def append(self, line: dict[str, Any]) -> None:
         """Write one line (its `chain` is the journal's new chain): written, not yet synced."""
@@ -126,6 +130,8 @@ class JournalWriter:
         while data:
             data = data[self._write(data) :]
         self.chain = line["chain"]
+        if time.monotonic() - self._synced >= SYNC_EVERY_S:
+            self.sync()
 
     def _write(self, data: memoryview) -> int:
         if self._fd is None:
@@ -143,6 +149,7 @@ class JournalWriter:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.fsync(self._fd)
+            self._synced = time.monotonic()
 
     def commit(self) -> None:
         """Mark the run as reaching its commit: from here a resume of this journal is refused."""
