@@ -101,6 +101,22 @@ def read_journal(path: Path) -> tuple[Journal, JournalWriter] | None:
     return journal, JournalWriter(path, fd, journal.chain, cut_at=keep if keep < len(data) else None)
 
 
+def discard_journal(path: Path) -> bool:
+    """Remove an interrupted run's journal (a fresh run must never pick up its observations); a journal a
+    live run is writing is refused, not taken from it. Returns whether there was one."""
+    try:
+        fd = _lock(path)
+    except _Absent:
+        return False
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot remove the run journal: {reason(exc)}", file=str(path)) from None
+    finally:
+        os.close(fd)
+    return True
+
+
 def new_journal(path: Path, header: JournalHeader) -> JournalWriter:
     """A fresh journal holding only `header`, replacing (in one rename) whatever was at `path`."""
     line = header_line(header)

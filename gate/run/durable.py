@@ -23,7 +23,7 @@ from gate.core.errors import JournalError
 from gate.core.suite.journal import Journal, JournalHeader, check_trials, mismatch, spec_digest, trial_line
 from gate.core.suite.suite import Suite
 from gate.core.suite.trial import Limits, Observation, TrialSpec
-from gate.io.journal import JournalWriter, journal_path, new_journal, read_journal
+from gate.io.journal import JournalWriter, discard_journal, journal_path, new_journal, read_journal
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
 
@@ -49,10 +49,8 @@ class RunJournal:
         any container), refused when it reached its commit. Without one to resume, the run starts fresh."""
         path = journal_path(card)
         if not resume:
-            if path.exists():
-                # A fresh run must never pick up another's observations: the old journal goes now.
-                note(f"gate: replacing the journal of an interrupted run at {path} (gate run --resume continues one)")
-                path.unlink(missing_ok=True)
+            if discard_journal(path):
+                note(f"gate: removed the journal of an interrupted run at {path} (gate run --resume continues one)")
             return cls(path)
         found = read_journal(path)
         if found is None:

@@ -272,7 +272,7 @@ def test_without_resume_a_stale_journal_is_replaced_and_with_no_journal_resume_r
     notes: list[str] = []
     executor = Counting(sometimes)
     run_with(suite, executor, notes)
-    assert executor.ran == 32 and "replacing the journal of an interrupted run" in notes[0]
+    assert executor.ran == 32 and "removed the journal of an interrupted run" in notes[0]
     assert not journal_path(suite.card).exists()
     notes.clear()
     again = Counting(sometimes)
@@ -298,3 +298,16 @@ def test_a_resumed_run_draws_a_harness_credit_once(suite: Suite, tmp_path: Path)
     credit = books(suite)["credits"][CONTRACT]
     assert credit == json.loads((tmp_path / "whole" / "out" / "ledger.json").read_text())["credits"][CONTRACT]
     assert credit["remaining"] == 1  # the budget of 2, drawn once
+
+
+def test_a_fresh_run_does_not_take_a_live_runs_journal(suite: Suite) -> None:
+    """Without --resume, a journal another coordinator is still writing is refused, not removed."""
+    journal = interrupted(suite, after=4)
+    found = read_journal(journal)
+    assert found is not None
+    try:
+        with pytest.raises(JournalError, match="another gate run is writing this journal now"):
+            run_with(suite, Counting(sometimes), [])
+        assert journal.exists()
+    finally:
+        found[1].close()
