@@ -16,6 +16,7 @@ from gate.core.errors import JournalError
 from gate.core.suite.journal import chained
 from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
 from gate.core.testing import MockExecutor
+from gate.io.checkproc import in_process
 from gate.io.journal import journal_path, read_journal
 from gate.run.runner import RunResult, run_gate
 
@@ -81,7 +82,13 @@ def sometimes(spec: TrialSpec, fixture: bytes) -> Observation:
 def run_with(suite: Suite, executor: MockExecutor, notes: list[str], *, resume: bool = False) -> RunResult:
     request = replace(suite.request, resume=resume, new_ledger=not suite.ledger.exists())
     return run_gate(
-        request, executor_factory=lambda _: executor, now=lambda: NOW, run_id=RUN_ID, emit=len, note=notes.append
+        request,
+        executor_factory=lambda _: executor,
+        judge_factory=in_process,  # the check process is tests/unit/test_checkproc.py's
+        now=lambda: NOW,
+        run_id=RUN_ID,
+        emit=len,
+        note=notes.append,
     )
 
 
