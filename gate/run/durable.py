@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ class RunJournal:
     expected: JournalHeader | None = None
     reused: int = 0
     rerun: int = 0
-    _notes: list[str] = field(default_factory=list)
 
     @classmethod
     def start(cls, card: Path, *, resume: bool, note: Callable[[str], None]) -> RunJournal:
@@ -181,7 +180,8 @@ class JournaledExecutor:
                 fresh[spec.key] = spec
                 continue
             if spec_digest(spec) != entry.spec_digest:  # bound at `bind`; the planner must agree
-                raise JournalError(f"{spec.property_id} trial {spec.trial_index}: stored for another spec")
+                detail = f"{spec.property_id} trial {spec.trial_index} was stored for another spec than this run's"
+                raise JournalError(detail, file=str(self.journal.path))
             replayed.append(entry.observation)
         self.journal.reused += len(replayed)
         self.journal.rerun += len(fresh)
