@@ -67,7 +67,7 @@ def executor(broker: Broker, notes: list[str], *, wait_s: float = 120.0) -> Cele
     ex.app.backend.get_many = broker.get_many  # type: ignore[method-assign]
     ex.images.republish = lambda run, image: broker.sent.append(f"image {image}")  # type: ignore[method-assign]
 
-    def send(batch: list[TrialSpec], queue: str) -> str:
+    def send(batch: list[TrialSpec], queue: str, key_id: str | None) -> str:
         task = next(broker.ids)
         broker.alive[task] = batch
         broker.sent.append(task)
@@ -82,9 +82,10 @@ def gather(
 ) -> list[Observation]:
     """Send the batches as `run` does, then take the broker down for `down` reads (and lose what it held)."""
     ex._restarted()  # `run` notes the server's run id before it sends
-    sent = {ex._send_batch(batch, "q"): batch for batch in batches}
+    sent = {ex._send_batch(batch, "q", None): batch for batch in batches}
     broker.down, broker.lose = down, lose
-    return list(ex._gather(sent, 600.0, Inputs()))  # type: ignore[arg-type]
+    ex._inputs = Inputs()  # type: ignore[assignment]  # what `run` keeps for a restart
+    return list(ex._gather(sent, 600.0))
 
 
 def test_an_outage_is_waited_out_and_said(broker: Broker) -> None:

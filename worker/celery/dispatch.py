@@ -109,6 +109,7 @@ class CeleryExecutor:
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
         self._runs_of: dict[str, str] = {}  # task id -> run id, for batches not yet answered (abort revokes them)
         self._queue_of: dict[str, str] = {}  # task id -> the queue it went to (sent again there after a restart)
+        self._inputs: LocalInputs | None = None  # the run's inputs, uploaded again after a broker restart
         self.enrolled = enrolled
         self._roster: Roster | None = None
         self._issued: dict[str, str] = {}  # every batch id this coordinator sent -> digest of the spec it sent
@@ -196,6 +197,7 @@ class CeleryExecutor:
             return
         for run_id, image_id in dict.fromkeys((s.run_id, s.image_id) for s in specs if s.image_id):
             self.images.start(run_id, image_id)
+        self._inputs = inputs
         try:
             upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
             self._uploaded.add(inputs.tree_digest)
@@ -205,7 +207,7 @@ class CeleryExecutor:
             detail = f"broker unreachable while dispatching: {exc}"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
-        yield from self._gather_assigned(sent, self._timeout(specs, processes), inputs)
+        yield from self._gather_assigned(sent, self._timeout(specs, processes))
         self.images.note_failures()
 
     @property
@@ -230,6 +232,7 @@ class CeleryExecutor:
             )
             return
         queue = secrets.choice(others)
+        self._inputs = inputs
         try:
             if inputs.tree_digest not in self._uploaded:
                 upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
@@ -238,7 +241,7 @@ class CeleryExecutor:
         except BrokerError as exc:
             self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
             return
-        yield from self._gather(sent, self._timeout(specs, 1), inputs)
+        yield from self._gather(sent, self._timeout(specs, 1))
 
     def direct_queues(self) -> tuple[str, ...]:
         """The direct queues of the workers on the broker (each consumes its own), asked once."""
@@ -368,20 +371,18 @@ class CeleryExecutor:
                 detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
                 self.events.append(HarnessEvent(kind="one_worker", property_id=prop, detail=detail))
 
-    def _gather_assigned(
-        self, sent: dict[str, list[TrialSpec]], timeout: float, inputs: LocalInputs
-    ) -> Iterator[Observation]:
+    def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
         """`_gather`, but a batch whose assigned worker never answered goes to another enrolled worker's
         direct queue (each worker at most once per batch) instead of ending as harness faults at once."""
         if self._rotation is None:
-            yield from self._gather(sent, timeout, inputs)
+            yield from self._gather(sent, timeout)
             return
         tried = {task: frozenset({self._assigned[task]}) for task in sent if task in self._assigned}
         while sent:
             task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
             lost: dict[str, list[Observation]] = {}
             # closing: a caller that stops listening closes _gather too, which revokes what is still queued.
-            with contextlib.closing(self._gather(sent, timeout, inputs)) as gathered:
+            with contextlib.closing(self._gather(sent, timeout)) as gathered:
                 for obs in gathered:
                     task = task_of.get(obs.key)
                     # A task still in _runs_of when _gather yields for it never reported (_gather drops answered ones).
@@ -440,7 +441,7 @@ class CeleryExecutor:
         work = sum(s.deadline_s + 5 for s in specs) / max(1, processes)
         return work + self.visibility_timeout_s + 60
 
-    def _gather(self, sent: dict[str, list[TrialSpec]], timeout: float, inputs: LocalInputs) -> Iterator[Observation]:
+    def _gather(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
         """Yield the batches' observations as they arrive. An unreachable broker is waited for (at most
         `broker_wait_s`, said on stderr; the wait does not count against `timeout`), and one that came
         back empty (restarted without persistence) is given the tree, the image and the batches again."""
@@ -460,7 +461,7 @@ class CeleryExecutor:
                     if now >= next_check:
                         next_check = now + EPOCH_CHECK_S
                         if (epoch := self._restarted()) is not None:
-                            self._republish(sent, pending, inputs, epoch)
+                            self._republish(sent, pending, epoch)
                     slice_s = max(0.05, min(1.0, give_up - now))
                     with broker_call("reading results"):
                         arrived = self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s)
@@ -520,14 +521,15 @@ class CeleryExecutor:
             return None
         return epoch if epoch != self._epoch else None
 
-    def _republish(self, sent: dict[str, list[TrialSpec]], pending: set[str], inputs: LocalInputs, epoch: str) -> None:
+    def _republish(self, sent: dict[str, list[TrialSpec]], pending: set[str], epoch: str) -> None:
         """The broker restarted empty: upload the tree and fixtures, publish the run's image and send every
         unanswered batch again (new task ids; a result under an old id is ignored). Per batch, so a broker
         that fails again midway leaves the rest for the next look, which still sees the new run id."""
         lost = [task for task in sent if task in pending]
         self.note(f"gate: the broker restarted and lost what it held; sending {len(lost)} batch(es) again")
-        upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
-        self._uploaded.add(inputs.tree_digest)
+        if (inputs := self._inputs) is not None:
+            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            self._uploaded.add(inputs.tree_digest)
         for run_id, image_id in dict.fromkeys((sent[t][0].run_id, sent[t][0].image_id) for t in lost):
             if image_id:
                 self.images.republish(run_id, image_id)
