@@ -26,7 +26,9 @@ pytestmark = pytest.mark.integration
 RUN = [sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"]
 # The long run: the noisy sampler's tool choice (a draw per trial seed, so hits are not all-or-nothing;
 # every run here replays the seeds of one run id, so an uninterrupted run draws the same) over this many trials.
-TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "2000"))
+# 2,000 (the issue's count) took about 150 s per run on this 2-core machine under load (December 2026),
+# over the 90 s budget, so the default is 800 (about 60 s); PROBEGATE_DURABLE_TRIALS=2000 runs the issue's.
+TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "800"))
 WAIT_S = 240.0  # the longest a test waits for the journal to grow to half the run (a loaded 2-core machine)
 
 
@@ -81,7 +83,8 @@ def rows(card: dict) -> dict[str, tuple[str, int, int]]:
 
 
 def test_a_run_killed_halfway_resumes_and_writes_the_uninterrupted_rows(tmp_path: Path, sandbox_image: str) -> None:
-    """SIGKILLed halfway through a long run (PROBEGATE_DURABLE_TRIALS, default 2,000 trials) and resumed:
+    """SIGKILLed halfway through a long run (PROBEGATE_DURABLE_TRIALS: 800 trials by default, as 2,000 took
+    about 150 s a run here; 2,000 passed in 296 s for the whole test) and resumed:
     stderr states the trials reused and re-run (some, not all), the rows equal an uninterrupted run's, and
     the books (started new by the resume itself) record the run once."""
     killed_and_resumed(tmp_path, TRIALS)
