@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -55,3 +57,17 @@ def keep_logging() -> Iterator[None]:
     saved = structlog.get_config()
     yield
     structlog.configure(**saved)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The coordinator's state folder (run journals, gate.io.journal) for this test process and the gate
+    processes it starts: never the user's own."""
+    folder = tmp_path_factory.mktemp("state")
+    before = os.environ.get("PROBEGATE_STATE_DIR")
+    os.environ["PROBEGATE_STATE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("PROBEGATE_STATE_DIR", None)
+    else:
+        os.environ["PROBEGATE_STATE_DIR"] = before

@@ -58,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume",
         action="store_true",
-        help="continue the interrupted run whose journal is beside the card (<card>.journal): its stored trials"
-        " are reused, the rest run; a journal of another run, tree, image, suite or seal is refused (65);"
-        " without a journal every trial runs",
+        help="continue the interrupted run that wrote this card, from its journal in the state folder"
+        " ($PROBEGATE_STATE_DIR, default ~/.local/state/probegate): its stored trials are reused, the rest"
+        " run; a journal of another run, tree, image, suite or seal is refused (65); without one every trial runs",
     )
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")

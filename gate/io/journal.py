@@ -1,16 +1,23 @@
-"""The run journal on disk, `<card>.journal` beside the card: JSON lines (`gate.core.suite.journal`),
-one append per observed trial, so a coordinator killed outright loses at most the line it was writing
-(each line is one write to the OS; it reaches the disk within about a second, and at every wave's end).
+"""The run journal on disk: JSON lines (`gate.core.suite.journal`), one append per observed trial, so a
+coordinator killed outright loses at most the line it was writing (each line is one write to the OS; it
+reaches the disk within about a second, and at every wave's end).
 
 The file is locked (flock) by the run writing it, so a resume never shares a journal with a live run;
 a kill releases the lock. A torn last line (the one being written at the kill) is dropped on reading
 and cut off before a resume appends; a torn line anywhere else is a broken journal.
+
+A resume reads the journal back and trusts what it holds, so it lives where no patch can put a file: in
+the coordinator's state folder (`$PROBEGATE_STATE_DIR`, else `$XDG_STATE_HOME/probegate`, else
+`~/.local/state/probegate`), under `journals/`, named for the card it belongs to (its name and a digest of
+its absolute path) — never beside a card, which usually lies in the patched repository. A state folder
+inside the patched tree's repository is refused (`check_journal_place`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -22,15 +29,47 @@ from gate.core.errors import GateError, JournalError, UsageError
 from gate.core.suite.journal import Journal, JournalHeader, canonical, commit_line, header_line, parse_lines
 from gate.io.artifacts import write_atomic
 from gate.io.inputs import parse_problem, read_input, reason
+from gate.io.suite import repository_of
 
 SUFFIX = ".journal"
+STATE_ENV = "PROBEGATE_STATE_DIR"
 SYNC_EVERY_S = 1.0  # a machine that stops (not only a killed process) loses at most about this much
 MAX_INT = 2**53  # no observation holds a larger number; a card could not carry one (gate.core.card.card)
 
 
+def state_dir() -> Path:
+    """The coordinator's state folder: `$PROBEGATE_STATE_DIR`, `$XDG_STATE_HOME/probegate` or ~/.local/state."""
+    if chosen := os.environ.get(STATE_ENV):
+        return Path(chosen)
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "probegate"
+
+
 def journal_path(card: Path) -> Path:
-    """Where the run writing the card at `card` keeps its journal."""
-    return card.with_name(card.name + SUFFIX)
+    """Where the run writing the card at `card` keeps its journal (one per card path, in the state folder)."""
+    where = card.resolve()
+    digest = hashlib.sha256(os.fsencode(where)).hexdigest()[:16]
+    return state_dir() / "journals" / f"{where.name[:100]}-{digest}{SUFFIX}"
+
+
+def check_journal_place(path: Path, workdir: Path) -> None:
+    """Refuse a journal the patch could have placed: inside the patched tree or the repository it lies in."""
+    inside = repository_of(workdir.resolve())  # everything under it may have come with the patch
+    if path.resolve().is_relative_to(inside):
+        raise UsageError(
+            f"the run journal would lie inside the patched tree's repository ({inside}), where a patch could"
+            f" place one: set {STATE_ENV} to a folder outside it",
+            file=str(path),
+            field=STATE_ENV,
+        )
+
+
+def _folder(path: Path) -> None:
+    # Private: the journal holds the run's canaries until the run commits.
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot make the run journal's folder: {reason(exc)}", file=str(path.parent)) from None
 
 
 class _Absent(GateError):
@@ -120,6 +159,7 @@ def discard_journal(path: Path) -> bool:
 def new_journal(path: Path, header: JournalHeader) -> JournalWriter:
     """A fresh journal holding only `header`, replacing (in one rename) whatever was at `path`."""
     line = header_line(header)
+    _folder(path)
     try:
         write_atomic(path, canonical(line) + b"\n")
     except (OSError, ValueError) as exc:

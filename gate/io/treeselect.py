@@ -63,7 +63,7 @@ WHOLE_TREE = TreeSelection()  # no suite: every file (and in git, what git selec
 def tree_selection(suite: Suite, workdir: Path, *, suite_file: Path) -> TreeSelection:
     """The selection a suite asks for. The card (`[suite] card`, relative to gate.toml's folder in the
     work tree, `suite_file`'s: with --base the suite itself is read from a checkout of the base) is
-    an output when it lies inside `workdir`, and so are the evidence folder, flake files and journal beside it."""
+    an output when it lies inside `workdir`, and so are the evidence folder and flake files beside it."""
     outputs = list(suite.config.outputs)
     if suite.config.card:
         card = (suite_file.parent / suite.config.card).resolve()
@@ -75,8 +75,6 @@ def tree_selection(suite: Suite, workdir: Path, *, suite_file: Path) -> TreeSele
             outputs += [
                 glob.escape(folder.joinpath(name).as_posix()) for name in (FREEZE_PROPOSAL, REPAIR_TASK, LIFT_PROPOSAL)
             ]
-            # The run's journal (gate.io.journal: the card's name, `.journal` appended), while it runs.
-            outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix() + ".journal"))
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix()))
             # And its signature envelope (gate.io.cardsig: the card's name, `.dsse.json` appended).
             outputs.append(glob.escape(card.relative_to(workdir.resolve()).as_posix() + ".dsse.json"))

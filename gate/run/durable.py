@@ -1,5 +1,5 @@
-"""Durable runs: every observation a run gathers is appended to its journal beside the card as it
-arrives, and `gate run --resume` picks an interrupted run up from there.
+"""Durable runs: every observation a run gathers is appended to its journal (in the state folder,
+gate.io.journal) as it arrives, and `gate run --resume` picks an interrupted run up from there.
 
 A resume keeps the run id, refuses (JournalError, exit 65) a journal bound to another run, suite, tree,
 seal or image, or holding a trial this run would not plan with that spec, and replays every stored

@@ -36,7 +36,7 @@ from gate.io.evidence import check_store, evidence_dir, write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
 from gate.io.interrupts import held
-from gate.io.journal import journal_path
+from gate.io.journal import check_journal_place, journal_path
 from gate.io.keys import SigningKey
 from gate.io.ledgerfile import FileBooks
 from gate.io.patchedtree import PatchedTree, check_fits, read_patched_tree
@@ -78,7 +78,7 @@ class RunRequest:
     sign_key: Path | None = None  # --sign-key: sign the card (its envelope beside it, gate.io.cardsig)
     unenrolled_workers: bool = False  # trials go over a broker with no worker registry (the card records it)
     seeds_from: str | None = None  # --replay-seeds: the run whose trial seeds to give (None: this run's own)
-    resume: bool = False  # --resume: continue the interrupted run whose journal is beside the card
+    resume: bool = False  # --resume: continue the interrupted run from its journal (gate.io.journal)
 
 
 @dataclass(frozen=True)
@@ -196,8 +196,8 @@ def _run(
     check_proposal_paths(card_path, request.workdir, selection)
     for flag, path in request.reports.outputs().items():
         check_outside_tree(path, request.workdir, selection, field=flag)
-    # The journal is read back by a resume: inside the tree, the patch could have written it.
-    check_outside_tree(journal_path(card_path), request.workdir, selection, field="--card")
+    # The journal is read back by a resume: anywhere in the patch's repository, the patch could have written it.
+    check_journal_place(journal_path(card_path), request.workdir)
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)

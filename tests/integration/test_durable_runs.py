@@ -20,6 +20,7 @@ from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, NOISY_SEEDS, UNENROLLED
 
 from gate.core.suite.journal import chained
+from gate.io.journal import journal_path
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +58,8 @@ def run_cmd(folder: Path, patch: str = "noisy_sampler", *extra: str) -> list[str
 
 
 def journal_of(folder: Path) -> Path:
-    return folder / "card.json.journal"
+    """The journal of the run writing `folder`'s card (in the state folder tests/conftest.py sets)."""
+    return journal_path(folder / "card.json")
 
 
 def killed_halfway(folder: Path, trials: int, *extra: str, env: dict[str, str] | None = None) -> int:

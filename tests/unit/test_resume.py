@@ -1,4 +1,4 @@
-"""Durable runs over a MockExecutor: a run stopped halfway leaves its journal beside the card and no
+"""Durable runs over a MockExecutor: a run stopped halfway leaves its journal in the state folder and no
 books or card; `--resume` reuses the stored trials, runs the rest and writes the card an uninterrupted
 run writes, once; a journal that is not this run's is refused (exit 65) before any trial runs."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from gate.cli.refold import run_refold
-from gate.core.errors import JournalError
+from gate.core.errors import JournalError, UsageError
 from gate.core.suite.journal import chained
 from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.io.checkproc import in_process
-from gate.io.journal import journal_path, read_journal
+from gate.io.journal import STATE_ENV, journal_path, read_journal
 from gate.run.runner import RunResult, run_gate
 
 from .mini_suite import CONTRACT, NOW, RUN_ID, STAT, Handler, Suite, build_suite, good, stdout
@@ -318,3 +318,39 @@ def test_a_fresh_run_does_not_take_a_live_runs_journal(suite: Suite) -> None:
         assert journal.exists()
     finally:
         found[1].close()
+
+
+def test_a_journal_planted_beside_the_card_or_in_the_tree_is_never_read(suite: Suite) -> None:
+    """A journal where a patch could put one (beside a card, in the patched tree) is not the run's: a
+    resume finds none there and runs every trial, whatever that file claims."""
+    journal = interrupted(suite, after=20, handler=good)  # every stored trial a hit
+    assert not journal.is_relative_to(suite.card.parent) and not journal.is_relative_to(suite.request.workdir)
+    for planted in (suite.card.with_name(suite.card.name + ".journal"), suite.request.workdir / "card.json.journal"):
+        planted.parent.mkdir(exist_ok=True)
+        planted.write_bytes(journal.read_bytes())
+    journal.unlink()
+    notes: list[str] = []
+    executor = Counting(sometimes)
+    result = run_with(suite, executor, notes, resume=True)
+    assert executor.ran == 32 and "nothing to resume" in notes[0]
+    assert result.card.properties[2].hits == 30 - 4  # the misses of `sometimes`, not the planted hits
+
+
+@pytest.mark.parametrize("where", ["tree", "repository"])
+def test_a_state_folder_inside_the_patched_repository_is_refused(
+    suite: Suite, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """PROBEGATE_STATE_DIR inside the patched tree, or in the git repository holding it, is refused in one
+    line (exit 64) before any trial: a patch could have placed a journal there."""
+    work = suite.request.workdir
+    if where == "repository":
+        (work.parent / ".git").mkdir()  # the patched tree is a folder of a repository
+        state = work.parent / "state"
+    else:
+        state = work / ".state"
+    monkeypatch.setenv(STATE_ENV, str(state))
+    executor = Counting(sometimes)
+    with pytest.raises(UsageError, match="inside the patched tree's repository") as caught:
+        run_with(suite, executor, [], resume=True)
+    assert caught.value.exit_code == 64 and caught.value.field == STATE_ENV and "\n" not in str(caught.value)
+    assert executor.ran == 0 and not suite.card.exists() and not state.exists()

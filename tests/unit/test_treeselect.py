@@ -136,7 +136,6 @@ def test_the_suites_card_inside_the_tree_is_an_output(tmp_path: Path) -> None:
         "cards/freeze-proposal.json",
         "cards/repair-task.md",
         "cards/lift-proposal.md",
-        "cards/[[]run][*].json.journal",  # the run's journal while it runs (gate.io.journal)
         "cards/[[]run][*].json",
         "cards/[[]run][*].json.dsse.json",  # the card's signature envelope (gate.io.cardsig)
     )
