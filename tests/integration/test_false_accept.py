@@ -25,7 +25,6 @@ RAISING = {
     "list_not_object": ("    return result\n", "    return [result]\n"),
 }
 
-pytestmark = pytest.mark.kinds
 
 
 def run(repo: Repo, card: Path, ledger: Path, *, new: bool) -> tuple[int, dict]:
@@ -46,6 +45,8 @@ def patched(tmp_path: Path, edit: tuple[str, str]) -> Repo:
     return repo
 
 
+# Kinds asserted: in both work copy modes. The card refusals below never depend on the mode.
+@pytest.mark.kinds
 @pytest.mark.parametrize("ledger_state", ["fresh", "credits_left"])
 @pytest.mark.parametrize("name", sorted(RAISING))
 def test_output_that_makes_a_check_raise_is_refused(
