@@ -26,7 +26,6 @@ RAISING = {
 }
 
 
-
 def run(repo: Repo, card: Path, ledger: Path, *, new: bool) -> tuple[int, dict]:
     code, written, _ = script_run(repo, card, "--ledger", str(ledger), *(("--new-ledger",) if new else ()))
     return code, written
