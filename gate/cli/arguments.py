@@ -20,7 +20,6 @@ from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
 from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
 from gate.cli.workers import add_registry_argument, add_workers_parser
-from gate.core.card.card import RUN_ID
 from gate.io.cliargs import ArgParser
 
 
@@ -219,6 +218,8 @@ def share(text: str) -> float:
 
 def run_id(text: str) -> str:
     """argparse type: a run id as a card may name it (`gate.core.card.card.RUN_ID`)."""
+    from gate.core.card.card import RUN_ID  # late: the card models load only when the flag is given
+
     if not re.fullmatch(RUN_ID, text):
         raise argparse.ArgumentTypeError("a run id is 1 to 128 letters, digits, '.', '_' or '-'")
     return text

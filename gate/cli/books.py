@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import UsageError
-from gate.core.suite.suite import Suite
 from gate.io.cliargs import REDIS_SCHEMES
-from gate.run.runner import BooksFactory, RunRequest, file_books
+
+if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
+    from gate.core.suite.suite import Suite
+    from gate.run.runner import BooksFactory, RunRequest
 
 
 def add_ledger_arguments(run: argparse.ArgumentParser) -> None:
@@ -45,6 +48,8 @@ def books_factory(args: argparse.Namespace) -> BooksFactory:
     """The store for `gate run`: Redis for a redis:// URL (checked now), else the ledger file."""
     url = ledger_url(args)
     if url is None:
+        from gate.run.runner import file_books
+
         return file_books
     # Late import: redis loads only for a run that keeps its books there.
     from worker.celery.books import RedisBooks, split_books_url

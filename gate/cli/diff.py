@@ -7,9 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gate.core.card.carddiff import diff_cards
 from gate.core.errors import RET_BLOCKED, RET_OK
-from gate.io.artifacts import read_card
 
 _EPILOG = (
     "Compared: fixture seal, tree digest, image ID, suite sha256, freeze set, status, exit code, oracle "
@@ -33,6 +31,9 @@ def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 def run_diff(card_a: Path, card_b: Path, *, as_json: bool = False) -> int:
     """Print what differs from CARD_A to CARD_B; return 0 when nothing but durations does, else 1."""
+    from gate.core.card.carddiff import diff_cards
+    from gate.io.artifacts import read_card
+
     result = diff_cards(read_card(card_a), read_card(card_b))
     print(result.to_json() if as_json else result.to_text(), end="")
     return RET_OK if result.same else RET_BLOCKED

@@ -6,12 +6,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import ConfigError
-from gate.core.trust.enrolment import Roster
-from gate.io.workers import ENV_REGISTRY, load_roster, registry_path
-from gate.run.executor import Executor, LocalExecutor
-from gate.run.runner import ExecutorFactory
+
+if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
+    from gate.core.trust.enrolment import Roster
+    from gate.run.executor import Executor
+    from gate.run.runner import ExecutorFactory
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
             queue=placement.queue,
             **options,
         )
+    from gate.run.executor import LocalExecutor
     from worker.host.sandbox import DockerSandbox
 
     sandbox = DockerSandbox(image=image) if image else DockerSandbox()
@@ -74,6 +77,8 @@ def enrolled_workers(given: Path | None, *, allow_unenrolled: bool = False) -> C
     """The registry the Celery executor checks results against (read now, so a broken one stops the run
     before any trial, and again at each run). No registry is refused, unless `allow_unenrolled`
     (--allow-unenrolled-workers): then None, and results are checked against nothing."""
+    from gate.io.workers import ENV_REGISTRY, load_roster, registry_path
+
     path = registry_path(given)
     named = given is not None or bool(os.environ.get(ENV_REGISTRY))
     if not named and not path.exists():

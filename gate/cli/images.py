@@ -9,11 +9,12 @@ import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import RET_OK, ImageError, UsageError
-from gate.core.suite.suite import ImageSource
-from gate.io.base import BaseCheckout
-from gate.io.suite import load_suite
+
+if TYPE_CHECKING:
+    from gate.core.suite.suite import ImageSource
 
 
 def add_image_arguments(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +29,9 @@ def add_image_arguments(sub: argparse._SubParsersAction) -> None:
 
 def run_image(args: argparse.Namespace) -> int:
     """Build (or find) the project image the suite names and print its ID on stdout."""
+    from gate.io.base import BaseCheckout
+    from gate.io.suite import load_suite
+
     with BaseCheckout(args.suite.parent, args.base) if args.base else contextlib.nullcontext() as base:
         suite_path = base.need(args.suite, "the suite file") if base else args.suite
         suite = load_suite(suite_path, repository=base.root if base else None)

@@ -11,17 +11,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
-import tomllib
-from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import RET_OK, InputMissingError, UsageError
-from gate.core.suite.suite import SuiteConfig
-from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.inputs import reason
-from gate.io.state import empty_books, encode_books
+
+if TYPE_CHECKING:
+    from gate.core.suite.suite import SuiteConfig
 
 # (template in gate/cli/scaffold, where it goes under DIR, what it is). Templates have plain names:
 # package-data globs skip dot files, and a `.py` there must not look like a module of the gate.
@@ -49,6 +47,9 @@ def add_init_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 def run_init(root: Path) -> int:
     """Write the scaffold into `root`, print what was written and the next commands; exit 0."""
+    from gate.io.fixtures import seal_tree, write_seal_file
+    from gate.io.state import empty_books, encode_books
+
     if not _is_dir(root):
         raise InputMissingError("not a folder; run gate init in an existing repository", file=str(root), field="DIR")
     files = render(root.resolve().name)
@@ -71,6 +72,8 @@ def run_init(root: Path) -> int:
 
 def render(name: str) -> dict[str, bytes]:
     """The scaffold's files by their path under DIR, with the suite named after the folder."""
+    from importlib import resources
+
     suite_name = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "suite"
     scaffold = resources.files("gate.cli") / "scaffold"
     files = {dest: (scaffold / template).read_bytes() for template, dest, _ in TEMPLATES}
@@ -80,6 +83,10 @@ def render(name: str) -> dict[str, bytes]:
 
 def suite_config(gate_toml: bytes) -> SuiteConfig:
     """The `[suite]` table of the rendered gate.toml (the template is the one source of its paths)."""
+    import tomllib
+
+    from gate.core.suite.suite import SuiteConfig
+
     return SuiteConfig.model_validate(tomllib.loads(gate_toml.decode("utf-8"))["suite"])
 
 
@@ -127,6 +134,8 @@ def _report(root: Path, written: list[tuple[str, str]]) -> None:
 
 def _git_note(root: Path) -> str | None:
     """Why the CI workflow or `--base` will not work from `root` as it is, if they will not."""
+    import subprocess
+
     try:
         found = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False

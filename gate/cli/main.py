@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
@@ -35,26 +35,22 @@ from gate.core.errors import (
     UsageError,
 )
 from gate.io import interrupts
-from gate.io.artifacts import check_writable
-from gate.io.cardsig import envelope_path
 from gate.io.cliargs import check_redis_url
-from gate.io.workers import ENV_REQUIRE
-from gate.run.runner import RunRequest
+
+if TYPE_CHECKING:  # the run machinery loads only once a run has passed its argument checks
+    from gate.run.runner import RunRequest
 
 EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still returning from a removed container
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one `gate` command and return its exit code (gate.core.errors); only a bug prints a traceback."""
-    from gate.cli import logs
-
     try:
         try:
             args = build_parser().parse_args(argv)
         except SystemExit as exc:  # --help, --version: printed, exit 0 (mistakes raise UsageError instead)
             sys.stdout.flush()
             return exc.code if isinstance(exc.code, int) else RET_OK
-        logs.configure(args.log_level)
         with interrupts.routed():  # SIGINT/SIGTERM: everything started is removed, then exit 128+signal
             code = _dispatch(args)
         sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit
@@ -95,7 +91,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "reseal":
         from gate.io.reseal import run_reseal
 
-        return run_reseal(args.dir, args.seal, write=args.write)
+        # stdout as it is now: run_reseal's default is the one at its import (a test's capture, in process)
+        return run_reseal(args.dir, args.seal, write=args.write, out=sys.stdout)
     if args.command == "power":
         return run_power(args)
     if args.command == "seal":
@@ -205,6 +202,7 @@ def _quiet_stdout() -> int:
 
 
 def _seal(args: argparse.Namespace) -> int:
+    from gate.io.artifacts import check_writable
     from gate.io.fixtures import seal_tree, write_seal_file
     from gate.io.reseal import check_seal_outside
 
@@ -222,6 +220,9 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
     """The run request both `run` and `baseline` build from the shared arguments and where trials go.
     `card` or `--seal` None: the suite's `[suite] card` / `[suite] seal`, checked once the suite is read
     (before any trial)."""
+    from gate.io.artifacts import check_writable
+    from gate.io.cardsig import envelope_path
+
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
     if args.jobs is not None and args.jobs < 1:
@@ -251,6 +252,8 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
     _distinct(outputs, {**_inputs(args), **({"--sign-key": sign_key} if sign_key else {})})
     for field, path in outputs.items():
         check_writable(path, field)
+    from gate.run.runner import RunRequest  # last: a refused argument never loads the run machinery
+
     return RunRequest(
         suite=args.suite,
         workdir=args.workdir,
@@ -275,12 +278,13 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
 
 
 def _run(args: argparse.Namespace) -> int:
+    placement = _placement(args)
+    request = _request(args, card=args.card, placement=placement)
     from gate.cli.progress import progress_for
     from gate.cli.summary import print_summary
     from gate.run.runner import run_gate
 
-    placement = _placement(args)
-    request = _request(args, card=args.card, placement=placement)
+    _log_to_stderr(args)
     result = run_gate(
         request,
         executor_factory=executor_factory(placement),
@@ -293,9 +297,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from gate.cli.progress import progress_for
     from gate.core.policy.history import runs_needed
-    from gate.run.baseline import run_baseline
+    from gate.io.artifacts import check_writable
 
     if args.factor < 1:
         raise UsageError("--factor below 1 would propose deadlines the base tree already misses")
@@ -311,8 +314,13 @@ def _baseline(args: argparse.Namespace) -> int:
     outputs = {"--calibration": args.calibration, "--card": card, **({"--ledger": ledger} if ledger else {})}
     _distinct({**outputs, **report_targets(args).outputs()}, _inputs(args))
     placement = _placement(args)
+    request = _request(args, card=card, placement=placement)
+    from gate.cli.progress import progress_for
+    from gate.run.baseline import run_baseline
+
+    _log_to_stderr(args)
     return run_baseline(
-        _request(args, card=card, placement=placement),
+        request,
         args.calibration,
         factor=args.factor,
         twice=args.twice,
@@ -321,12 +329,15 @@ def _baseline(args: argparse.Namespace) -> int:
         executor_factory=executor_factory(placement),
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
+        out=sys.stdout,  # as it is now (the default is the one at import)
     )
 
 
 def _placement(args: argparse.Namespace) -> Placement:
     """Where `run` and `baseline` send trials, from their arguments (checked by `_request`). A broker
     without a worker registry is refused here, before the suite is read or any image built."""
+    from gate.io.workers import ENV_REQUIRE
+
     allow = args.allow_unenrolled_workers
     enrolled = enrolled_workers(args.workers, allow_unenrolled=allow) if args.broker else None
     if os.environ.get(ENV_REQUIRE):
@@ -345,6 +356,14 @@ def _placement(args: argparse.Namespace) -> Placement:
         result_timeout_s=args.result_timeout,
         enrolled=enrolled,
     )
+
+
+def _log_to_stderr(args: argparse.Namespace) -> None:
+    """Point structlog at stderr (its default is stdout, the verdict stream). Only the run machinery
+    logs through it (gate.run.runner, gate.run.flicker), so only `run` and `baseline` pay for loading it."""
+    from gate.cli import logs
+
+    logs.configure(args.log_level)
 
 
 def _inputs(args: argparse.Namespace) -> dict[str, Path]:

@@ -8,10 +8,13 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import UsageError
-from gate.core.suite.trial import Limits, WorkCopy
 from gate.io import interrupts
+
+if TYPE_CHECKING:
+    from gate.core.suite.trial import Limits, WorkCopy
 
 
 def add_pool_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +28,7 @@ def add_pool_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_pool(args: argparse.Namespace) -> int:
     """Serve a pool in the foreground; its socket is where `gate run` looks by default."""
+    from gate.core.suite.trial import Limits
     from worker.host.engine import DEFAULT_IMAGE
     from worker.host.poolclient import default_socket
     from worker.host.sandbox import DockerSandbox

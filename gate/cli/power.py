@@ -10,12 +10,13 @@ import argparse
 import math
 from collections.abc import Sequence
 from pathlib import Path
-
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING
 
 from gate.core.errors import RET_OK, UsageError, one_line
-from gate.core.verdicts.bands import BandRule, FixedRule, SprtRule
-from gate.core.verdicts.power import OCPoint, operating_characteristics, power_table, smallest_fixed_n
+
+if TYPE_CHECKING:  # pydantic and the models load only when `gate power` runs (argument parsing stays cheap)
+    from gate.core.verdicts.bands import FixedRule, SprtRule
+    from gate.core.verdicts.power import OCPoint
 
 _SPRT_ARGS = ("p0", "p1", "alpha", "beta", "max_trials", "wave")
 _FIXED_ARGS = ("trials", "min_hits")
@@ -71,6 +72,10 @@ def parse_rates(text: str) -> list[float]:
 
 def rule_from_args(args: argparse.Namespace) -> FixedRule | SprtRule:
     """The band rule the command line describes; a key of the other rule is a usage error."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from gate.core.verdicts.bands import BandRule
+
     own, other = (_SPRT_ARGS, _FIXED_ARGS) if args.rule == "sprt" else (_FIXED_ARGS, _SPRT_ARGS)
     stray = [f"--{name.replace('_', '-')}" for name in other if getattr(args, name) is not None]
     if stray:
@@ -86,6 +91,9 @@ def rule_from_args(args: argparse.Namespace) -> FixedRule | SprtRule:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Print the table for the rule on the command line, and write the plot when asked."""
+    from gate.core.verdicts.bands import SprtRule
+    from gate.core.verdicts.power import operating_characteristics, power_table, smallest_fixed_n
+
     rule = rule_from_args(args)
     rates = parse_rates(args.rates)
     if args.window < 1 or args.max_inconclusive < 0:

@@ -9,13 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gate.core.card.evidence import refold
 from gate.core.errors import RET_BLOCKED, RET_OK, one_line
-from gate.io.artifacts import parse_card
-from gate.io.cardsig import signature_reason
-from gate.io.evidence import verified_records
-from gate.io.inputs import read_input
-from gate.io.keys import load_verify_key
 
 _EPILOG = (
     "With --key PUBLIC_KEY the card's signature envelope (CARD.dsse.json) must prove the card file under "
@@ -41,6 +35,13 @@ def add_refold_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 def run_refold(card_path: Path, *, key: Path | None = None) -> int:
     """Print one line per property; 0 when every row agrees with its records, else 1. With `key`, a
     card whose signature does not hold is refused first (one line, 1)."""
+    from gate.core.card.evidence import refold
+    from gate.io.artifacts import parse_card
+    from gate.io.cardsig import signature_reason
+    from gate.io.evidence import verified_records
+    from gate.io.inputs import read_input
+    from gate.io.keys import load_verify_key
+
     trusted = load_verify_key(key) if key is not None else None
     data = read_input(card_path, "verdict card")
     card = parse_card(data, card_path)

@@ -11,10 +11,6 @@ import os
 from pathlib import Path
 
 from gate.core.errors import RET_OK, UsageError
-from gate.io.artifacts import check_writable
-from gate.io.cardsig import sign_card_file
-from gate.io.keys import load_signing_key, public_path, write_new_key
-from gate.io.state import exists
 
 SIGN_KEY_ENV = "PROBEGATE_SIGN_KEY"  # `gate run` / `gate sign`: the private key's path
 ACCEPT_KEY_ENV = "PROBEGATE_ACCEPT_KEY"  # `gate accept`: the public key's path; a signature is then required
@@ -66,6 +62,10 @@ def sign_key_path(args: argparse.Namespace) -> Path | None:
 
 def run_keys(args: argparse.Namespace) -> int:
     """`gate keys new PATH`: refuse anything in the way, write the pair, print the key id."""
+    from gate.io.artifacts import check_writable
+    from gate.io.keys import public_path, write_new_key
+    from gate.io.state import exists
+
     path: Path = args.path
     for target in (path, public_path(path)):
         # First whether both halves can be written at all (a folder under a regular file, /proc, a
@@ -83,6 +83,9 @@ def run_sign(args: argparse.Namespace) -> int:
     path = sign_key_path(args)
     if path is None:
         raise UsageError(f"no key: pass --key PRIVATE or set {SIGN_KEY_ENV}", field="--key")
+    from gate.io.cardsig import sign_card_file
+    from gate.io.keys import load_signing_key
+
     key = load_signing_key(path)
     written = sign_card_file(args.card, key)
     print(json.dumps({"card": str(args.card), "signature": str(written), "key_id": key.key_id}))

@@ -20,12 +20,13 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gate.core.errors import RET_OK, UsageError
-from gate.core.trust.enrolment import EnrolledWorker, EnrolmentRefused, enrol, revoke
-from gate.io.keys import VerifyKey, load_verify_key
-from gate.io.workers import ENV_REGISTRY, check_registry_writable, load_roster, locked, registry_path, save_roster
+
+if TYPE_CHECKING:
+    from gate.core.trust.enrolment import EnrolledWorker
+    from gate.io.keys import VerifyKey
 
 ENV_ADMIN = "PROBEGATE_REDIS_ADMIN"
 _REDIS = ("redis://", "rediss://")
@@ -59,12 +60,16 @@ def add_registry_argument(parser: argparse.ArgumentParser, *, also: str = "") ->
         "--workers",
         type=Path,
         metavar="FILE",
-        help=f"the worker registry (default ${ENV_REGISTRY}, else .probegate/workers.json){also}",
+        # $PROBEGATE_WORKERS is gate.io.workers.ENV_REGISTRY, written out so that parsing does not load
+        # pydantic (a unit test keeps them equal).
+        help=f"the worker registry (default $PROBEGATE_WORKERS, else .probegate/workers.json){also}",
     )
 
 
 def run_workers(args: argparse.Namespace) -> int:
     """Do one `gate workers` action; prints one JSON line per worker touched."""
+    from gate.io.workers import check_registry_writable, load_roster, locked, registry_path
+
     path = registry_path(args.workers)
     admin = getattr(args, "redis_admin_url", None)
     if admin is not None and not admin.startswith(_REDIS):
@@ -90,10 +95,15 @@ def _enrolling(pubkey: Path, name: str) -> VerifyKey:
     """The key to enrol under `name`, or the refusal of either."""
     if not name or not all(c.isalnum() or c in "-_." for c in name):
         raise UsageError("a worker name is letters, digits, '-', '_' and '.'", field="--name")
+    from gate.io.keys import load_verify_key
+
     return load_verify_key(pubkey)
 
 
 def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
+    from gate.core.trust.enrolment import EnrolledWorker, EnrolmentRefused, enrol
+    from gate.io.workers import load_roster, save_roster
+
     roster = load_roster(path, missing_ok=True)
     from worker.celery.acl import acl_user  # late: redis loads only when a broker user is made
 
@@ -119,6 +129,9 @@ def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
 
 
 def _revoke(path: Path, name: str, admin: str | None) -> int:
+    from gate.core.trust.enrolment import EnrolmentRefused, revoke
+    from gate.io.workers import load_roster, save_roster
+
     roster = load_roster(path)
     try:
         updated, worker = revoke(roster, name, datetime.now(UTC))
