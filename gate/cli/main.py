@@ -92,7 +92,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.io.reseal import run_reseal
 
         # stdout as it is now: run_reseal's default is the one at its import (a test's capture, in process)
-        return run_reseal(args.dir, args.seal, write=args.write, out=sys.stdout)
+        return run_reseal(args.dir, args.seal, write=args.write)
     if args.command == "power":
         return run_power(args)
     if args.command == "seal":
@@ -329,7 +329,6 @@ def _baseline(args: argparse.Namespace) -> int:
         executor_factory=executor_factory(placement),
         image_factory=build_for_run,
         progress=progress_for(sys.stderr),  # bars only when stderr is a terminal
-        out=sys.stdout,  # as it is now (the default is the one at import)
     )
 
 

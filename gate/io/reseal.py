@@ -35,7 +35,7 @@ from gate.io.artifacts import check_writable
 from gate.io.fixtures import read_seal_file, seal_tree, write_seal_file
 
 
-def run_reseal(fixture_dir: Path, seal_file: Path, *, write: bool, out: TextIO = sys.stdout) -> int:
+def run_reseal(fixture_dir: Path, seal_file: Path, *, write: bool, out: TextIO | None = None) -> int:
     """Compare `seal_file` with the seal of `fixture_dir`, print the report, write only if asked."""
     fixture_dir, seal_file = Path(fixture_dir), Path(seal_file)
     check_seal_outside(seal_file, fixture_dir, "--seal")
@@ -50,7 +50,7 @@ def run_reseal(fixture_dir: Path, seal_file: Path, *, write: bool, out: TextIO =
     if report["changed"] and write:
         write_seal_file(seal_file, new)
         report["written"] = True
-    print(json.dumps(report), file=out, flush=True)
+    print(json.dumps(report), file=out or sys.stdout, flush=True)  # stdout as it is now, not at import
     if report["changed"] and not write:
         return RET_BLOCKED  # the seal is stale
     return RET_OK

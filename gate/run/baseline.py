@@ -41,7 +41,7 @@ def run_baseline(
     calibration_path: Path,
     *,
     factor: float = 1.5,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     executor_factory: ExecutorFactory,
     image_factory: ImageFactory | None = None,
@@ -55,6 +55,7 @@ def run_baseline(
     """Run the suite on the base tree, write the calibration, print findings; returns the exit code.
     `progress` hears trials planned and judged, as in `gate run`. `twice`: the nightly pair, its
     history kept in `books_factory`'s store (default: the ledger file), `run_ids` naming its runs."""
+    out = out or sys.stdout  # as it is now, not at import (a test may have replaced it since)
     suite = load_suite(request.suite)
     store = None
     if twice:
