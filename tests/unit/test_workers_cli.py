@@ -65,18 +65,33 @@ def test_a_broker_run_needs_a_registry_that_exists_and_parses(tmp_path: Path, mo
 
 
 def test_worker_acl_rules_are_narrow() -> None:
-    """A worker's ACL user starts from nothing, names its database's channels, reads blobs only, and
-    gets no admin command; its URL carries its own user and password in place of the admin's."""
+    """A worker's ACL user starts from nothing, writes under its own direct queue's name alone (its queue,
+    unacked bookkeeping and results), names its database's channels, reads blobs only, and gets no admin
+    command; its URL carries its own user and password in place of the admin's."""
     from urllib.parse import urlsplit
 
     from worker.celery.acl import worker_rules, worker_url
+    from worker.celery.app import direct_queue
 
-    rules = worker_rules(3, "pw")
+    key_id = "ab" * 32
+    own = direct_queue(key_id)
+    rules = worker_rules(3, "pw", key_id)
     assert rules[:4] == ["reset", "on", ">pw", "resetchannels"]
     assert "&/3.celery.pidbox" in rules and "%R~probegate:blob:*" in rules and "+publish" not in rules
-    assert rules[-1] == "(+publish &celery-task-meta-* &/3.celeryev*)"  # never on the control channel
+    # Its own results' channels and heartbeats, never the control channel nor another worker's results.
+    assert rules[-1] == f"(+publish &{own}.results.celery-task-meta-* &/3.celeryev*)"
     assert not {"~*", "allkeys", "+@all", "allchannels", "+acl", "+config", "+keys", "+flushall"} & set(rules)
     assert not any(r.startswith("~probegate:") for r in rules)  # the books, and blobs for writing
+    writable = [r[1:] for r in rules if r.startswith("~")]
+    others = [k for k in writable if k != f"{own}*"]
+    assert f"{own}*" in writable
+    assert not any(k.startswith(("probegate.", "celery-task-meta", "unacked")) for k in others)
+    # Bindings: its own queue's, and the mailboxes' to the control fanout (routed by PUBLISH, not the table).
+    assert {k for k in writable if k.startswith("_kombu.binding.")} == {
+        f"_kombu.binding.{own}",
+        "_kombu.binding.celery.pidbox",
+    }
+    assert "(+lpush ~*.reply.celery.pidbox)" in rules  # replies pushed, the reply queue never read or deleted
     url = urlsplit(worker_url("rediss://:admin@h:6380/0?ssl_cert_reqs=required", "probegate-worker-a", "p/w"))
     assert (url.username, url.password, url.port, url.query) == (
         "probegate-worker-a",

@@ -1,51 +1,78 @@
-"""Per-worker broker credentials: one Redis ACL user per worker, holding only what a Celery worker on
-the kombu Redis transport needs (worked out against a real worker, see tests/integration/test_enrol.py).
+"""Per-worker broker credentials: one Redis ACL user per worker, which may take batches only from its own
+direct queue and write only its own results (worked out against real workers, see tests/integration/test_enrol.py).
+A worker started under such a user finds it may not read the shared queue and consumes its direct queue
+alone, keeping kombu's unacked bookkeeping under that queue's name (worker.celery.cli, worker.celery.app);
+results of a direct queue's batches live under that queue too (worker.celery.results), where the coordinator
+reads them.
 
-Each rule, and why it is there:
+Each rule, and why it is there (Q is the worker's direct queue, probegate.direct.<its key id>):
 
     reset on >PASSWORD         a fresh user with its own generated password, no inherited rights
     +ping +client|setname      health checks; Celery names its connections (CLIENT SETINFO: denied, harmless)
     +select                    the URL's /DB (kombu and the result backend select it on connect)
-    +brpop +rpop +llen         take batches off the queues (BRPOP; RPOP/LLEN when kombu polls or sizes a queue),
-    +lpush +rpush +lrange      put a message back (warm shutdown, restoring a dead worker's unacked batches);
-    +exists                    LPUSH also answers the coordinator's ping/inspect; EXISTS in the binding sweep
-    +sadd +srem +smembers      declare the worker's queues: kombu records bindings in _kombu.binding.*, their
-    +zadd +zrem +zrange        deadlines in a zset (a Lua script: EVALSHA, EVAL and SCRIPT LOAD/EXISTS the
-    +zrangebyscore +evalsha    first time, TIME inside it) and sweeps expired ones; SMEMBERS routes replies
-    +eval +script|load
+    +brpop +rpop +llen         take batches off its queue (BRPOP; RPOP/LLEN when kombu polls or sizes a queue),
+    +lpush +rpush +lrange      put one back (warm shutdown, restoring its own unacked batches);
+    +exists                    EXISTS when kombu asks whether a queue exists
+    +sadd +srem +smembers      declare its queue and mailbox (kombu's binding sets and permanent sets),
+    +zadd +zrem +zrange        look up where a reply or a restored batch goes; kombu's binding deadlines and
+    +zrangebyscore +evalsha    sweep (a Lua script: EVALSHA, EVAL, SCRIPT LOAD/EXISTS, TIME) are for expiring
+    +eval +script|load         queues, which a confined worker has none of (its mailbox does not expire)
     +script|exists +time
-    +hset +hget +hdel          late acks: the unacked hash and its index zset (kombu's QoS) under MULTI/EXEC,
-    +multi +exec +discard      WATCH/SET NX/GET/DEL/PEXPIRE for the mutex around restoring a dead worker's
-    +watch +unwatch +set       batches
+    +hset +hget +hdel          late acks: its unacked hash and index zset (kombu's QoS) under MULTI/EXEC,
+    +multi +exec +discard      WATCH/SET NX/GET/DEL/PEXPIRE for the mutex around restoring them
+    +watch +unwatch +set
     +get +del +pexpire
-    +setex +expire             store the result (celery-task-meta-<id>, expiring)
+    +setex +expire             store a result (expiring)
     +psubscribe +subscribe     listen to the control broadcast (`probegate_close_run`, ping/inspect) on
     +punsubscribe +unsubscribe /DB.celery.pidbox
-    ~probegate.*               the trial queues (probegate.trials, probegate.<image>, their priority lists)
-    ~_kombu.binding*           kombu's binding sets, deadlines and permanent sets
-    ~unacked ~unacked_index    kombu's unacked bookkeeping
-    ~unacked_mutex
-    ~celery-task-meta-*        results
-    ~*.celery.pidbox*          its own pidbox queue (declared, LLEN), and replies to the coordinator's ping/inspect
+    ~Q*                        its queue and priority lists, its unacked bookkeeping (Q.unacked,
+                               Q.unacked_index, Q.unacked_mutex) and its results (Q.results.celery-task-meta-*):
+                               key ids are fixed-length, so no other worker's queue starts with Q
+    ~_kombu.binding.Q          its queue's binding (declared at start, read when restoring a batch)
+    ~_kombu.binding_permanent.Q
+    ~*@*.celery.pidbox*        worker mailboxes (name@host.celery.pidbox): declared, never used for delivery
+    ~_kombu.binding.celery.pidbox             the mailboxes' bindings to the control fanout (delivered by
+    ~_kombu.binding_permanent.celery.pidbox   PUBLISH, so the table routes nothing)
+    %R~_kombu.binding.reply.celery.pidbox     read-only: where a coordinator's ping/inspect wants replies
+    (+lpush ~*.reply.celery.pidbox)           push a reply there, never read, empty or delete the queue
     %R~probegate:blob:*        read-only: the blob store (trees, fixtures, image chunks) and its names;
     %R~probegate:name:*        workers fetch by digest and never write there
     &/DB.celery.pidbox         the control fanout (kombu's fanout prefix is /DB.), to subscribe to only:
-    (+publish                  PUBLISH lives in a selector of its own, on the result channels and the
-     &celery-task-meta-*        worker heartbeats (Celery's event dispatcher) alone, so a worker cannot
-     &/DB.celeryev*)            broadcast control commands (shutdown, revoke, close a run) to the others
+    (+publish                  PUBLISH lives in a selector of its own, on its own results' channels and
+     &Q.results.celery-task-meta-*   the worker heartbeats (Celery's event dispatcher) alone, so a worker
+     &/DB.celeryev*)                 cannot broadcast control commands (shutdown, revoke, close a run)
 
-Everything else is denied: the books (`probegate:books:*`), blob writes, KEYS/SCAN, FLUSH*, CONFIG,
-ACL, CLIENT KILL, MONITOR, and every other user's connections.
+Everything else is denied: another worker's queue (BRPOP, LPUSH/RPUSH, DEL: NOPERM), the shared queue and
+the image queues, another worker's results and the plain `celery-task-meta-*` keys, kombu's shared
+`unacked`/`unacked_index`/`unacked_mutex`, another queue's bindings, the books (`probegate:books:*`), blob
+writes, KEYS/SCAN, FLUSH*, CONFIG, ACL, CLIENT KILL, MONITOR, and every other user's connections.
+
+What a hostile worker can still do with what it keeps, and why that buys no decision:
+- Lie on its own batches (sign fabricated observations with its own key): bounded by its assigned share,
+  and what cross-checks on another worker are for (docs/distributed.md).
+- Drop, reorder or stall its own queue, or answer late: its batches are lost, and after the result timeout
+  the coordinator sends them to another enrolled worker. A delay, never a verdict.
+- Push fake replies onto a coordinator's reply queue (ping/inspect), e.g. naming a worker that is down, or
+  flood it so other workers' replies miss the coordinator's one-second window: batches are then assigned to
+  a worker that never answers (reassigned after the result timeout) or rest on fewer workers (`one_worker`
+  on the card; a safety or contract row then has no cross-check and cannot pass). It cannot read, empty or
+  delete the reply queue, nor unbind it.
+- Rebind or empty other workers' mailboxes and their control-fanout bindings: control broadcasts go by
+  PUBLISH to every subscriber, so nothing is routed through them.
+- Publish worker heartbeats (nothing in probegate listens to them).
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
+from worker.celery.app import direct_queue
 from worker.celery.broker import broker_call
+from worker.celery.results import result_place
 
 USER_PREFIX = "probegate-worker-"
 COMMANDS = str.split(
@@ -56,17 +83,19 @@ COMMANDS = str.split(
     "+setex +expire "
     "+psubscribe +subscribe +punsubscribe +unsubscribe"
 )
-KEYS = [
-    "~probegate.*",
-    "~_kombu.binding*",
-    "~unacked",
-    "~unacked_index",
-    "~unacked_mutex",
-    "~celery-task-meta-*",
-    "~*.celery.pidbox*",
+# The control plane (Celery's pidbox): every worker's mailbox and the bindings of the mailboxes to the control
+# fanout, then read-only: where a coordinator's ping/inspect wants its replies, and the blob store.
+SHARED_KEYS = [
+    "~*@*.celery.pidbox*",
+    "~_kombu.binding.celery.pidbox",
+    "~_kombu.binding_permanent.celery.pidbox",
+    "%R~_kombu.binding.reply.celery.pidbox",
     "%R~probegate:blob:*",
     "%R~probegate:name:*",
 ]
+# Replies to a coordinator's ping/inspect: pushed onto its reply queue, which the worker can neither read,
+# empty nor delete.
+REPLIES = "(+lpush ~*.reply.celery.pidbox)"
 
 
 def acl_user(name: str) -> str:
@@ -74,10 +103,14 @@ def acl_user(name: str) -> str:
     return USER_PREFIX + name
 
 
-def worker_rules(db: int, password: str) -> list[str]:
-    """The ACL SETUSER arguments for one worker on database `db` (the module docstring says why each is there)."""
-    publish = f"(+publish &celery-task-meta-* &/{db}.celeryev*)"
-    return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *KEYS, f"&/{db}.celery.pidbox", publish]
+def worker_rules(db: int, password: str, key_id: str) -> list[str]:
+    """The ACL SETUSER arguments for the worker whose signing key is `key_id`, on database `db` (the module
+    docstring says why each is there)."""
+    queue = direct_queue(key_id)
+    own = [f"~{queue}*", f"~_kombu.binding.{queue}", f"~_kombu.binding_permanent.{queue}"]
+    publish = f"(+publish &{result_place(queue)}celery-task-meta-* &/{db}.celeryev*)"
+    channels = [f"&/{db}.celery.pidbox", publish]
+    return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *own, *SHARED_KEYS, REPLIES, *channels]
 
 
 def _db(url: str) -> int:
@@ -85,13 +118,14 @@ def _db(url: str) -> int:
     return int(path) if path.isdigit() else 0
 
 
-def create_worker_user(admin_url: str, name: str) -> tuple[str, str]:
-    """Create (or reset) `name`'s ACL user with a new password; returns (user, the worker's broker URL)."""
+def create_worker_user(admin_url: str, name: str, key_id: str) -> tuple[str, str]:
+    """Create (or reset) the ACL user of `name`, whose signing key is `key_id`, with a new password; returns
+    (user, the worker's broker URL)."""
     user, password = acl_user(name), secrets.token_urlsafe(32)
     with broker_call("creating the worker's ACL user"):
         client = redis.Redis.from_url(admin_url)
         try:
-            client.execute_command("ACL", "SETUSER", user, *worker_rules(_db(admin_url), password))
+            client.execute_command("ACL", "SETUSER", user, *worker_rules(_db(admin_url), password, key_id))
         finally:
             client.close()
     return user, worker_url(admin_url, user, password)
@@ -121,3 +155,20 @@ def worker_url(admin_url: str, user: str, password: str) -> str:
     host = parts.hostname or "127.0.0.1"
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def confined(url: str, queue: str) -> bool:
+    """Whether the broker user of `url` is refused `queue` (a worker's own ACL user: it may take batches from
+    its own direct queue alone). An unreachable broker is asked again until it answers."""
+    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    try:
+        while True:
+            try:
+                client.llen(queue)
+                return False
+            except redis.exceptions.NoPermissionError:
+                return True
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                time.sleep(2)  # as Celery itself waits for a broker that is not up yet
+    finally:
+        client.close()

@@ -48,11 +48,25 @@ def direct_queue(key_id: str) -> str:
     return f"{DIRECT_PREFIX}{readable}.{hashlib.sha256(key_id.encode()).hexdigest()[:12]}"
 
 
-def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: float | None = None) -> Celery:
-    """A Celery app over `broker` (redis:// or rediss://) with the result backend on the same Redis."""
-    app = Celery("probegate", broker=broker, backend=backend or broker, include=["worker.celery.tasks"])
+# Celery's Redis result backend, storing a direct queue's results under that queue (worker.celery.results).
+RESULTS_BACKEND = "worker.celery.results:PlacedResults"
+
+
+def unacked_keys(queue: str) -> dict[str, str]:
+    """kombu's unacked bookkeeping of a worker that consumes `queue` alone, kept under that queue's name."""
+    return {f"unacked{part}_key": f"{queue}.unacked{part}" for part in ("", "_index", "_mutex")}
+
+
+def make_app(
+    broker: str, backend: str | None = None, *, visibility_timeout_s: float | None = None, alone: str | None = None
+) -> Celery:
+    """A Celery app over `broker` (redis:// or rediss://) with the result backend on the same Redis.
+    `alone`: the one queue this worker consumes, whose unacked messages it alone restores (its own keys)."""
+    app = Celery(
+        "probegate", broker=broker, backend=backend or f"{RESULTS_BACKEND}+{broker}", include=["worker.celery.tasks"]
+    )
     timeout = visibility_timeout_s or VISIBILITY_TIMEOUT_S
-    transport = {
+    transport: dict[str, object] = {
         "visibility_timeout": timeout,
         # Sweep for messages of dead workers often enough that a redelivery waits about `timeout`.
         "unacked_restore_interval": max(1, min(10, int(timeout / 4))),
@@ -69,7 +83,7 @@ def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: f
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options=transport,
+        broker_transport_options={**transport, **(unacked_keys(alone) if alone else {})},
         result_backend_transport_options=transport,
         result_expires=6 * 3600,
         broker_connection_retry_on_startup=True,
@@ -79,6 +93,10 @@ def make_app(broker: str, backend: str | None = None, *, visibility_timeout_s: f
         task_default_queue=SHARED_QUEUE,
         enable_utc=True,
     )
+    if alone:
+        # Its mailbox never expires: kombu then keeps no binding deadline for it and never sweeps expired
+        # bindings, which are other clients' (a coordinator's reply queue) and not this user's to delete.
+        app.conf.control_queue_expires = None
     return app
 
 

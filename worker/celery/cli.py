@@ -8,7 +8,8 @@
 `serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
 this host left behind, then consumes the shared queue (or the one `--queue` pins), its image's
-queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue).
+queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue); a
+worker whose broker user is its own (`gate workers enrol`, worker.celery.acl) consumes that direct queue alone.
 A batch names its run's image by ID; one this engine lacks is fetched by content, from `--registry`
 when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
 Every result is signed with this worker's own key (`--key`, default $PROBEGATE_WORKER_KEY or
@@ -181,9 +182,17 @@ def _serve(args: argparse.Namespace) -> int:
             **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
         }
     )
+    from worker.celery.acl import confined
     from worker.celery.app import SHARED_QUEUE, direct_queue, make_app, queue_for
 
-    app = make_app(args.broker)
+    own, trials = direct_queue(key.key_id), args.queue or SHARED_QUEUE
+    # A worker under its own ACL user (`gate workers enrol`) may take batches from its own queue alone: it
+    # consumes that queue only, and keeps its unacknowledged batches to itself (worker.celery.acl).
+    alone = confined(args.broker, trials)
+    if alone:
+        print(f"gate-worker: this broker user may take batches only from {own}: consuming it alone", file=sys.stderr)
+    queues = [own] if alone else [trials, queue_for(image), own]
+    app = make_app(args.broker, alone=own if alone else None)
     name = args.name or f"probegate-{os.getpid()}@%h"
     # One identity for the whole worker (every pool process): its observations carry it. Its own direct
     # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
@@ -192,7 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
         [
             "worker",
             "-Q",
-            f"{args.queue or SHARED_QUEUE},{queue_for(image)},{direct_queue(key.key_id)}",
+            ",".join(queues),
             "-c",
             str(args.concurrency),
             "-n",

@@ -16,6 +16,8 @@ harness event and harness faults for its trials, never an observation; an accept
 carries the enrolled name as its worker id, whatever the worker wrote. The coordinator also decides who
 runs what: each batch goes to the direct queue of an enrolled worker it chose (gate.core.trust.assignment),
 never to the shared queue, and a result counts only when signed by the key of the worker it was sent to.
+Each batch's result is read from the place of the queue it was sent to (worker.celery.results): under a
+worker's direct queue, where no other worker's broker user may write.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import redis
-from celery.exceptions import TimeoutError as ResultTimeout
 
 from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
@@ -53,6 +54,7 @@ from worker.celery.app import (
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.broker import broker_call
 from worker.celery.imagepublish import RunImages
+from worker.celery.results import read_ready, result_key
 from worker.celery.wire import decode_observations, encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
@@ -276,7 +278,7 @@ class CeleryExecutor:
             try:
                 with broker_call("asking for workers"):
                     stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
-                    workers = [name for name, queues in stats.items() if any(q["name"] == self.queue for q in queues)]
+                    workers = [name for name, queues in stats.items() if self._on_our_queue(queues)]
                     if workers:
                         self._fleet = frozenset(
                             q["name"] for name in workers for q in stats[name] if q["name"].startswith(DIRECT_PREFIX)
@@ -290,6 +292,15 @@ class CeleryExecutor:
             if time.monotonic() >= give_up:
                 return 0
             time.sleep(0.5)
+
+    def _on_our_queue(self, queues: Sequence[dict[str, Any]]) -> bool:
+        """Whether a worker consuming `queues` serves this executor: it consumes our queue, or, with a roster
+        and the shared queue, it is confined to its own direct queue (its own ACL user, worker.celery.acl)."""
+        names = [q["name"] for q in queues]
+        if self.queue in names:
+            return True
+        confined = bool(names) and all(name.startswith(DIRECT_PREFIX) for name in names)
+        return self.enrolled is not None and self.queue == SHARED_QUEUE and confined
 
     def _send(
         self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
@@ -464,13 +475,11 @@ class CeleryExecutor:
                             self._republish(sent, pending, epoch)
                     slice_s = max(0.05, min(1.0, give_up - now))
                     with broker_call("reading results"):
-                        arrived = self.app.backend.get_many(set(pending), timeout=slice_s, interval=self.poll_s)
-                        for task_id, meta in arrived:
-                            pending.discard(task_id)
-                            self._runs_of.pop(task_id, None)
-                            yield from self._observations(sent[task_id], meta, task_id)
-                except ResultTimeout:
-                    pass
+                        arrived = self._ready(pending, slice_s)
+                    for task_id, meta in arrived.items():
+                        pending.discard(task_id)
+                        self._runs_of.pop(task_id, None)
+                        yield from self._observations(sent[task_id], meta, task_id)
                 except BrokerError as exc:
                     if broker_down_since is None:
                         broker_down_since = time.monotonic()
@@ -505,6 +514,13 @@ class CeleryExecutor:
             )
             detail = f"no result within {timeout:.0f}s (worker or broker lost)"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
+
+    def _ready(self, pending: set[str], timeout: float) -> dict[str, Any]:
+        """Task id -> meta of the pending batches that finished, waiting up to `timeout` for the first. Each is
+        read from the place of the queue it was sent to (worker.celery.results): a direct queue's results
+        from under that queue alone, where no other worker's broker user can write."""
+        keys = {task: result_key(task, self._queue_of.get(task)) for task in pending}
+        return read_ready(self.app.backend, keys, timeout, self.poll_s)
 
     def _restarted(self) -> str | None:
         """The broker's new run id when it restarted since the last look (None: the same server, or it
