@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -355,6 +356,9 @@ def test_a_confined_worker_killed_mid_batch_gets_its_batch_back(
         assert not running.is_alive()
         assert len(seen) == 3 and all(o.fault is None and o.worker_id == "w1" for o in seen), seen
         assert "redelivery" in {e.kind for e in executor.events}, executor.events
+        give_up = time.monotonic() + 30
+        while admin.hlen(own + ".unacked") and time.monotonic() < give_up:  # acked just after its result is stored
+            time.sleep(0.1)
         assert admin.hlen(own + ".unacked") == 0
     finally:
         pool.stop_all()
