@@ -4,6 +4,7 @@ who was assigned and who ran which trials."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,16 +26,19 @@ STATISTICAL = "tool_choice_rate"
 __all__ = ["broker", "fleet"]  # test_enrol's fixtures, used here
 
 
-def enrol(workers: Workers, registry: Path, *names: str) -> None:
-    """Make each worker's key and enrol it as `box-<name>`."""
+def enrol(workers: Workers, registry: Path, *names: str, admin: str | None = None) -> None:
+    """Make each worker's key and enrol it as `box-<name>`; with `admin` (the broker's admin URL) also make its
+    own broker user, which the worker then connects as."""
     for name in names:
         write_new_key(workers.key(name))
         done = subprocess.run(
             [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
-             "--workers", str(registry)],
+             "--workers", str(registry), *(("--redis-admin-url", admin) if admin else ())],
             capture_output=True, text=True,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
+        if admin:
+            workers.urls[name] = json.loads(done.stdout)["broker_url"]
 
 
 def enrolled_run(patch: str, card: Path, url: str, registry: Path, *extra: str) -> Run:
@@ -53,13 +57,15 @@ def spread(row: dict, names: set[str]) -> None:
 def test_two_enrolled_honest_workers_share_every_property(
     workers: Workers, redis_server: RedisServer, example_runs: ExampleRuns, tmp_path: Path
 ) -> None:
-    """Two enrolled honest workers: `good` is accepted with the local pool's kinds, every row's trials
-    spread over both and run where assigned; the noisy sampler on its pinned seeds is refused."""
+    """Two enrolled honest workers, each under its own broker user (its own queue and results only): `good` is
+    accepted with the local pool's kinds, every row's trials spread over both and run where assigned; the noisy
+    sampler on its pinned seeds is refused."""
     registry = tmp_path / "workers.json"
-    enrol(workers, registry, "w1", "w2")
+    enrol(workers, registry, "w1", "w2", admin=redis_server.url)
     workers.start("w1")
     workers.start("w2")
     workers.wait_ready()
+    assert all("consuming it alone" in (tmp_path / f"{name}.log").read_text() for name in ("w1", "w2"))
     run = enrolled_run("good", tmp_path / "good" / "card.json", redis_server.url, registry)
     assert (run.code, run.accept) == (0, 0), run.stderr
     assert run.kinds() == example_runs.get("good").kinds()
