@@ -66,10 +66,12 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
+from gate.core.errors import BrokerError
 from worker.celery.app import direct_queue
 from worker.celery.broker import broker_call
 from worker.celery.results import result_place
@@ -157,10 +159,12 @@ def worker_url(admin_url: str, user: str, password: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
-def confined(url: str, queue: str) -> bool:
+def confined(url: str, queue: str, note: Callable[[str], None] | None = None) -> bool:
     """Whether the broker user of `url` is refused `queue` (a worker's own ACL user: it may take batches from
-    its own direct queue alone). An unreachable broker is asked again until it answers."""
+    its own direct queue alone). An unreachable broker is asked again until it answers (said once through
+    `note`); refused credentials (a revoked worker's, say) raise BrokerError."""
     client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    said = False
     try:
         while True:
             try:
@@ -168,7 +172,12 @@ def confined(url: str, queue: str) -> bool:
                 return False
             except redis.exceptions.NoPermissionError:
                 return True
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            except redis.exceptions.AuthenticationError as exc:
+                raise BrokerError(f"the broker refused this worker's credentials: {exc}") from None
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
+                if note is not None and not said:
+                    note(f"the broker is unreachable ({exc}); waiting for it")
+                    said = True
                 time.sleep(2)  # as Celery itself waits for a broker that is not up yet
     finally:
         client.close()

@@ -188,7 +188,7 @@ def _serve(args: argparse.Namespace) -> int:
     own, trials = direct_queue(key.key_id), args.queue or SHARED_QUEUE
     # A worker under its own ACL user (`gate workers enrol`) may take batches from its own queue alone: it
     # consumes that queue only, and keeps its unacknowledged batches to itself (worker.celery.acl).
-    alone = confined(args.broker, trials)
+    alone = confined(args.broker, trials, note=lambda line: print(f"gate-worker: {line}", file=sys.stderr))
     if alone:
         print(f"gate-worker: this broker user may take batches only from {own}: consuming it alone", file=sys.stderr)
     queues = [own] if alone else [trials, queue_for(image), own]
