@@ -360,6 +360,9 @@ def test_a_confined_worker_killed_mid_batch_gets_its_batch_back(
         while admin.hlen(own + ".unacked") and time.monotonic() < give_up:  # acked just after its result is stored
             time.sleep(0.1)
         assert admin.hlen(own + ".unacked") == 0
+        # Holding, restoring and acking its batch needed nothing the rules deny (only the start-up question).
+        log = admin.execute_command("ACL", "LOG")
+        assert {(e[b"object"], b"cmd=llen" in e[b"client-info"]) for e in log} == {(b"probegate.trials", True)}, log
     finally:
         pool.stop_all()
         sweep_dead_workers(docker_client)

@@ -28,8 +28,9 @@ Each rule, and why it is there (Q is the worker's direct queue, probegate.direct
     ~Q*                        its queue and priority lists, its unacked bookkeeping (Q.unacked,
                                Q.unacked_index, Q.unacked_mutex) and its results (Q.results.celery-task-meta-*):
                                key ids are fixed-length, so no other worker's queue starts with Q
-    ~_kombu.binding.Q          its queue's binding (declared at start, read when restoring a batch)
-    ~_kombu.binding_permanent.Q
+    ~_kombu.binding.Q          its queue's binding, declared at start. Batches reach Q through the anonymous
+    ~_kombu.binding_permanent.Q    exchange (exchange '', routing key Q), so no table routes them and a
+                               restore pushes back onto Q without reading one: rebinding routes nothing
     ~*@*.celery.pidbox*        worker mailboxes (name@host.celery.pidbox): declared, never used for delivery
     ~_kombu.binding.celery.pidbox             the mailboxes' bindings to the control fanout (delivered by
     ~_kombu.binding_permanent.celery.pidbox   PUBLISH, so the table routes nothing)
@@ -46,6 +47,9 @@ Everything else is denied: another worker's queue (BRPOP, LPUSH/RPUSH, DEL: NOPE
 the image queues, another worker's results and the plain `celery-task-meta-*` keys, kombu's shared
 `unacked`/`unacked_index`/`unacked_mutex`, another queue's bindings, the books (`probegate:books:*`), blob
 writes, KEYS/SCAN, FLUSH*, CONFIG, ACL, CLIENT KILL, MONITOR, and every other user's connections.
+
+It cannot move another worker's batch through kombu's restore either: a confined worker's unacked
+bookkeeping is its own (Q.unacked*), the shared `unacked` hash is denied, and it may push onto Q alone.
 
 What a hostile worker can still do with what it keeps, and why that buys no decision:
 - Lie on its own batches (sign fabricated observations with its own key): bounded by its assigned share,
