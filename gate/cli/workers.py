@@ -122,7 +122,9 @@ def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
     if admin:
         from worker.celery.acl import create_worker_user
 
-        _, row["broker_url"] = create_worker_user(admin, name, key.key_id)
+        user, row["broker_url"], kept = create_worker_user(admin, name, key.key_id)
+        if not kept:
+            _unkept(user, "made")
     save_roster(path, updated)
     print(json.dumps({**row, "registry": str(path)}))
     return RET_OK
@@ -145,7 +147,9 @@ def _revoke(path: Path, name: str, admin: str | None) -> int:
     if worker.acl_user and admin:
         from worker.celery.acl import delete_worker_user
 
-        row["connections_closed"] = delete_worker_user(admin, worker.acl_user)
+        row["connections_closed"], kept = delete_worker_user(admin, worker.acl_user)
+        if not kept:
+            _unkept(worker.acl_user, "deleted")
     elif worker.acl_user:
         print(
             f"gate: warning: {name}'s broker user {worker.acl_user} still exists; "
@@ -154,6 +158,16 @@ def _revoke(path: Path, name: str, admin: str | None) -> int:
         )
     print(json.dumps({**row, "registry": str(path)}))
     return RET_OK
+
+
+def _unkept(user: str, done: str) -> None:
+    # Without an ACL file a restart forgets the users made since it started (the worker is locked out),
+    # and one that loads a stale file brings back users deleted since (a revoked worker's credentials).
+    print(
+        f"gate: warning: the broker keeps no ACL file (redis-server's aclfile): {user} was {done} in memory only"
+        " and a restart undoes it; see deploy/README.md, 'Broker users across restarts'",
+        file=sys.stderr,
+    )
 
 
 def _row(worker: EnrolledWorker) -> dict[str, Any]:

@@ -5,6 +5,7 @@ SIGKILL a whole worker."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gate.io.keys import public_path, write_new_key
 from worker.celery.app import make_app
 
 WORKER = [sys.executable, "-m", "worker.celery.cli"]
@@ -27,6 +29,8 @@ WORKER = [sys.executable, "-m", "worker.celery.cli"]
 # Below the kernel's ephemeral range (32768-60999 by default): no outgoing connection is ever given one
 # of these as its local port, so a server that lets go of its port for a restart can bind it again.
 PORTS = range(20000, 32000)
+
+GATE = str(Path(sys.executable).with_name("gate"))
 
 
 def free_port() -> int:
@@ -148,7 +152,8 @@ class LoopbackServer:
 
 
 class RedisServer(LoopbackServer):
-    """redis-server on 127.0.0.1 only, no persistence: a restart loses every queued message."""
+    """redis-server on 127.0.0.1 only, no data persistence (a restart loses every queued message); its ACL
+    users are kept in an ACL file."""
 
     name = "redis-server"
 
@@ -169,7 +174,15 @@ class RedisServer(LoopbackServer):
         return [
             *(self.binary, "--port", str(self.port), "--bind", "127.0.0.1"),
             *("--save", "", "--appendonly", "no", "--dir", str(self.workdir)),
+            # Its users kept across a restart, as deploy/docker-compose.yml keeps them (`gate workers enrol`
+            # saves them there): an enrolled worker reconnects after `down()`.
+            *("--aclfile", str(self.acl_file())),
         ]
+
+    def acl_file(self) -> Path:
+        path = self.workdir / "users.acl"
+        path.touch()
+        return path
 
 
 REGISTRY_CONFIG = """version: 0.1
@@ -308,3 +321,18 @@ class Workers:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+def enrol(workers: Workers, registry: Path, *names: str, admin: str | None = None) -> None:
+    """Make each worker's key and enrol it as `box-<name>`; with `admin` (the broker's admin URL) also make its
+    own broker user, which the worker then connects as."""
+    for name in names:
+        write_new_key(workers.key(name))
+        done = subprocess.run(
+            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
+             "--workers", str(registry), *(("--redis-admin-url", admin) if admin else ())],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        if admin:
+            workers.urls[name] = json.loads(done.stdout)["broker_url"]

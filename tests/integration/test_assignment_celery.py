@@ -4,41 +4,21 @@ who was assigned and who ran which trials."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
+from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
 from test_crosscheck_celery import start_fabricator
 from test_enrol import Fleet, broker, fleet, gate, public_key, run_trials
 
-from gate.io.keys import public_path, write_new_key
 from gate.io.workers import load_roster
 from worker.celery.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
 
-GATE = str(Path(sys.executable).with_name("gate"))
 STATISTICAL = "tool_choice_rate"
 __all__ = ["broker", "fleet"]  # test_enrol's fixtures, used here
-
-
-def enrol(workers: Workers, registry: Path, *names: str, admin: str | None = None) -> None:
-    """Make each worker's key and enrol it as `box-<name>`; with `admin` (the broker's admin URL) also make its
-    own broker user, which the worker then connects as."""
-    for name in names:
-        write_new_key(workers.key(name))
-        done = subprocess.run(
-            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
-             "--workers", str(registry), *(("--redis-admin-url", admin) if admin else ())],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        if admin:
-            workers.urls[name] = json.loads(done.stdout)["broker_url"]
 
 
 def enrolled_run(patch: str, card: Path, url: str, registry: Path, *extra: str) -> Run:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
+from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, PATCHES, UNENROLLED, ExampleRuns, gate_run, seeds_for
 from run_containers import containers_of, gone_within
 
@@ -74,7 +74,7 @@ def run_slow(root: Path, card: Path, *extra: str, env: dict[str, str] | None = N
         "--card",
         str(card),
         "--new-ledger",  # every slow run is the first on the ledger beside its card
-        UNENROLLED,  # its workers are the test's own, on loopback
+        *(() if "--workers" in extra else (UNENROLLED,)),  # else its workers are the test's own, on loopback
         *extra,
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -142,21 +142,29 @@ def test_sigkilled_worker_costs_a_redelivery_not_a_double_count(
 def test_broker_restart_mid_run_waits_republishes_and_completes(
     workers: Workers, redis_server: RedisServer, slow_suite: Path, tmp_path: Path, docker_client
 ) -> None:
-    """Restarting redis-server (losing every queued batch, blob and result) mid-run: the run says on stderr
-    that it waits, sends what was lost again once the broker is back, and completes with every trial passing."""
+    """Restarting redis-server (losing every queued batch, blob and result) mid-run, in the secure default (an
+    enrolled worker under its own broker user, which the broker's ACL file keeps): the run says on stderr that
+    it waits, the worker logs in again, what was lost is sent again, and every trial passes."""
     suite = slow_suite / "gate.toml"  # no credit to draw: a harness fault would fail the job at once
     suite.write_text(suite.read_text().replace('checks = "checks.py"', 'checks = "checks.py"\nledger = { budget = 0 }'))
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "w1", admin=redis_server.url)
     workers.start("w1")
     workers.wait_ready()
     card = tmp_path / "card.json"
-    proc = run_slow(slow_suite, card, "--broker", redis_server.url, "--result-timeout", "60", env={**workers.env})
+    enrolled = ("--workers", str(registry))
+    proc = run_slow(
+        slow_suite, card, "--broker", redis_server.url, *enrolled, "--result-timeout", "60", env={**workers.env}
+    )
     workers.wait_busy("w1", docker_client)  # mid-run: batches are queued and one is in flight
     with redis_server.down():  # the kill drops every connection and every queued batch; then it comes back
         pass
     _, stderr = proc.communicate(timeout=180)
     stamped = json.loads(card.read_text())
-    assert proc.returncode == 0, (stderr[-3000:], stamped["properties"], stamped["harness_events"])
+    said = "\n".join([stderr[-4000:], json.dumps(stamped["properties"]), json.dumps(stamped["harness_events"])])
+    assert proc.returncode == 0, said  # a string, shown whole (a tuple's repr is cut short)
     assert rows(stamped) == {"slow_tool_choice": ("pass", 12, 12)}
+    assert set(stamped["properties"][0]["workers"]) == {"box-w1"}  # its results, signed, after logging in again
     assert "the broker restarted and lost what it held" in stderr, stderr[-3000:]
     assert "broker_restarted" in {e["kind"] for e in stamped["harness_events"]}
 

@@ -241,7 +241,8 @@ def test_per_worker_acl_users(
     sandbox_image: str,
 ) -> None:
     """Each worker runs under its own ACL user (one in Docker, fetching blobs), consuming its own direct queue
-    alone; revoking one closes its connections and bars it, the other keeps working; neither can write the
+    alone; both users are saved to the broker's ACL file; revoking one closes its connections, bars it and
+    deletes it from the file, the other keeps working; neither can write the
     books, blobs or users, take, fill or delete the other's queue, or write any result but its own."""
     registry, admin = tmp_path / "workers.json", broker.url
     for name in ("w1", "w2"):
@@ -251,6 +252,7 @@ def test_per_worker_acl_users(
         )[0]  # fmt: skip
         assert row["acl_user"] == f"probegate-worker-{name}"
         fleet.urls[name] = row["broker_url"]
+    assert all(f"user probegate-worker-{n} on #" in broker.acl_file().read_text() for n in ("w1", "w2"))  # saved
     fleet.start("w1", "--sandbox", "null")
     fleet.start("w2")  # the Docker sandbox: it fetches the tree and fixture from the blob store
     fleet.control_url = admin
@@ -309,6 +311,8 @@ def test_per_worker_acl_users(
     assert row["state"] == "revoked" and row["connections_closed"] >= 1
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis.from_url(fleet.urls["w1"]).ping()
+    # Saved too: a restart loads the ACL file, and the revoked user must not come back with it.
+    assert "probegate-worker-w1 " not in broker.acl_file().read_text()
     observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
     assert all(o.fault is None and o.exit_code == 0 and o.worker_id == "w2" for o in observations), observations
     shutil.rmtree(tmp_path / "tree", ignore_errors=True)

@@ -124,21 +124,23 @@ def _db(url: str) -> int:
     return int(path) if path.isdigit() else 0
 
 
-def create_worker_user(admin_url: str, name: str, key_id: str) -> tuple[str, str]:
+def create_worker_user(admin_url: str, name: str, key_id: str) -> tuple[str, str, bool]:
     """Create (or reset) the ACL user of `name`, whose signing key is `key_id`, with a new password; returns
-    (user, the worker's broker URL)."""
+    (user, the worker's broker URL, whether the server's ACL file now keeps it across a restart)."""
     user, password = acl_user(name), secrets.token_urlsafe(32)
     with broker_call("creating the worker's ACL user"):
         client = redis.Redis.from_url(admin_url)
         try:
             client.execute_command("ACL", "SETUSER", user, *worker_rules(_db(admin_url), password, key_id))
+            kept = saved(client)
         finally:
             client.close()
-    return user, worker_url(admin_url, user, password)
+    return user, worker_url(admin_url, user, password), kept
 
 
-def delete_worker_user(admin_url: str, user: str) -> int:
-    """Delete the ACL user and close every connection it holds now; returns how many were closed."""
+def delete_worker_user(admin_url: str, user: str) -> tuple[int, bool]:
+    """Delete the ACL user and close every connection it holds now; returns how many were closed and whether
+    the server's ACL file now forgets it too (else a restart of a server that loads one would bring it back)."""
     with broker_call("deleting the worker's ACL user"):
         client = redis.Redis.from_url(admin_url)
         try:
@@ -150,9 +152,22 @@ def delete_worker_user(admin_url: str, user: str) -> int:
                 closed = 0  # deleted before (or never made): nothing left to close
             # DELUSER also drops any connection that logged in again since the kill.
             client.execute_command("ACL", "DELUSER", user)
-            return closed
+            return closed, saved(client)
         finally:
             client.close()
+
+
+def saved(client: redis.Redis) -> bool:
+    """ACL SAVE when the server loads its users from an ACL file (`aclfile`), so a user made or deleted now
+    stays so after a restart; False when it keeps none (or CONFIG is denied, as on managed services)."""
+    try:
+        found = client.config_get("aclfile").get("aclfile")
+    except redis.exceptions.ResponseError:
+        return False
+    if not found:
+        return False
+    client.execute_command("ACL", "SAVE")
+    return True
 
 
 def worker_url(admin_url: str, user: str, password: str) -> str:

@@ -476,6 +476,12 @@ class CeleryExecutor:
                     slice_s = max(0.05, min(1.0, give_up - now))
                     with broker_call("reading results"):
                         arrived = self._ready(pending, slice_s)
+                    # Asked after reading: the same server as at the last look means these results were
+                    # written before any restart. One read from a restarted broker may answer a batch with
+                    # what the restart took (its tree gone mid-fetch): it is not used, but sent again.
+                    if arrived and (epoch := self._restarted(strict=True)) is not None:
+                        self._republish(sent, pending, epoch)
+                        continue
                     for task_id, meta in arrived.items():
                         pending.discard(task_id)
                         self._runs_of.pop(task_id, None)
@@ -522,13 +528,15 @@ class CeleryExecutor:
         keys = {task: result_key(task, self._queue_of.get(task)) for task in pending}
         return read_ready(self.app.backend, keys, timeout, self.poll_s)
 
-    def _restarted(self) -> str | None:
+    def _restarted(self, *, strict: bool = False) -> str | None:
         """The broker's new run id when it restarted since the last look (None: the same server, or it
-        cannot be asked); the first look only records it."""
+        cannot be asked; `strict`: BrokerError then); the first look only records it."""
         try:
             with broker_call("asking the broker for its run id"):
                 epoch = self._probe.info("server").get("run_id")
         except BrokerError:
+            if strict:
+                raise
             return None
         if not isinstance(epoch, str) or not epoch:
             return None
