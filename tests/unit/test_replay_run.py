@@ -142,3 +142,15 @@ def test_with_cross_checks_off_a_liar_buys_the_pass() -> None:
         for n in range(60)
     )
     assert bought > 10
+
+
+def test_the_card_summary_and_the_report_lines_say_what_the_replays_found() -> None:
+    """Replays, unsettled disputes and discarded workers reach the summary's lines a report prints."""
+    from gate.core.trust.crosscheck_summary import summary_lines
+
+    two = row(2, always, 0.0, "lines-2").summary
+    three = row(3, always, 0.0, "lines-3").summary
+    text = "\n".join(summary_lines(two, {"liar": 5, "h1": 5}) + summary_lines(three, {"liar": 4, "h1": 3, "h2": 3}))
+    assert "statistical replays:" in text and "unsettled replay disputes" in text
+    assert "discarded workers" in text and "liar" in text
+    assert type(two).model_validate_json(two.model_dump_json()) == two  # the new fields round-trip
