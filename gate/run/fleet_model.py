@@ -1,7 +1,7 @@
 """An in-process model of one statistical row over a fleet of worker callables (fakes: no Docker, no
 broker), decided by the run's own cross-check and replay code (`gate.run.crosscheck.cross_check`). The
 bound in docs/distributed.md, `benchmarks/forger_statistical.py` and the adversarial unit tests measure
-the replay rule with it.
+the replay rule with it. Nothing in a run uses it.
 
 A worker is a callable `(spec, worker) -> bool`, the hit it reports. The probe's truth is a function of
 the trial's seed (`truth`), as the examples' probes make it: an honest worker reports it.
@@ -13,13 +13,14 @@ import hashlib
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Tally
+from gate.core.suite.plan import trial_seed
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import Captured, Observation, TrialSpec
-from gate.core.testing import make_spec
+from gate.core.suite.trial import Captured, ClockSpec, Observation, TrialSpec
 from gate.core.trust.crosscheck_summary import CrossCheckSummary
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeCounts, OutcomeKind, kind_of
@@ -29,6 +30,7 @@ Answer = Callable[[TrialSpec, str], bool]
 IMAGE = "sha256:" + "0" * 64
 PROPERTY = "rate"
 HIT, MISS = b"hit", b"miss"
+FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def truth(rate: float) -> Callable[[TrialSpec], bool]:
@@ -90,7 +92,22 @@ def judge(prop: PropertySpec, obs: Observation) -> Outcome:
 
 def specs_for(run_id: str, rule: FixedRule) -> list[TrialSpec]:
     """The row's planned trials, each with the seed the planner derives from the run, property and index."""
-    return [make_spec(i, run_id=run_id, property_id=PROPERTY, image_id=IMAGE) for i in range(rule.trials)]
+    return [
+        TrialSpec(
+            run_id=run_id,
+            property_id=PROPERTY,
+            trial_index=i,
+            seed=trial_seed(run_id, PROPERTY, i),
+            probe_argv=("python3", "probe.py"),
+            tree_digest="t",
+            fixture_path="f.json",
+            fixture_digest="f",
+            deadline_s=2.0,
+            clock=ClockSpec(frozen_at=FROZEN_AT),
+            image_id=IMAGE,
+        )
+        for i in range(rule.trials)
+    ]
 
 
 @dataclass(frozen=True)
