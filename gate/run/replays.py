@@ -1,6 +1,6 @@
 """The I/O of statistical replays and of discarding a caught worker (the rules are
 `gate.core.trust.replay`'s): the chosen statistical trials go again, spec for spec, to a worker other
-than the one that ran them; a different outcome goes to a third worker, `REPRODUCE` times; a dispute no
+than the one that ran them; a different outcome goes to a third worker, `REPLAY_REPRODUCE` times; a dispute no
 quarantine settled leaves its trial an unproven fault; and every result of a caught worker is run again
 on the others, or, when that cannot be done, becomes an unproven fault.
 
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import FaultOrigin, Observation
-from gate.core.trust.crosscheck import REPRODUCE, Pair, Settlement, WorkerDisagreement, settle
-from gate.core.trust.replay import Choice, compare, discards, unproven
+from gate.core.trust.crosscheck import Pair, Settlement, WorkerDisagreement, settle
+from gate.core.trust.replay import REPLAY_REPRODUCE, Choice, compare, discards, on_rows, unproven
 from gate.core.verdicts.verdict import OutcomeKind
 
 if TYPE_CHECKING:
@@ -67,15 +67,20 @@ def replay(step: Step, choice: Choice) -> Replayed:
     settlements: list[Settlement] = []
     unresolved: list[tuple[str, int]] = []
     if disputed:
-        thirds = step.elsewhere({key: frozenset({a.worker_id, b.worker_id}) for key, (a, b) in disputed.items()}, 2)
+        thirds = step.elsewhere(
+            {key: frozenset({a.worker_id, b.worker_id}) for key, (a, b) in disputed.items()}, REPLAY_REPRODUCE
+        )
         for key, (a, b) in disputed.items():
             reruns = thirds.get(key, [])
-            settlement = settle(a, b, [o for o, _ in reruns][:REPRODUCE])
-            settlements.append(settlement)
+            settlements.append(settle(a, b, [o for o, _ in reruns][:REPLAY_REPRODUCE]))
             for rerun in reruns:
                 if rerun[1].kind is not OutcomeKind.FAULT:
                     step.count(compare(step.counted(key[1], key[2]), rerun))
+        settlements = list(on_rows(settlements, disagreements))
+        keys = {(key[1], key[2]): key for key in disputed}
+        for settlement in settlements:
             if unproven(settlement):
+                key = keys[settlement.property_id, settlement.trial_index]
                 unresolved.append((key[1], key[2]))
                 fault(step, key, f"replays disagree and no tie-break settled it: {settlement.detail}")
     return Replayed(checked, unchecked, tuple(disagreements), tuple(settlements), tuple(unresolved))

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from gate.core.suite.trial import Captured, Observation
 from gate.core.testing import make_spec
-from gate.core.trust.crosscheck import Settled, Settlement
-from gate.core.trust.replay import StatRow, caught, choose_replays, compare, discards, margin, unproven
+from gate.core.trust.crosscheck import Settled, Settlement, Side, WorkerDisagreement
+from gate.core.trust.replay import StatRow, caught, choose_replays, compare, discards, margin, on_rows, unproven
 from gate.core.verdicts.bands import FixedRule, SprtRule
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 
@@ -142,3 +142,32 @@ def test_every_counted_result_of_a_caught_worker_is_discarded() -> None:
     counted = [obs(0, "liar"), obs(1, "honest"), obs(2, "liar")]
     assert [key[2] for key in discards(counted, frozenset({"liar"}))] == [0, 2]
     assert discards(counted, frozenset()) == ()
+
+
+def dispute(index: int, better: str, worse: str, prop: str = "p") -> WorkerDisagreement:
+    sides = (Side(worker=better, outcome=HIT), Side(worker=worse, outcome=MISS))
+    return WorkerDisagreement(property_id=prop, trial_index=index, sides=sides, counted=MISS)
+
+
+def quarantine(index: int, liar: str, honest: str, prop: str = "p") -> Settlement:
+    return Settlement(
+        property_id=prop, trial_index=index, settled=Settled.QUARANTINE, quarantined=liar, sided_with=honest
+    )
+
+
+def test_a_row_with_a_nondeterministic_dispute_quarantines_nobody() -> None:
+    """Rule 3, adversarial: a patch whose output ignores the seed makes honest workers disagree, and an output
+    of few values can repeat on the tie-break; once any dispute on the row proves nondeterministic, none
+    of the row's tie-breaks catches anyone, and every one of its disputes stays open."""
+    noisy = Settlement(property_id="p", trial_index=2, settled=Settled.NONDETERMINISTIC)
+    disputes = [dispute(1, "honest", "other"), dispute(2, "a", "b"), dispute(1, "liar", "honest", "q")]
+    settled = on_rows([quarantine(1, "honest", "other"), noisy, quarantine(1, "liar", "honest", "q")], disputes)
+    assert caught(settled) == frozenset({"liar"})
+    assert [unproven(s) for s in settled] == [True, True, False]
+
+
+def test_a_worker_contradicted_on_a_worse_claim_is_not_caught() -> None:
+    """Rule 3: a worker whose claim only hurt the patch (a miss the tie-break did not reproduce) bought
+    nothing; with a probe that ignores the seed it is most likely honest, so the dispute stays open."""
+    settled = on_rows([quarantine(1, "reported_miss", "reported_hit")], [dispute(1, "reported_hit", "reported_miss")])
+    assert caught(settled) == frozenset() and unproven(settled[0])

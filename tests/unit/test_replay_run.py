@@ -154,3 +154,19 @@ def test_the_card_summary_and_the_report_lines_say_what_the_replays_found() -> N
     assert "statistical replays:" in text and "unsettled replay disputes" in text
     assert "discarded workers" in text and "liar" in text
     assert type(two).model_validate_json(two.model_dump_json()) == two  # the new fields round-trip
+
+
+def test_a_probe_that_ignores_the_seed_gains_nothing_and_seldom_names_an_honest_worker() -> None:
+    """Adversarial: a patch drawing fresh randomness per run makes honest workers disagree on replays. Its
+    rows pass no more often than a seeded probe's at the same rate, and a tie-break that sides against a
+    worker (only ever one that claimed the hit, whose results are then run again) is rare."""
+    runs, passed, named = 200, 0, 0
+    for n in range(runs):
+        noise = random.Random(f"noise-{n}")
+        fresh: Answer = lambda spec, _w, noise=noise: noise.random() < 0.9  # noqa: E731
+        fleet = FakeFleet(dict.fromkeys(("a", "b", "c"), fresh), random.Random(n))
+        result = run_row(fleet, specs_for(f"unseeded-{n}", RULE), RULE, share=0.05, seed=f"s{n}")
+        passed += result.kind is Kind.PASS
+        named += bool(result.summary.quarantined)
+    seeded = sum(true_kind(0.9, f"seeded-{n}") is Kind.PASS for n in range(runs))
+    assert passed <= seeded and named <= runs // 20

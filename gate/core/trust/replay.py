@@ -10,10 +10,13 @@ in one place here (the I/O is `gate.run.replays`):
    hits of any one worker that no other worker saw could all be misses and the row would still pass.
 2. What a replay means (`compare`): the same outcome is an agreement and the primary stands; a different
    outcome is a dispute, in which the worse outcome counts and a third worker replays the trial
-   `REPRODUCE` times (`gate.core.trust.crosscheck.settle`, the rule of the safety/contract cross-checks).
-3. What a settled dispute means (`caught`, `unproven`): a quarantine catches the contradicted worker;
-   anything else (no third worker, a nondeterministic probe, a fault) leaves the trial unproven, an
-   unknown-origin fault, so its row cannot pass.
+   `REPLAY_REPRODUCE` times (`gate.core.trust.crosscheck.settle`, the rule of the safety/contract
+   cross-checks: every run must reproduce one side's facts exactly).
+3. What a settled dispute means (`on_rows`, `caught`, `unproven`): a quarantine catches the contradicted
+   worker when it claimed the better outcome (a lie that could buy a pass) and no dispute on the row
+   proved nondeterministic; anything else (no third worker, a nondeterministic probe, a fault, a
+   worker contradicted on a worse claim) leaves the trial unproven, an unknown-origin fault, so its
+   row cannot pass. A frame by a probe that ignores the seed thus only ever costs the patch.
 4. A caught worker (from any band's tie-break) has every result it gave in the run discarded and run
    again on other workers (`discards`); a trial whose rerun never comes back is unproven.
 
@@ -40,6 +43,9 @@ from gate.core.verdicts.bands import FixedRule, SprtRule
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 
 BandRule = FixedRule | SprtRule
+# Runs of a statistical dispute's tie-break worker, all of which must reproduce one side: an output of
+# few values repeats by chance (two runs of a coin agree half the time, four an eighth).
+REPLAY_REPRODUCE = 4
 JUDGED = (OutcomeKind.HIT, OutcomeKind.MISS)
 
 
@@ -139,6 +145,33 @@ def caught(settlements: Iterable[Settlement]) -> frozenset[str]:
 def unproven(settlement: Settlement) -> bool:
     """Whether a statistical dispute stays open (rule 3): no quarantine settled it, so the row cannot pass."""
     return settlement.settled is not Settled.QUARANTINE
+
+
+def on_rows(settlements: Iterable[Settlement], disputes: Iterable[WorkerDisagreement]) -> tuple[Settlement, ...]:
+    """Rule 3 over a run's statistical tie-breaks: a quarantine stands only against a worker that claimed
+    the better outcome for the patch (a lie that could buy a pass), and only on a row none of whose
+    disputes proved nondeterministic. A probe that ignores the seed makes honest workers disagree, and an
+    output of few values repeats by chance on the tie-break, so anything else is no proof: it stays open."""
+    settled = tuple(settlements)
+    claimed = {(d.property_id, d.trial_index, side.worker): side.outcome for d in disputes for side in d.sides}
+    noisy = {s.property_id for s in settled if s.settled is Settled.NONDETERMINISTIC}
+
+    def stands(s: Settlement) -> bool:
+        liar = claimed.get((s.property_id, s.trial_index, s.quarantined or ""))
+        honest = claimed.get((s.property_id, s.trial_index, s.sided_with or ""))
+        better = liar is not None and honest is not None and RANK[liar] < RANK[honest]
+        return better and s.property_id not in noisy
+
+    def demoted(s: Settlement) -> Settlement:
+        why = (
+            "another dispute on the row was nondeterministic"
+            if s.property_id in noisy
+            else "it claimed the worse outcome"
+        )
+        detail = f"{s.detail}; no proof against {s.quarantined}: {why}"
+        return s.model_copy(update={"settled": Settled.NONDETERMINISTIC, "quarantined": None, "detail": detail[:300]})
+
+    return tuple(demoted(s) if s.settled is Settled.QUARANTINE and not stands(s) else s for s in settled)
 
 
 def discards(counted: Iterable[Observation], liars: frozenset[str]) -> tuple[tuple[str, str, int], ...]:
