@@ -21,9 +21,10 @@ in one place here (the I/O is `gate.run.replays`):
    again on other workers (`discards`); a trial whose rerun never comes back is unproven.
 
 Why that bounds a single liar on the fixed band rule: a replayed lie (a reported outcome that differs
-from the seeded truth) is a dispute and blocks the row; so in an accepted row every lie is among the
-liar's unreplayed hits, of which there are at most `margin` = hits - min_hits. Then the true hits are
-at least hits - margin = min_hits: the row would have passed without the lies. A liar raises the chance
+from the seeded truth) is a dispute, which blocks the row or gets the liar caught and its results run
+again by the others; so in a row that passes on its word every lie is among the liar's unreplayed
+hits, of which there are at most `margin` = hits - min_hits. Then the true hits are at least
+hits - margin = min_hits: the row would have passed without the lies. A liar raises the chance
 a failing row passes by nothing (it can only lower it); the share, besides, catches it at random.
 `benchmarks/forger_statistical.py` measures it, with what it costs. Judging each worker's share against
 the band on its own was weighed and not taken: at 8 of 10 and a true rate of 0.95 it passes 0.955 of
