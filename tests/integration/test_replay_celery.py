@@ -1,7 +1,8 @@
 """Statistical replays through real Redis, real `gate-worker serve` processes and real Docker: an enrolled
 stand-in that reports the expected tool on every tool-choice trial it runs, beside an honest enrolled
 worker, lifts the noisy sampler's row over the band with cross-checks off, and is refused with them on,
-at the default share and at 1. Trial seeds are pinned (`NOISY_SEEDS`), so the row's true hits are 6/10."""
+at the default share and at 1; beside two honest workers it is caught and its results run again. Trial
+seeds are pinned (`NOISY_SEEDS`), so the row's true hits are 6/10."""
 
 from __future__ import annotations
 
@@ -96,3 +97,25 @@ def test_a_stand_in_fabricating_statistical_hits_is_refused_with_replays_and_pas
         }
         assert frozenset({"box-honest", "box-liar"}) in named, summary["disagreements"]
         assert "no_cross_check_worker" in {e["kind"] for e in run.card["harness_events"]}  # no third worker
+
+
+def test_beside_two_honest_workers_the_stand_in_is_caught_and_its_results_run_again(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: with a third enrolled worker each dispute's tie-break reproduces the honest side, so the
+    stand-in is quarantined, every result it gave is run again on the honest workers, and the row is what
+    they make it (6 of 10 under the pinned seeds: not a pass); accept refuses for the row."""
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "h1", "h2", "liar")
+    workers.start("h1")
+    workers.start("h2")
+    start_statistical_liar(workers, "liar")
+    workers.wait_ready()
+    run = noisy(tmp_path, redis_server.url, registry, "0.05")
+    summary = run.card["cross_check"]
+    assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
+    assert summary["reran"] >= 1 and "worker_discarded" in {e["kind"] for e in run.card["harness_events"]}
+    row = stat_row(run)
+    assert (row["kind"], row["hits"]) == ("inconclusive_sample", 6), row
+    assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said
+    assert not any("not evidence" in reason for reason in refusals(run))  # refused for the row, not the liar
