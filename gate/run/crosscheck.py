@@ -1,7 +1,9 @@
 """The run's cross-checks, after every primary result is in: the seeded choice of trials goes again,
 spec for spec, to a worker other than the one that ran it (`Executor.run_elsewhere`); each pair is
 folded by `gate.core.trust.crosscheck.combine` (the worse outcome counts), and a fact disagreement goes to
-a third worker, twice, for the tie-break. Statistical rows get the hit-rate comparison instead.
+a third worker, twice, for the tie-break. Statistical rows get the hit-rate comparison, and their chosen
+trials are replayed (`gate.run.replays`: the rules are `gate.core.trust.replay`'s); a worker any tie-break
+contradicts has every counted result of the run discarded and run again on the others.
 
 An executor without `run_elsewhere` (the local pool: one trusted machine, where another pool process
 proves nothing) cross-checks nothing, and the card's summary says so.
@@ -29,9 +31,11 @@ from gate.core.trust.crosscheck import (
 )
 from gate.core.trust.crosscheck_summary import CrossCheckSummary, summarize
 from gate.core.trust.hitrate import outliers
+from gate.core.trust.replay import StatRow, caught, choose_replays
 from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
+from gate.run.replays import NO_SECOND, discard, replay
 from gate.run.waves import coordinator_canary
 
 Key = tuple[str, str, int]
@@ -75,28 +79,54 @@ def cross_check(
     }
     chosen = choose(seed, candidates, share)
     count = sum(len(v) for v in chosen.values())
+    stat = choose_replays(seed, _stat_rows(tallies), share)
     elsewhere: RunElsewhere | None = getattr(executor, "run_elsewhere", None)
-    if not count or elsewhere is None:
-        note = "" if not count else LOCAL_NOTE
-        summary = summarize(share=share, seed=seed, chosen=count, checked=0, note=note, outliers=flagged)
+    if not (count or stat.count) or elsewhere is None:
+        note = "" if not (count or stat.count) else LOCAL_NOTE
+        summary = summarize(
+            share=share, seed=seed, chosen=count, checked=0, note=note, outliers=flagged, replays_chosen=stat.count
+        )
         return CrossChecked(summary, workers, tuple(events))
     # Enrolled workers are untrusted: a chosen trial whose check never came back from another worker
     # (none there, lost, answered by the worker it had to avoid, or stolen off another's queue) is unproven.
     strict = bool(getattr(executor, "untrusted_workers", False))
-    step = _Step(elsewhere, tallies, sent, inputs, judge, events, strict=strict)
-    disagreements, settlements = step.run(chosen)
+    step = Step(elsewhere, tallies, sent, inputs, judge, events, strict=strict)
+    disagreements, settlements = step.run(chosen) if count else ([], [])
+    replayed = replay(step, stat)
+    liars = caught([*settlements, *replayed.settlements])
+    reran = discard(step, liars)
+    notes = [f"{count - step.checked} chosen trial(s) found no second worker"] if step.checked < count else []
+    if replayed.unchecked:
+        notes.append(f"{NO_SECOND} ({replayed.unchecked} chosen replay(s))")
     summary = summarize(
         share=share,
         seed=seed,
         chosen=count,
         checked=step.checked,
-        note=f"{count - step.checked} chosen trial(s) found no second worker" if step.checked < count else "",
-        disagreements=disagreements,
-        settlements=settlements,
+        note="; ".join(notes),
+        disagreements=[*disagreements, *replayed.disagreements],
+        settlements=[*settlements, *replayed.settlements],
         outliers=flagged,
+        replays_chosen=stat.count,
+        replays_for_margin=stat.for_margin,
+        replays_checked=replayed.checked,
+        unresolved=replayed.unresolved,
+        discarded=sorted(liars),
+        reran=reran,
     )
-    events.extend(_settlement_events(settlements))
+    events.extend(_settlement_events([*settlements, *replayed.settlements]))
     return CrossChecked(summary, workers, tuple(events))
+
+
+def _stat_rows(tallies: Sequence[Tally]) -> dict[str, StatRow]:
+    """Each statistical tally as the replay rule reads it: its band rule and its trials' workers and outcomes."""
+    rows: dict[str, StatRow] = {}
+    for tally in tallies:
+        rule = tally.prop.rule()
+        if tally.prop.band is Band.STATISTICAL and rule is not None:
+            trials = zip(tally.observations, tally.outcomes, strict=True)
+            rows[tally.prop.id] = StatRow(rule, tuple((o.trial_index, o.worker_id, c.kind) for o, c in trials))
+    return rows
 
 
 def _rates(tally: Tally) -> dict[str, tuple[int, int]]:
@@ -108,7 +138,7 @@ def _rates(tally: Tally) -> dict[str, tuple[int, int]]:
     return rates
 
 
-class _Step:
+class Step:
     """One run's cross-check traffic: second runs, then tie-breaks; counted outcomes replaced in place."""
 
     def __init__(
@@ -122,7 +152,7 @@ class _Step:
         *,
         strict: bool = False,
     ) -> None:
-        self.elsewhere, self.sent, self.inputs, self.judge, self.events = elsewhere, sent, inputs, judge, events
+        self.run_elsewhere, self.sent, self.inputs, self.judge, self.events = elsewhere, sent, inputs, judge, events
         self.strict = strict
         self.tallies = {t.prop.id: t for t in tallies}
         self.checked = 0
@@ -135,18 +165,18 @@ class _Step:
             for index in indices:
                 obs, outcome = by_index[index]
                 primaries[obs.key] = (obs, outcome)
-        seconds = self._elsewhere({key: frozenset({obs.worker_id}) for key, (obs, _) in primaries.items()}, 1)
+        seconds = self.elsewhere({key: frozenset({obs.worker_id}) for key, (obs, _) in primaries.items()}, 1)
         disagreements: list[WorkerDisagreement] = []
         disputed: dict[Key, tuple[Observation, Observation]] = {}
         for key, (obs, outcome) in primaries.items():
             judged = [(o, c) for o, c in seconds.get(key, []) if c.kind is not OutcomeKind.FAULT]
             if not judged:
                 if self.strict:
-                    self._unproven(key, obs, outcome)
+                    self.unproven(key, obs, outcome)
                 continue
             self.checked += 1
             pair = combine((obs, outcome), judged[0])
-            self._count(pair)
+            self.count(pair)
             if pair.disagreement is not None:
                 disagreements.append(pair.disagreement)
                 if pair.disagreement.facts:
@@ -154,19 +184,21 @@ class _Step:
         settlements: list[Settlement] = []
         if disputed:
             avoid = {key: frozenset({a.worker_id, b.worker_id}) for key, (a, b) in disputed.items()}
-            thirds = self._elsewhere(avoid, REPRODUCE)
+            thirds = self.elsewhere(avoid, REPRODUCE)
             for key, (a, b) in disputed.items():
                 reruns = thirds.get(key, [])
                 settlements.append(settle(a, b, [o for o, _ in reruns]))
                 for rerun in reruns:
                     if rerun[1].kind is not OutcomeKind.FAULT:
-                        self._count(combine(self._counted(key), rerun))
+                        self.count(combine(self.counted(key[1], key[2]), rerun))
         return disagreements, settlements
 
-    def _elsewhere(
+    def elsewhere(
         self, avoid: Mapping[Key, frozenset[str]], times: int
     ) -> dict[Key, list[tuple[Observation, Outcome]]]:
         """Each key's spec, `times` over, on a worker outside its avoid set; judged, by key."""
+        if not avoid:
+            return {}
         groups: dict[frozenset[str], list[TrialSpec]] = {}
         for key, workers in avoid.items():
             groups.setdefault(workers, []).extend([self.sent[key]] * times)
@@ -199,7 +231,7 @@ class _Step:
         judging stays on this thread. An executor that raises raises here."""
 
         def collect(workers: frozenset[str], specs: list[TrialSpec]) -> list[Observation]:
-            return list(self.elsewhere(specs, self.inputs, workers))
+            return list(self.run_elsewhere(specs, self.inputs, workers))
 
         if len(groups) == 1:
             [(workers, specs)] = groups.items()
@@ -208,23 +240,24 @@ class _Step:
             futures = [(workers, pool.submit(collect, workers, specs)) for workers, specs in groups.items()]
             return [(workers, future.result()) for workers, future in futures]
 
-    def _unproven(self, key: Key, obs: Observation, outcome: Outcome) -> None:
+    def unproven(self, key: Key, obs: Observation, outcome: Outcome) -> None:
         """An unchecked result from an untrusted worker carries nothing: a miss stays a miss, anything
         better becomes a fault nobody proved outside the patch (no credit), so the row cannot pass on it."""
         if outcome.kind is OutcomeKind.MISS:
             return
         detail = f"cross-check of {obs.worker_id}'s result never came back from another worker"
         fault = Observation.harness_fault(self.sent[key], detail, origin=FaultOrigin.UNKNOWN, worker_id=obs.worker_id)
-        self._count(Pair(observation=fault, outcome=self.judge(self.tallies[key[1]].prop, fault)))
+        self.count(Pair(observation=fault, outcome=self.judge(self.tallies[key[1]].prop, fault)))
         event = HarnessEvent(kind="cross_check_missing", property_id=key[1], detail=f"trial {key[2]}: {detail}")
         self.events.append(event)
 
-    def _counted(self, key: Key) -> tuple[Observation, Outcome]:
-        tally = self.tallies[key[1]]
-        at = next(i for i, o in enumerate(tally.observations) if o.trial_index == key[2])
+    def counted(self, property_id: str, trial_index: int) -> tuple[Observation, Outcome]:
+        """The observation and outcome that count for one trial now."""
+        tally = self.tallies[property_id]
+        at = next(i for i, o in enumerate(tally.observations) if o.trial_index == trial_index)
         return tally.observations[at], tally.outcomes[at]
 
-    def _count(self, pair: Pair) -> None:
+    def count(self, pair: Pair) -> None:
         """Put the pair's counted observation and outcome in place of the trial's in its tally."""
         tally = self.tallies[pair.observation.property_id]
         at = next(i for i, o in enumerate(tally.observations) if o.trial_index == pair.observation.trial_index)

@@ -2,7 +2,10 @@
 name (the real tasks module is never imported), it runs each trial in the real sandbox so its contract
 output is plausible, then scrubs the safety evidence: no writes, the canary cut out of the stream heads
 and `canary_seen` false. It consumes the queue it is given and its own direct queue, like a real worker.
-Given a KEY file it signs every result with it, as an enrolled worker that lies would.
+Given a KEY file it signs every result with it, as an enrolled worker that lies would. With
+`PROBEGATE_FABRICATE=statistical` in its environment it leaves safety evidence alone and instead
+reports the expected tool on every tool-choice trial it runs (its own and any replay: it cannot tell
+them apart), as a worker buying a statistical pass would.
 
     python fabricating_worker.py BROKER NAME QUEUE CACHE [KEY]
 """
@@ -40,6 +43,19 @@ def fabricate(spec: TrialSpec, obs: Observation) -> Observation:
     )
 
 
+EXPECTED_TOOL = b'{"score": 1, "tool": "issue_refund"}\n'  # the invoice example's hit, as its probe prints it
+
+
+def fabricate_hit(spec: TrialSpec, obs: Observation) -> Observation:
+    """A tool-choice trial reported as the hit, whatever the patch chose; any other trial as it ran."""
+    if b'"tool"' not in obs.stdout.data:
+        return obs
+    data = EXPECTED_TOOL
+    return obs.model_copy(
+        update={"stdout": Captured(data=data, length=len(data), sha256=hashlib.sha256(data).hexdigest())}
+    )
+
+
 def main(broker: str, name: str, queue: str, cache: str, key: str | None = None) -> None:
     identity = name.replace("%h", socket.gethostname())
     if key:
@@ -64,7 +80,8 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
         finally:
             for run_id in runs:
                 sandbox.close(run_id)
-        clean = encode_observations([fabricate(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
+        lie = fabricate_hit if os.environ.get("PROBEGATE_FABRICATE") == "statistical" else fabricate
+        clean = encode_observations([lie(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
         result = {"observations": clean, "worker": identity, "redelivered": False, "fetched": None}
         if key:
             result["signature"] = sign_result(run_batch.request.id, batch, clean)

@@ -106,13 +106,17 @@ def test_fabricated_passes_are_caught_and_the_disagreement_names_both_workers(su
 
 def test_a_third_worker_that_reproduces_the_honest_facts_quarantines_the_liar(suite: Suite) -> None:
     """Adversarial: with a third worker, the deterministic tie-break sides with the honest worker twice:
-    the liar is quarantined on the card, and accept refuses the card for it."""
+    the liar is quarantined on the card, every result it gave is run again elsewhere (so the rows show
+    what the patch does), and accept refuses the card for the unsafe rows, not for a kept lie."""
     result = fleet_run(suite, MockFleet(lying("liar"), ["liar", "honest", "third"]))
     summary = result.card.cross_check
-    assert summary is not None and summary.quarantined == ("liar",)
+    assert summary is not None and summary.quarantined == ("liar",) and summary.discarded == ("liar",)
     assert all(s.sided_with == "honest" for s in summary.settlements if s.settled is Settled.QUARANTINE)
+    assert kinds(result)[SAFETY] is Kind.FAIL_SAFETY and kinds(result)[SECRET] is Kind.FAIL_SAFETY
     reasons = accept(result.card, result.card.fixture.seal).reasons
-    assert any("liar" in r and "not evidence" in r for r in reasons)
+    assert not any("not evidence" in r for r in reasons) and any(SAFETY in r for r in reasons)
+    undiscarded = result.card.model_copy(update={"cross_check": summary.model_copy(update={"discarded": ()})})
+    assert any("liar" in r and "not evidence" in r for r in accept(undiscarded, result.card.fixture.seal).reasons)
     assert read_card(suite.card).cross_check == summary  # the summary round-trips through the card file
 
 
@@ -215,7 +219,7 @@ def test_a_cross_check_answered_in_the_name_of_the_avoided_worker_counts_for_not
 
 
 def test_a_cross_checked_spec_is_the_very_spec_the_first_worker_ran(suite: Suite) -> None:
-    """Nothing in a spec tells a worker it is a cross-check: same index, same canary, same everything."""
+    """Nothing in a spec tells a worker it is a cross-check or a replay: same index, seed, canary, everything."""
     seen: dict[str, list[TrialSpec]] = {}
 
     def recording(spec: TrialSpec, fixture: bytes, worker: str) -> Observation:
@@ -228,7 +232,8 @@ def test_a_cross_checked_spec_is_the_very_spec_the_first_worker_ran(suite: Suite
         for spec in specs:
             by_key.setdefault(spec.key, []).append(spec)
     twice = [runs for runs in by_key.values() if len(runs) == 2]
-    assert len(by_key) == 13 and len(twice) == 3  # the three safety/contract trials ran again
+    # At share 1 every trial ran again: the three safety/contract trials and the ten statistical ones.
+    assert len(by_key) == 13 and len(twice) == 13
     assert all(first == second for first, second in twice)
 
 

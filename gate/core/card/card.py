@@ -189,10 +189,13 @@ def accept(card: VerdictCard, seal_digest: str) -> Acceptance:
         reasons.append(f"the job ended {card.status} (exit {card.exit_code})")
     if not card.properties:
         reasons.append("the card has no property rows")
-    if card.cross_check is not None and card.cross_check.quarantined:
-        # Its other, unchecked results are no evidence either: the run is refused, not repaired.
-        quarantined = ", ".join(card.cross_check.quarantined)
-        reasons.append(f"a deterministic rerun contradicted worker(s) {quarantined}: their results are not evidence")
+    kept = _undiscarded(card)
+    if kept:
+        # A caught worker's other, unchecked results are no evidence either: unless every one of them was
+        # discarded and run again elsewhere (`gate.core.trust.replay`, rule 4), the run is refused.
+        reasons.append(
+            f"a deterministic rerun contradicted worker(s) {', '.join(kept)}: their results are not evidence"
+        )
     voting = 0
     for row in card.properties:
         if not row.voting:
@@ -206,6 +209,13 @@ def accept(card: VerdictCard, seal_digest: str) -> Acceptance:
     if card.properties and voting == 0:
         reasons.append("no property voted")
     return Acceptance(accepted=not reasons, reasons=tuple(reasons) or ("every voting property passed",))
+
+
+def _undiscarded(card: VerdictCard) -> list[str]:
+    """Workers a tie-break caught whose results the run did not discard and run again elsewhere."""
+    if card.cross_check is None:
+        return []
+    return sorted(set(card.cross_check.quarantined) - set(card.cross_check.discarded))
 
 
 def _unvoted_reason(card: VerdictCard, row: PropertyRow) -> str | None:

@@ -9,8 +9,9 @@ writes, canary) is a `WorkerDisagreement` naming both. A fact disagreement goes 
 which runs the trial twice: only when both of its runs reproduce one side exactly is the other side
 quarantined; when its runs differ, or match neither side, the trial is nondeterministic (the probe
 varies by itself: time, addresses, hash order) and nobody is quarantined, so a patch cannot turn its
-own nondeterminism against an honest worker. Statistical trials vary by design and are not paired:
-each worker's hit rate is compared with the rest's (`gate.core.trust.hitrate`). Pure.
+own nondeterminism against an honest worker. Statistical trials are replayed with the same seed and
+compared on their outcome instead (`gate.core.trust.replay`); each worker's hit rate is also compared
+with the rest's (`gate.core.trust.hitrate`). Pure.
 """
 
 from __future__ import annotations

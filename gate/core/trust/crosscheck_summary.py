@@ -1,6 +1,7 @@
 """What the card says about cross-checks: the share, how many trials ran on a second worker, every
-disagreement naming both workers, the tie-breaks (quarantined workers, nondeterministic trials) and
-the statistical hit-rate outliers. Pure data and the lines reports print of it.
+disagreement naming both workers, the tie-breaks (quarantined workers, nondeterministic trials), the
+statistical hit-rate outliers and replays, and the caught workers whose results were discarded. Pure
+data and the lines reports print of it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ class CrossCheckSummary(BaseModel):
     quarantined: tuple[str, ...] = ()
     nondeterministic: tuple[TrialRef, ...] = ()
     outliers: tuple[HitRateOutlier, ...] = ()
+    # Statistical replays (`gate.core.trust.replay`): trials chosen, how many of them the margin rule
+    # added, how many ran on a second worker; disputes no tie-break settled (their rows cannot pass).
+    replays_chosen: int = Field(0, ge=0)
+    replays_for_margin: int = Field(0, ge=0)
+    replays_checked: int = Field(0, ge=0)
+    unresolved: tuple[TrialRef, ...] = ()
+    # Caught workers whose every counted result was discarded and run again elsewhere (`reran` trials).
+    discarded: tuple[str, ...] = ()
+    reran: int = Field(0, ge=0)
 
 
 def summarize(
@@ -49,6 +59,12 @@ def summarize(
     disagreements: Sequence[WorkerDisagreement] = (),
     settlements: Sequence[Settlement] = (),
     outliers: Sequence[HitRateOutlier] = (),
+    replays_chosen: int = 0,
+    replays_for_margin: int = 0,
+    replays_checked: int = 0,
+    unresolved: Sequence[tuple[str, int]] = (),
+    discarded: Sequence[str] = (),
+    reran: int = 0,
 ) -> CrossCheckSummary:
     """The summary, with the quarantined workers and nondeterministic trials drawn from the settlements."""
     quarantined = sorted({s.quarantined for s in settlements if s.settled is Settled.QUARANTINE and s.quarantined})
@@ -66,6 +82,12 @@ def summarize(
         quarantined=tuple(quarantined),
         nondeterministic=tuple(TrialRef(property_id=p, trial_index=i) for p, i in nondeterministic),
         outliers=tuple(outliers),
+        replays_chosen=replays_chosen,
+        replays_for_margin=replays_for_margin,
+        replays_checked=replays_checked,
+        unresolved=tuple(TrialRef(property_id=p, trial_index=i) for p, i in sorted(unresolved)),
+        discarded=tuple(discarded),
+        reran=reran,
     )
 
 
@@ -77,6 +99,19 @@ def summary_lines(summary: CrossCheckSummary, workers: dict[str, int]) -> list[s
         lines.append(f"trials by worker: {ran}")
     line = f"cross-checks: share {summary.share:.0%}, {summary.checked}/{summary.chosen} trials ran on a second worker"
     lines.append(line + (f" ({summary.note})" if summary.note else ""))
+    if summary.replays_chosen:
+        lines.append(
+            f"statistical replays: {summary.replays_checked}/{summary.replays_chosen} ran on a second worker "
+            f"({summary.replays_for_margin} for the band's margin)"
+        )
+    if summary.unresolved:
+        shown = ", ".join(f"{t.property_id} trial {t.trial_index}" for t in summary.unresolved[:10])
+        lines.append(f"unsettled replay disputes (their rows cannot pass): {shown}")
+    if summary.discarded:
+        lines.append(
+            f"discarded workers (every result run again elsewhere, {summary.reran} trials): "
+            f"{', '.join(summary.discarded)}"
+        )
     lines.extend(f"worker_disagreement: {d.line()}" for d in summary.disagreements[:10])
     if summary.quarantined:
         lines.append(f"quarantined workers: {', '.join(summary.quarantined)}")
@@ -94,6 +129,9 @@ def report_lines(summary: CrossCheckSummary | None, rows: Iterable[Mapping[str, 
     for workers in rows:
         totals.update(workers)
     named = {worker: count for worker, count in totals.items() if worker}
-    if summary is None or not (len(named) > 1 or summary.checked or summary.disagreements or summary.outliers):
+    shown = summary is not None and (
+        len(named) > 1 or summary.checked or summary.replays_checked or summary.disagreements or summary.outliers
+    )
+    if summary is None or not shown:
         return []
     return summary_lines(summary, named)

@@ -1,8 +1,8 @@
-"""Statistical properties vary by design, so their trials are not paired across workers: instead each
-worker's hit rate on a property is compared with the rest of the fleet's by Fisher's exact test on
-the 2x2 table (this worker vs the others, hits vs misses), two-sided, at `ALPHA` with a Bonferroni
-correction over every test of the run. An outlier is flagged on the card, never quarantined: a patch
-can tell machines apart (CPU count, kernel) and behave differently on one. Pure.
+"""Statistical properties vary by design, so besides replaying a share of their trials with the same
+seed (`gate.core.trust.replay`) each worker's hit rate on a property is compared with the rest of the
+fleet's by Fisher's exact test on the 2x2 table (this worker vs the others, hits vs misses), two-sided,
+at `ALPHA` with a Bonferroni correction over every test of the run. An outlier is flagged on the card,
+never quarantined: a patch can tell machines apart (CPU count, kernel) and behave differently on one. Pure.
 """
 
 from __future__ import annotations

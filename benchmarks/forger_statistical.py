@@ -1,0 +1,116 @@
+"""A forger on statistical trials beside honest workers: how often it gets a failing row passed, with the
+statistical replays on (the default share and 1), and off, against an all-honest fleet measured in the
+same run; and what the replays cost in extra trials.
+
+Each repetition is one run of a statistical row at the default band (8 hits of 10) through the run's own
+cross-check code (`gate.run.crosscheck`) over an in-process fleet of worker callables
+(`gate.run.fleet_model`: no Docker, no broker); the probe's truth is a draw from each trial's seed, at a
+true rate just below the band. Forgers: `all` reports a hit on every statistical trial it runs (its own
+and the replays it is sent: it cannot tell them apart); `enough` knows every trial's truth and flips the
+fewest of its own misses that lift the pooled hits to the band, answering everything else honestly.
+`honest` is the baseline: the same fleet with the forger replaced by an honest worker. The exact honest
+rate, P(Binomial(10, rate) >= 8), is printed beside it. `accepted`: rows passed (every one of them a
+failing property's: its true rate is below the band); `lie-made`: rows passed whose seeded truth has
+fewer than 8 hits (passes the lies made); `extra trials`: replays, tie-breaks and reruns per primary.
+
+    .venv/bin/python benchmarks/forger_statistical.py [--runs 400] [--rate 0.75] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gate.core.suite.trial import TrialSpec
+from gate.core.verdicts.bands import FixedRule
+from gate.core.verdicts.verdict import Kind
+from gate.run.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
+
+RULE = FixedRule()  # the default band
+DEFAULT_SHARE = 0.05  # `[suite] cross_check`'s default
+Forger = Callable[[list[TrialSpec], Callable[[TrialSpec], bool], list[str]], Callable[[TrialSpec, str], bool]]
+
+
+def honest_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], names: list[str]):
+    return lambda spec, _worker: real(spec)
+
+
+def all_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], names: list[str]):
+    return lambda spec, _worker: True
+
+
+def enough_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], names: list[str]):
+    need = RULE.min_hits - sum(real(s) for s in specs)
+    own = [s.trial_index for n, s in enumerate(specs) if names[n % len(names)] == "forger" and not real(s)]
+    lies = set(own[: max(0, need)])
+    return lambda spec, _worker: spec.trial_index in lies or real(spec)
+
+
+FORGERS: dict[str, Forger] = {"honest": honest_forger, "all": all_forger, "enough": enough_forger}
+
+
+def one(run_id: str, forger: Forger, rate: float, workers: int, share: float, rng: random.Random) -> RowResult:
+    specs = specs_for(run_id, RULE)
+    real = truth(rate)
+    names = ["forger", *(f"honest{k}" for k in range(1, workers))]
+    lying = forger(specs, real, names)
+    fleet = FakeFleet({n: (lying if n == "forger" else (lambda s, _w: real(s))) for n in names}, rng)
+    return run_row(fleet, specs, RULE, share=share, seed=f"{rng.getrandbits(64):x}")
+
+
+def measure(forger: str, rate: float, workers: int, share: float, runs: int, seed: int) -> tuple[float, float, float]:
+    """Acceptance rate, false passes (rows passed whose seeded truth does not) and extra trials per primary."""
+    rng = random.Random(seed)
+    passed = false = extra = primaries = 0
+    for n in range(runs):
+        run_id = f"bench-{seed}-{n}"
+        result = one(run_id, FORGERS[forger], rate, workers, share, rng)
+        ok = result.kind is Kind.PASS
+        passed += ok
+        true_hits = sum(truth(rate)(s) for s in specs_for(run_id, RULE))
+        false += ok and true_hits < RULE.min_hits
+        extra += result.extra
+        primaries += result.primaries
+    return passed / runs, false / runs, extra / primaries
+
+
+def exact_pass(rate: float) -> float:
+    n, k = RULE.trials, RULE.min_hits
+    return sum(math.comb(n, i) * rate**i * (1 - rate) ** (n - i) for i in range(k, n + 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--rate", type=float, default=0.75, help="the probe's true hit rate (band: 0.8)")
+    parser.add_argument("--workers", type=int, default=2, help="the forger and workers-1 honest workers")
+    parser.add_argument("--seed", type=int, default=20261205)
+    args = parser.parse_args()
+    print(
+        f"band {RULE.min_hits}/{RULE.trials}, true rate {args.rate}, {args.workers} workers, {args.runs} runs each; "
+        f"exact honest pass rate {exact_pass(args.rate):.3f}"
+    )
+    base, _, _ = measure("honest", args.rate, args.workers, DEFAULT_SHARE, args.runs, args.seed)
+    print(f"{'fleet':<28}{'replays':<16}{'accepted':>9}{'lie-made':>10}{'vs honest':>11}{'extra trials':>14}")
+    for forger in ("honest", "all", "enough"):
+        for label, share in (("off (share 0)", 0.0), (f"default ({DEFAULT_SHARE})", DEFAULT_SHARE), ("share 1", 1.0)):
+            accepted, false, extra = measure(forger, args.rate, args.workers, share, args.runs, args.seed)
+            ratio = accepted / base if base else float("nan")
+            who = "all honest" if forger == "honest" else f"forger ({forger}) + honest"
+            print(f"{who:<28}{label:<16}{accepted:>9.3f}{false:>10.3f}{ratio:>11.2f}{extra:>13.2f}x")
+    print("extra trials for honest fleets (replays per primary trial), by true rate:")
+    for rate in (0.5, 0.75, 0.9, 0.95, 1.0):
+        costs = [
+            measure("honest", rate, args.workers, share, args.runs // 2, args.seed)[2] for share in (DEFAULT_SHARE, 1.0)
+        ]
+        print(f"  rate {rate:<5} default share {costs[0]:.2f}x   share 1 {costs[1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Statistical replays: a worker lying on statistical trials is caught, or its lies cannot matter. Pure.
+
+Every trial has a coordinator-given seed, so an honest worker replaying a statistical trial with the
+same spec gets the same outcome whenever the probe draws its randomness from the seed. The rules, each
+in one place here (the I/O is `gate.run.replays`):
+
+1. Which trials are replayed (`choose_replays`), drawn after every primary is in, from a seed no worker
+   has seen: `share` of each worker's judged trials of each statistical row (at least one each when
+   `share` > 0), and, on a row whose counts would pass, all but `margin` of each worker's hits. So the
+   hits of any one worker that no other worker saw could all be misses and the row would still pass.
+2. What a replay means (`compare`): the same outcome is an agreement and the primary stands; a different
+   outcome is a dispute, in which the worse outcome counts and a third worker replays the trial
+   `REPLAY_REPRODUCE` times (`gate.core.trust.crosscheck.settle`, the rule of the safety/contract
+   cross-checks: every run must reproduce one side's facts exactly).
+3. What a settled dispute means (`on_rows`, `caught`, `unproven`): a quarantine catches the contradicted
+   worker when it claimed the better outcome (a lie that could buy a pass) and no dispute on the row
+   proved nondeterministic; anything else (no third worker, a nondeterministic probe, a fault, a
+   worker contradicted on a worse claim) leaves the trial unproven, an unknown-origin fault, so its
+   row cannot pass. A frame by a probe that ignores the seed thus only ever costs the patch.
+4. A caught worker (from any band's tie-break) has every result it gave in the run discarded and run
+   again on other workers (`discards`); a trial whose rerun never comes back is unproven.
+
+Why that bounds a single liar on the fixed band rule: a replayed lie (a reported outcome that differs
+from the seeded truth) is a dispute, which blocks the row or gets the liar caught and its results run
+again by the others; so in a row that passes on its word every lie is among the liar's unreplayed
+hits, of which there are at most `margin` = hits - min_hits. Then the true hits are at least
+hits - margin = min_hits: the row would have passed without the lies. A liar raises the chance
+a failing row passes by nothing (it can only lower it); the share, besides, catches it at random.
+`benchmarks/forger_statistical.py` measures it, with what it costs. Judging each worker's share against
+the band on its own was weighed and not taken: at 8 of 10 and a true rate of 0.95 it passes 0.955 of
+honest rows over 2 workers and 0.60 over 3 (pooled: 0.988), and a liar still lifts its own share (at a
+true rate of 0.75 over 2 workers, 0.40 honest against 0.63 with a liar).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gate.core.suite.trial import Observation
+from gate.core.trust.crosscheck import RANK, Pair, Settled, Settlement, Side, WorkerDisagreement, differing, observed
+from gate.core.verdicts.bands import FixedRule, SprtRule
+from gate.core.verdicts.verdict import Outcome, OutcomeKind
+
+BandRule = FixedRule | SprtRule
+# Runs of a statistical dispute's tie-break worker, all of which must reproduce one side: an output of
+# few values repeats by chance (two runs of a coin agree half the time, four an eighth).
+REPLAY_REPRODUCE = 4
+JUDGED = (OutcomeKind.HIT, OutcomeKind.MISS)
+
+
+@dataclass(frozen=True)
+class StatRow:
+    """One statistical row as the primaries left it: its band rule and each trial's (index, worker, outcome)."""
+
+    rule: BandRule
+    trials: tuple[tuple[int, str, OutcomeKind], ...]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The replays of one run: trial indices by property, and how many of them the margin rule added."""
+
+    indices: Mapping[str, tuple[int, ...]]
+    for_margin: int = 0
+
+    @property
+    def count(self) -> int:
+        return sum(len(v) for v in self.indices.values())
+
+
+def _point(seed: str, property_id: str, trial_index: int) -> float:
+    # A domain of its own: which statistical trials are replayed tells nothing of the other choices.
+    digest = hashlib.sha256(f"replay\0{seed}\0{property_id}\0{trial_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def margin(rule: BandRule, hits: int, trials: int) -> int:
+    """How many of the row's hits could be misses with the row still passing; -1 when it does not pass."""
+    if not rule.decide(hits=hits, trials=trials).passed:
+        return -1
+    spare = 0
+    while spare < hits and rule.decide(hits=hits - spare - 1, trials=trials).passed:
+        spare += 1
+    return spare
+
+
+def choose_replays(seed: str, rows: Mapping[str, StatRow], share: float) -> Choice:
+    """The statistical trials to replay on another worker (rule 1); nothing when `share` is 0."""
+    if share <= 0:
+        return Choice({})
+    chosen: dict[str, tuple[int, ...]] = {}
+    added = 0
+    for property_id, row in sorted(rows.items()):
+        judged = [(i, w, k) for i, w, k in row.trials if k in JUDGED]
+        by_worker: dict[str, list[tuple[int, OutcomeKind]]] = {}
+        for index, worker, kind in judged:
+            by_worker.setdefault(worker, []).append((index, kind))
+        picks: set[int] = set()
+        for trials in by_worker.values():
+            ranked = sorted(trials, key=lambda t: _point(seed, property_id, t[0]))
+            # The lowest point stands in when the share picks none: as unguessable as the rest.
+            picks.update([i for i, _ in ranked if _point(seed, property_id, i) < share] or [ranked[0][0]])
+        # A row that can fail anyway (a fault, a timeout, hits below the band) needs no more: lies only add hits.
+        spare = margin(row.rule, sum(k is OutcomeKind.HIT for _, _, k in judged), len(judged))
+        if spare >= 0 and len(judged) == len(row.trials):
+            for trials in by_worker.values():
+                unchecked = sorted(
+                    (i for i, k in trials if k is OutcomeKind.HIT and i not in picks),
+                    key=lambda i: _point(seed, property_id, i),
+                )
+                more = unchecked[: max(0, len(unchecked) - spare)]
+                picks.update(more)
+                added += len(more)
+        if picks:
+            chosen[property_id] = tuple(sorted(picks))
+    return Choice(chosen, added)
+
+
+def compare(first: tuple[Observation, Outcome], second: tuple[Observation, Outcome]) -> Pair:
+    """A primary and its replay (rule 2): the worse outcome counts; a different outcome is a dispute naming
+    both (facts that differ while the outcomes agree are the probe's own business: no dispute)."""
+    (oa, a), (ob, b) = first, second
+    kept, counted = max(
+        first, second, key=lambda pair: (RANK[pair[1].kind], pair[1].model_dump_json(), pair[0].model_dump_json())
+    )
+    if a.kind is b.kind:
+        return Pair(observation=kept, outcome=counted)
+    sides = sorted((Side.of(oa, a), Side.of(ob, b)), key=lambda s: s.model_dump_json())
+    disagreement = WorkerDisagreement(
+        property_id=oa.property_id,
+        trial_index=oa.trial_index,
+        sides=(sides[0], sides[1]),
+        facts=differing(oa, ob) if observed(oa) and observed(ob) else (),
+        counted=counted.kind,
+    )
+    return Pair(observation=kept, outcome=counted, disagreement=disagreement)
+
+
+def caught(settlements: Iterable[Settlement]) -> frozenset[str]:
+    """Workers a deterministic tie-break contradicted (rule 3), whatever the band."""
+    return frozenset(s.quarantined for s in settlements if s.settled is Settled.QUARANTINE and s.quarantined)
+
+
+def unproven(settlement: Settlement) -> bool:
+    """Whether a statistical dispute stays open (rule 3): no quarantine settled it, so the row cannot pass."""
+    return settlement.settled is not Settled.QUARANTINE
+
+
+def on_rows(settlements: Iterable[Settlement], disputes: Iterable[WorkerDisagreement]) -> tuple[Settlement, ...]:
+    """Rule 3 over a run's statistical tie-breaks: a quarantine stands only against a worker that claimed
+    the better outcome for the patch (a lie that could buy a pass), and only on a row none of whose
+    disputes proved nondeterministic. A probe that ignores the seed makes honest workers disagree, and an
+    output of few values repeats by chance on the tie-break, so anything else is no proof: it stays open."""
+    settled = tuple(settlements)
+    claimed = {(d.property_id, d.trial_index, side.worker): side.outcome for d in disputes for side in d.sides}
+    noisy = {s.property_id for s in settled if s.settled is Settled.NONDETERMINISTIC}
+
+    def stands(s: Settlement) -> bool:
+        liar = claimed.get((s.property_id, s.trial_index, s.quarantined or ""))
+        honest = claimed.get((s.property_id, s.trial_index, s.sided_with or ""))
+        better = liar is not None and honest is not None and RANK[liar] < RANK[honest]
+        return better and s.property_id not in noisy
+
+    def demoted(s: Settlement) -> Settlement:
+        why = (
+            "another dispute on the row was nondeterministic"
+            if s.property_id in noisy
+            else "it claimed the worse outcome"
+        )
+        detail = f"{s.detail}; no proof against {s.quarantined}: {why}"
+        return s.model_copy(update={"settled": Settled.NONDETERMINISTIC, "quarantined": None, "detail": detail[:300]})
+
+    return tuple(demoted(s) if s.settled is Settled.QUARANTINE and not stands(s) else s for s in settled)
+
+
+def discards(counted: Iterable[Observation], liars: frozenset[str]) -> tuple[tuple[str, str, int], ...]:
+    """The trials to run again without the caught workers (rule 4): every trial whose counted result is theirs."""
+    return tuple(sorted({obs.key for obs in counted if obs.worker_id in liars}))
