@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gate.core.errors import one_line
 from gate.core.verdicts.bands import BandRule, Interval, wilson
+from gate.core.verdicts.paired import PairCounts, PairedState
 
 
 class Kind(StrEnum):
@@ -123,6 +124,16 @@ class ColourChange(BaseModel):
         return f"changed colour on identical bytes: hits at trials {hits}; misses at trials {misses}"
 
 
+class PairedEvidence(BaseModel):
+    """A paired row's other half: the base tree's trials of the same indices, the pairs they make with
+    the patch's, and the paired test's state on those pairs (`gate.core.verdicts.pairfold`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    base: OutcomeCounts = OutcomeCounts()
+    pairs: PairCounts = PairCounts()
+    state: PairedState = PairedState.CONTINUE
+
+
 class Verdict(BaseModel):
     """The one verdict a property earns in a run."""
 
@@ -140,6 +151,7 @@ class Verdict(BaseModel):
     check_raised: bool = False  # on some trial the check raised rather than judged
     counts: OutcomeCounts = OutcomeCounts()
     colour_change: ColourChange | None = None
+    paired: PairedEvidence | None = None  # the paired rule's base side and pairs (None: any other rule)
 
 
 def harness_verdict(property_id: str, band: Band, fixture_digest: str, detail: str, *, creditable: bool) -> Verdict:
