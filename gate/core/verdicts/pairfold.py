@@ -21,8 +21,8 @@ from gate.core.verdicts.verdict import (
     OutcomeKind,
     PairedEvidence,
     Verdict,
-    _first,
-    _first_misses,
+    first_misses,
+    first_outcome,
 )
 
 _JUDGED = (OutcomeKind.HIT, OutcomeKind.MISS)
@@ -84,7 +84,7 @@ def fold_paired(
     decision = rule.decide(pairs)
     evidence = PairedEvidence(base=base_counts, pairs=pairs, state=decision.state)
     kind = paired_kind(counts, evidence, rule, promoted=timeout_is_safety)
-    detail = _detail(kind, patch, base) or decision.reason + _first_misses(patch)
+    detail = _detail(kind, patch, base) or decision.reason + first_misses(patch)
     both_faults = [o for o in (*patch, *base) if o.kind is OutcomeKind.FAULT]
     return Verdict(
         kind=kind,
@@ -116,5 +116,5 @@ def _detail(kind: Kind, patch: Sequence[Outcome], base: Sequence[Outcome]) -> st
     ours = [o for o in patch if o.kind is wanted]
     if ours:
         prefix = "deadline fired (timeout_is_safety): " if kind is Kind.FAIL_SAFETY else ""
-        return prefix + _first(ours)
-    return "on the base: " + _first([o for o in base if o.kind is wanted]) + " (the pair cannot be judged)"
+        return prefix + first_outcome(ours)
+    return "on the base: " + first_outcome([o for o in base if o.kind is wanted]) + " (the pair cannot be judged)"

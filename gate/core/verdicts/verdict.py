@@ -208,15 +208,15 @@ def fold(
     if not outcomes:
         detail = "no trial was observed"
     elif kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT) and by_kind[OutcomeKind.MISS] and band is not Band.STATISTICAL:
-        detail = _first(by_kind[OutcomeKind.MISS])
+        detail = first_outcome(by_kind[OutcomeKind.MISS])
     elif kind is Kind.FAIL_SAFETY:
-        detail = f"deadline fired (timeout_is_safety): {_first(by_kind[OutcomeKind.TIMEOUT])}"
+        detail = f"deadline fired (timeout_is_safety): {first_outcome(by_kind[OutcomeKind.TIMEOUT])}"
     elif kind is Kind.HARNESS_ERROR:
-        detail = _first(by_kind[OutcomeKind.FAULT])
+        detail = first_outcome(by_kind[OutcomeKind.FAULT])
     elif kind is Kind.INCONCLUSIVE_TIMEOUT:
-        detail = _first(by_kind[OutcomeKind.TIMEOUT])
+        detail = first_outcome(by_kind[OutcomeKind.TIMEOUT])
     elif band is Band.STATISTICAL and rule is not None:
-        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason + _first_misses(outcomes)
+        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason + first_misses(outcomes)
     else:
         detail = ""
     change = ColourChange.of(band, outcomes)
@@ -242,7 +242,7 @@ FIRST_MISSES = 3  # distinct messages a statistical row keeps
 MISS_CHARS = 200  # each cut to this many characters
 
 
-def _first_misses(outcomes: Sequence[Outcome]) -> str:
+def first_misses(outcomes: Sequence[Outcome]) -> str:
     """The first few distinct miss/fault messages, in trial order, escaped onto one line: a count
     alone ("0/200 hits below band of 190") would lose what the check said."""
     seen: dict[str, int] = {}
@@ -261,7 +261,8 @@ def _cut(text: str) -> str:
     return text if len(text) <= MISS_CHARS else text[: MISS_CHARS - 1] + "…"
 
 
-def _first(outcomes: Sequence[Outcome]) -> str:
+def first_outcome(outcomes: Sequence[Outcome]) -> str:
+    """`trial N: detail` of the first outcome, with how many more there are."""
     head = outcomes[0]
     more = f" (+{len(outcomes) - 1} more)" if len(outcomes) > 1 else ""
     return f"trial {head.trial_index}: {head.detail}{more}"
