@@ -176,3 +176,28 @@ def test_fold_tallies_folds_pairs_and_calls_missing_base_trials_a_harness_error(
     assert first.kind is Kind.PASS and first.paired is not None
     assert second.kind is Kind.HARNESS_ERROR and not second.creditable
     assert "10 base trial(s) never reported" in second.detail
+
+
+def test_a_run_that_dispatches_no_base_trials_fails_closed(tmp_path):
+    """Until the run dispatches base trials, a paired property ends its run as a harness_error after one
+    wave (no hang, no pass), and accept's recomputation agrees with the card."""
+    from gate.core.card.acceptance import recomputed_reasons
+
+    from .mini_suite import GATE_TOML, STAT, build_suite, good, run
+
+    suite = build_suite(tmp_path)
+    paired = 'check = "checks:tool_choice"\nrule = "paired"\nmargin = 0.05\nmax_pairs = 100\n'
+    suite.request.suite.write_text(GATE_TOML.replace('check = "checks:tool_choice"\n', paired))
+    asked: list[int] = []
+
+    def counted(spec, fixture):
+        if spec.property_id == STAT:
+            asked.append(spec.trial_index)
+        return good(spec, fixture)
+
+    result, _ = run(suite, counted)
+    row = next(r for r in result.card.properties if r.id == STAT)
+    assert (row.kind, row.trials, row.counts.creditable) == (Kind.HARNESS_ERROR, 0, False)
+    assert "10 base trial(s) never reported" in row.detail
+    assert asked == list(range(10))  # one wave, then nothing: the pairs never formed
+    assert recomputed_reasons(result.card) == []

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from gate.core.suite.suite import PropertySpec
 from gate.core.suite.trial import Observation
-from gate.core.verdicts.paired import PairedRule
+from gate.core.verdicts.paired import PairCounts, PairedRule
 from gate.core.verdicts.pairfold import fold_paired, pair_up
-from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind, Verdict, fold, harness_verdict
+from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind, PairedEvidence, Verdict, fold, harness_verdict
 
 Judge = Callable[[PropertySpec, Observation], Outcome]
 
@@ -96,7 +96,10 @@ def fold_tallies(tallies: Sequence[Tally], manifest: Mapping[str, str], *, calib
             missing_base = tally.dispatched - len(tally.base_outcomes)
             if missing > 0 or missing_base > 0:
                 lost = f"{missing} patched and {missing_base} base trial(s) never reported (a paired rule runs both)"
-                verdicts.append(harness_verdict(prop.id, prop.band, digest, lost, creditable=False))
+                # No pair counts: the row still carries its (empty) paired evidence, as every paired row does.
+                empty = PairedEvidence(state=rule.state(PairCounts()))
+                lost_verdict = harness_verdict(prop.id, prop.band, digest, lost, creditable=False)
+                verdicts.append(lost_verdict.model_copy(update={"paired": empty}))
                 continue
             patch = [outcome for _, outcome in ordered]
             verdicts.append(
