@@ -16,10 +16,14 @@ from gate.core.errors import RET_OK, UsageError, one_line
 
 if TYPE_CHECKING:  # pydantic and the models load only when `gate power` runs (argument parsing stays cheap)
     from gate.core.verdicts.bands import FixedRule, SprtRule
+    from gate.core.verdicts.paired import PairedRule
     from gate.core.verdicts.power import OCPoint
 
 _SPRT_ARGS = ("p0", "p1", "alpha", "beta", "max_trials", "wave")
 _FIXED_ARGS = ("trials", "min_hits")
+_PAIRED_ARGS = ("margin", "alpha", "beta", "max_pairs", "wave")
+_RULE_ARGS = {"fixed": _FIXED_ARGS, "sprt": _SPRT_ARGS, "paired": _PAIRED_ARGS}
+_PAIR_LAW_ARGS = ("base_rate", "coupling")  # the paired rule's table: the true base rate, how pairs go together
 
 
 def add_power_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -30,13 +34,17 @@ def add_power_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rule", choices=["fixed", "sprt"], default="fixed")
+    parser.add_argument("--rule", choices=["fixed", "sprt", "paired"], default="fixed")
     parser.add_argument("--trials", type=int, help="fixed: trials (default 10)")
     parser.add_argument("--min-hits", type=int, help="fixed: hits needed to pass (default 8)")
     for name in ("p0", "p1", "alpha", "beta"):
         parser.add_argument(f"--{name}", type=float, help=f"sprt: {name}")
     parser.add_argument("--max-trials", type=int, help="sprt: trial cap")
-    parser.add_argument("--wave", type=int, help="sprt: trials per wave (default 5)")
+    parser.add_argument("--wave", type=int, help="sprt: trials per wave (default 5); paired: pairs (default 10)")
+    parser.add_argument("--margin", type=float, help="paired: how much worse than the base is worse")
+    parser.add_argument("--max-pairs", type=int, help="paired: pair cap")
+    parser.add_argument("--base-rate", type=float, help="paired: the base's true hit rate (--rates: the patch's)")
+    parser.add_argument("--coupling", choices=["independent", "shared"], help="paired: how a pair's sides go together")
     parser.add_argument("--rates", default="0.5:0.95:0.05", help="START:STOP:STEP (inclusive) or a comma list")
     parser.add_argument("--window", type=int, default=20, help="sampler window size (default 20)")
     parser.add_argument("--max-inconclusive", type=int, default=4, help="sampler budget (default 4)")
@@ -70,19 +78,20 @@ def parse_rates(text: str) -> list[float]:
     return rates
 
 
-def rule_from_args(args: argparse.Namespace) -> FixedRule | SprtRule:
-    """The band rule the command line describes; a key of the other rule is a usage error."""
+def rule_from_args(args: argparse.Namespace) -> FixedRule | SprtRule | PairedRule:
+    """The band rule the command line describes; a key of another rule is a usage error."""
     from pydantic import TypeAdapter, ValidationError
 
-    from gate.core.verdicts.bands import BandRule
+    from gate.core.verdicts.paired import AnyRule
 
-    own, other = (_SPRT_ARGS, _FIXED_ARGS) if args.rule == "sprt" else (_FIXED_ARGS, _SPRT_ARGS)
+    own = _RULE_ARGS[args.rule] + (_PAIR_LAW_ARGS if args.rule == "paired" else ())
+    other = dict.fromkeys(name for names in (*_RULE_ARGS.values(), _PAIR_LAW_ARGS) for name in names if name not in own)
     stray = [f"--{name.replace('_', '-')}" for name in other if getattr(args, name) is not None]
     if stray:
         raise UsageError(f"{', '.join(stray)} do not apply to --rule {args.rule}")
-    fields = {name: getattr(args, name) for name in own if getattr(args, name) is not None}
+    fields = {name: getattr(args, name) for name in _RULE_ARGS[args.rule] if getattr(args, name) is not None}
     try:
-        return TypeAdapter(BandRule).validate_python({"rule": args.rule, **fields})
+        return TypeAdapter(AnyRule).validate_python({"rule": args.rule, **fields})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = "--" + str(first["loc"][-1]).replace("_", "-") if first["loc"][1:] else f"--rule {args.rule}"
@@ -92,10 +101,13 @@ def rule_from_args(args: argparse.Namespace) -> FixedRule | SprtRule:
 def run_from_args(args: argparse.Namespace) -> int:
     """Print the table for the rule on the command line, and write the plot when asked."""
     from gate.core.verdicts.bands import SprtRule
+    from gate.core.verdicts.paired import PairedRule
     from gate.core.verdicts.power import operating_characteristics, power_table, smallest_fixed_n
 
     rule = rule_from_args(args)
     rates = parse_rates(args.rates)
+    if isinstance(rule, PairedRule):
+        return _run_paired(rule, rates, args)
     if args.window < 1 or args.max_inconclusive < 0:
         raise UsageError("--window must be at least 1 and --max-inconclusive at least 0")
     points = operating_characteristics(rule, rates)
@@ -111,6 +123,22 @@ def run_from_args(args: argparse.Namespace) -> int:
             write_plot(points, f"gate power: {rule.rule} {params}", args.plot)
         except OSError as exc:
             raise UsageError(f"cannot write the plot: {exc.strerror}", file=str(args.plot), field="--plot") from None
+    return RET_OK
+
+
+def _run_paired(rule: PairedRule, patch_rates: list[float], args: argparse.Namespace) -> int:
+    """The paired rule's table: expected pairs and outcomes at each patch rate against one base rate."""
+    from gate.core.verdicts.paired_power import paired_table
+
+    if args.base_rate is None or not 0.0 <= args.base_rate <= 1.0:
+        raise UsageError("the paired rule needs the base's true hit rate in [0, 1]", field="--base-rate")
+    if args.plot:
+        raise UsageError("the paired rule prints its table only; --plot draws fixed and sprt", field="--plot")
+    coupling = args.coupling or "independent"
+    print(f"rule: {rule.model_dump_json()}")
+    print(f"base rate {args.base_rate}; pairs {coupling}", end="")
+    print(" (the most disagreement: the most pairs)" if coupling == "independent" else " (the fewest disagreements)")
+    print(paired_table(rule, args.base_rate, patch_rates, coupling))
     return RET_OK
 
 

@@ -81,3 +81,32 @@ def test_power_command_unwritable_plot_is_a_usage_error(tmp_path):
     """A plot path in a missing folder is one UsageError naming the file."""
     with pytest.raises(UsageError, match="cannot write the plot"):
         power_main(["--rates", "0.8", "--plot", str(tmp_path / "no" / "oc.svg")])
+
+
+def test_power_command_for_the_paired_rule_prints_pairs_across_differences(capsys):
+    """`--rule paired` prints one row per patch rate against the base rate: the issue's .85 patch is worse."""
+    argv = "--rule paired --margin .05 --max-pairs 400 --base-rate .95 --rates 0.85,1 --coupling shared"
+    assert power_main(argv.split()) == 0
+    out = capsys.readouterr().out
+    worse = next(line for line in out.splitlines() if line.split()[:1] == ["0.850"]).split()
+    assert worse[1] == "-0.100" and float(worse[3]) > 0.99
+    assert next(line for line in out.splitlines() if line.split()[:1] == ["1.000"]).split()[2] == "1.0000"
+    assert "pairs shared" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ("--rule paired --margin .05 --max-pairs 400", "base's true hit rate"),
+        ("--rule paired --margin .05 --max-pairs 400 --base-rate .9 --p0 .8", "--p0 do not apply to --rule paired"),
+        ("--rule sprt --p0 .8 --p1 .6 --max-trials 50 --margin .05", "--margin do not apply to --rule sprt"),
+        ("--rule fixed --base-rate .9", "--base-rate do not apply to --rule fixed"),
+        ("--rule paired --margin .05 --max-pairs 10 --base-rate .9", "below the 58 agreeing pairs"),
+        ("--rule paired --margin .05 --max-pairs 400 --base-rate .9 --plot oc.svg", "prints its table only"),
+    ],
+)
+def test_power_command_paired_usage_errors(argv, needle):
+    """A missing base rate, another rule's keys, an unreachable cap or a plot are UsageErrors naming why."""
+    with pytest.raises(UsageError, match=needle.replace(".", r"\.").replace("(", r"\(")) as info:
+        power_main(argv.split())
+    assert info.value.exit_code == 64

@@ -17,11 +17,12 @@ from pydantic import TypeAdapter, ValidationError
 from gate.core.card.card import Acceptance, DeadlineSource, PropertyRow, VerdictCard, accept
 from gate.core.policy.freezes import FreezeFile, dependent_freeze_reasons, resolve
 from gate.core.policy.policy import Decision, decide
-from gate.core.verdicts.bands import BandRule
+from gate.core.verdicts.paired import AnyRule, PairedRule
+from gate.core.verdicts.pairfold import paired_kind
 from gate.core.verdicts.verdict import Band, Kind, Verdict, kind_of
 
 _IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
-_RULE = TypeAdapter(BandRule)
+_RULE: TypeAdapter[AnyRule] = TypeAdapter(AnyRule)
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,11 @@ def recomputed_reasons(card: VerdictCard) -> list[str]:
         where = f"properties[{index}] ({row.id})"
         try:
             derived = _row_kind(row)
-        except (ValidationError, ValueError) as exc:
+        except ValidationError as exc:
             reasons.append(f"card disagrees with itself: {where}.rule cannot be read back: {exc}")
+            continue
+        except ValueError as exc:
+            reasons.append(f"card disagrees with itself: {where}: {exc}")
             continue
         if (row.counts.trials, row.counts.hit) != (row.trials, row.hits):
             reasons.append(
@@ -217,8 +221,18 @@ def _colour_reasons(row: PropertyRow, where: str) -> list[str]:
 
 
 def _row_kind(row: PropertyRow) -> Kind:
+    """The kind the row's own counts give; a paired row's from its pair counts, whose recorded state
+    must be the one they give (ValueError names what disagrees)."""
     rule = _RULE.validate_python(row.rule) if row.band is Band.STATISTICAL and row.rule is not None else None
     promoted = row.timeout_is_safety and row.deadline_source is DeadlineSource.CALIBRATED
+    if isinstance(rule, PairedRule):
+        if row.paired is None:
+            raise ValueError("a paired rule's row has no pair counts")
+        if (state := rule.state(row.paired.pairs)) is not row.paired.state:
+            raise ValueError(f"paired.state is {row.paired.state} but its pair counts give {state}")
+        return paired_kind(row.counts, row.paired, rule, promoted=promoted)
+    if row.paired is not None:
+        raise ValueError("pair counts on a row whose rule is not paired")
     return kind_of(row.counts, row.band, rule, promoted=promoted)
 
 

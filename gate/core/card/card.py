@@ -18,7 +18,7 @@ from gate.core.policy.policy import JobStatus, PolicyInputs
 from gate.core.suite.trial import ClockSpec
 from gate.core.trust.crosscheck_summary import CrossCheckSummary
 from gate.core.verdicts.bands import Interval
-from gate.core.verdicts.verdict import Band, ColourChange, Kind, OutcomeCounts
+from gate.core.verdicts.verdict import Band, ColourChange, Kind, OutcomeCounts, PairedEvidence
 
 CARD_SCHEMA_VERSION = 2  # 2: outcome counts per row and the policy's inputs, so `accept` can recompute
 _CARD = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -72,6 +72,9 @@ class PropertyRow(BaseModel):
     detail: str = ""
     durations_s: tuple[float, ...] = ()
     counts: OutcomeCounts = OutcomeCounts()
+    # A paired row (`rule = "paired"`): the base's trials of the same indices, the pairs and the test's
+    # state. `counts`, `trials` and `hits` stay the patched tree's. None for every other rule.
+    paired: PairedEvidence | None = None
     colour_change: ColourChange | None = None  # safety/contract trials that disagreed on the same bytes
     # The same trials on the base tree, for a row that changed colour in a run with --base (None: no
     # colour change, or no base to rerun on; a harness event then says why). Never changes the vote.

@@ -87,6 +87,7 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
                 detail=v.detail,
                 durations_s=facts.durations.get(v.property_id, ()),
                 counts=v.counts,
+                paired=v.paired,
                 colour_change=v.colour_change,
                 base_rerun=facts.base_reruns.get(v.property_id),
                 workers=dict(facts.workers.get(v.property_id, {})),

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from gate.core.errors import one_line
 from gate.core.verdicts.bands import BandRule, Interval, wilson
+from gate.core.verdicts.paired import PairCounts, PairedState
 
 
 class Kind(StrEnum):
@@ -123,6 +124,16 @@ class ColourChange(BaseModel):
         return f"changed colour on identical bytes: hits at trials {hits}; misses at trials {misses}"
 
 
+class PairedEvidence(BaseModel):
+    """A paired row's other half: the base tree's trials of the same indices, the pairs they make with
+    the patch's, and the paired test's state on those pairs (`gate.core.verdicts.pairfold`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    base: OutcomeCounts = OutcomeCounts()
+    pairs: PairCounts = PairCounts()
+    state: PairedState = PairedState.CONTINUE
+
+
 class Verdict(BaseModel):
     """The one verdict a property earns in a run."""
 
@@ -140,6 +151,7 @@ class Verdict(BaseModel):
     check_raised: bool = False  # on some trial the check raised rather than judged
     counts: OutcomeCounts = OutcomeCounts()
     colour_change: ColourChange | None = None
+    paired: PairedEvidence | None = None  # the paired rule's base side and pairs (None: any other rule)
 
 
 def harness_verdict(property_id: str, band: Band, fixture_digest: str, detail: str, *, creditable: bool) -> Verdict:
@@ -196,15 +208,15 @@ def fold(
     if not outcomes:
         detail = "no trial was observed"
     elif kind in (Kind.FAIL_SAFETY, Kind.FAIL_CONTRACT) and by_kind[OutcomeKind.MISS] and band is not Band.STATISTICAL:
-        detail = _first(by_kind[OutcomeKind.MISS])
+        detail = first_outcome(by_kind[OutcomeKind.MISS])
     elif kind is Kind.FAIL_SAFETY:
-        detail = f"deadline fired (timeout_is_safety): {_first(by_kind[OutcomeKind.TIMEOUT])}"
+        detail = f"deadline fired (timeout_is_safety): {first_outcome(by_kind[OutcomeKind.TIMEOUT])}"
     elif kind is Kind.HARNESS_ERROR:
-        detail = _first(by_kind[OutcomeKind.FAULT])
+        detail = first_outcome(by_kind[OutcomeKind.FAULT])
     elif kind is Kind.INCONCLUSIVE_TIMEOUT:
-        detail = _first(by_kind[OutcomeKind.TIMEOUT])
+        detail = first_outcome(by_kind[OutcomeKind.TIMEOUT])
     elif band is Band.STATISTICAL and rule is not None:
-        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason + _first_misses(outcomes)
+        detail = rule.decide(hits=counts.hit, trials=counts.trials).reason + first_misses(outcomes)
     else:
         detail = ""
     change = ColourChange.of(band, outcomes)
@@ -230,7 +242,7 @@ FIRST_MISSES = 3  # distinct messages a statistical row keeps
 MISS_CHARS = 200  # each cut to this many characters
 
 
-def _first_misses(outcomes: Sequence[Outcome]) -> str:
+def first_misses(outcomes: Sequence[Outcome]) -> str:
     """The first few distinct miss/fault messages, in trial order, escaped onto one line: a count
     alone ("0/200 hits below band of 190") would lose what the check said."""
     seen: dict[str, int] = {}
@@ -249,7 +261,8 @@ def _cut(text: str) -> str:
     return text if len(text) <= MISS_CHARS else text[: MISS_CHARS - 1] + "…"
 
 
-def _first(outcomes: Sequence[Outcome]) -> str:
+def first_outcome(outcomes: Sequence[Outcome]) -> str:
+    """`trial N: detail` of the first outcome, with how many more there are."""
     head = outcomes[0]
     more = f" (+{len(outcomes) - 1} more)" if len(outcomes) > 1 else ""
     return f"trial {head.trial_index}: {head.detail}{more}"
