@@ -41,9 +41,10 @@ from dataclasses import dataclass
 from gate.core.suite.trial import Observation
 from gate.core.trust.crosscheck import RANK, Pair, Settled, Settlement, Side, WorkerDisagreement, differing, observed
 from gate.core.verdicts.bands import FixedRule, SprtRule
+from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 
-BandRule = FixedRule | SprtRule
+BandRule = FixedRule | SprtRule | PairedRule
 # Runs of a statistical dispute's tie-break worker, all of which must reproduce one side: an output of
 # few values repeats by chance (two runs of a coin agree half the time, four an eighth).
 REPLAY_REPRODUCE = 4
@@ -77,7 +78,10 @@ def _point(seed: str, property_id: str, trial_index: int) -> float:
 
 
 def margin(rule: BandRule, hits: int, trials: int) -> int:
-    """How many of the row's hits could be misses with the row still passing; -1 when it does not pass."""
+    """How many of the row's hits could be misses with the row still passing; -1 when it does not pass.
+    A paired row passes on its pairs, not on the patch side's hits alone: no margin, every hit is replayed."""
+    if isinstance(rule, PairedRule):
+        return 0 if hits else -1
     if not rule.decide(hits=hits, trials=trials).passed:
         return -1
     spare = 0
