@@ -13,16 +13,13 @@ whether it will be replayed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import FaultOrigin, Observation
 from gate.core.trust.crosscheck import Pair, Settlement, WorkerDisagreement, settle
 from gate.core.trust.replay import REPLAY_REPRODUCE, Choice, compare, discards, on_rows, unproven
 from gate.core.verdicts.verdict import OutcomeKind
-
-if TYPE_CHECKING:
-    from gate.run.crosscheck import Key, Step
+from gate.run.secondruns import Key, Step
 
 NO_SECOND = "statistical rows unchecked: no second worker to replay on"
 
