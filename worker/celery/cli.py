@@ -5,7 +5,7 @@
     gate-worker key [--key FILE]                 (this worker's public key, for `gate workers enrol`)
     gate-worker beat --broker URL --fixture DIR --seal FILE
 
-`serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
+`serve` checks Docker, finds or builds the sandbox image as `gate setup` does, proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
 this host left behind, then consumes the shared queue (or the one `--queue` pins), its image's
 queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue); a
