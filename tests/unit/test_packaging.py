@@ -103,3 +103,19 @@ def test_the_pull_request_job_runs_the_doctor_on_its_base_before_the_run() -> No
     """The pull request's job checks the machine with `gate doctor --base "$BASE"` before `gate run`."""
     text = render("repo")[".github/workflows/probegate.yml"].decode()
     assert text.index('"$GATE" doctor --base "$BASE"') < text.index("- name: gate run")
+
+
+def test_the_worker_task_refuses_another_versions_batch_before_running_anything(make_specs, tmp_path, monkeypatch):
+    """run_batch answers a batch of another version with one harness fault per trial naming both
+    versions (signed like any result), without touching a sandbox."""
+    from worker.celery import signing, tasks
+    from worker.celery.wire import decode_observations
+
+    monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "worker.key"))
+    monkeypatch.setattr(signing, "_key", None)
+    monkeypatch.setattr(tasks, "sandbox", lambda: pytest.fail("the sandbox was asked for"))
+    batch = {**encode_batch(make_specs(3, run_id="r")), "version": "0.0.9"}
+    result = tasks.run_batch.apply(args=[batch]).get()
+    observed = decode_observations(result["observations"])
+    assert [o.trial_index for o in observed] == [0, 1, 2]
+    assert all(o.fault == version_refusal(batch) for o in observed) and result["signature"]
