@@ -142,7 +142,7 @@ def _project_findings(client: object, args: argparse.Namespace) -> list[Finding]
         return []
     from gate.io.suite import load_suite
     from worker.host.engine import DEFAULT_IMAGE
-    from worker.host.images import project_image
+    from worker.host.images import ProjectImageMissing, project_image
     from worker.host.preflight import prove_image
 
     try:
@@ -154,6 +154,10 @@ def _project_findings(client: object, args: argparse.Namespace) -> list[Finding]
     try:
         image_id = project_image(client, source, base=DEFAULT_IMAGE, build=False)  # type: ignore[arg-type]
         prove_image(client, image_id)  # type: ignore[arg-type]
+    except ProjectImageMissing as exc:
+        # `gate run` builds it before the first trial: a cost, not a failure.
+        fix = f"gate image build --suite {suite} builds it now (docs/images.md)"
+        return [Finding("project image", Status.WARN, f"{exc}; the first gate run builds it", fix)]
     except GateError as exc:
         fix = f"gate image build --suite {suite} (gate run builds it too; docs/images.md)"
         return [Finding("project image", Status.FAIL, str(exc), fix)]

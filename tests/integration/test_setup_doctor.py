@@ -75,3 +75,22 @@ def test_doctor_names_each_problem_and_its_fix(tmp_path: Path) -> None:
     assert "unreachable" in failed["redis"] and "-> start redis-server" in failed["redis"]
     assert "shallow" in failed["git"] and "--unshallow" in failed["git"]
     assert done.stdout.splitlines()[-1] == "gate doctor: 3 problem(s)"
+
+
+def test_doctor_warns_of_a_project_image_not_built_yet(sandbox_image: str, tmp_path: Path) -> None:
+    """A suite whose [suite.image] is not built yet is a warning naming `gate image build` (the first run
+    builds it), not a failure: nothing is built by the doctor."""
+    repo = repo_with_two_commits(tmp_path / "repo")
+    assert gate("init", cwd=repo).returncode == RET_OK
+    (repo / "sandbox").mkdir()
+    marker = os.urandom(8).hex()  # a definition no earlier build has seen
+    (repo / "sandbox" / "Dockerfile").write_text(f"ARG PROBEGATE_BASE\nFROM ${{PROBEGATE_BASE}}\nLABEL t={marker}\n")
+    toml = (repo / "gate.toml").read_text()
+    (repo / "gate.toml").write_text(
+        toml.replace("# [suite.image]", '[suite.image]\ndockerfile = "sandbox/Dockerfile"', 1)
+    )
+    done = gate("doctor", "--json", cwd=repo)
+    rows = {row["check"]: row for row in json.loads(done.stdout)["checks"]}
+    assert done.returncode == RET_OK, rows
+    assert rows["project image"]["status"] == "warn" and "not built yet" in rows["project image"]["detail"]
+    assert "gate image build" in rows["project image"]["fix"]

@@ -35,6 +35,10 @@ LABEL_STAGE = "probegate.stage"  # marks the throwaway install stage, pruned aft
 BASE_ARG = "PROBEGATE_BASE"  # the build argument a project Dockerfile takes: `FROM ${PROBEGATE_BASE}`
 
 
+class ProjectImageMissing(SandboxError):
+    """The project image is not on the engine, and the caller asked not to build it."""
+
+
 def project_image(
     client: docker.DockerClient,
     source: ImageSource,
@@ -58,7 +62,7 @@ def project_image(
     found = image_attrs(client, tag)
     if found is None or (found.get("Config") or {}).get("Labels", {}).get(LABEL_INPUTS) != inputs:
         if not build:
-            raise SandboxError(f"project image {tag} for {source.label} is not built")
+            raise ProjectImageMissing(f"project image {tag} for {source.label} is not built yet")
         emit(f"building project image {tag} from {source.label}")
         # This build's own stages carry its id: the prune below must not take a stage that a build
         # running alongside (another run, another test) still has to copy from.
