@@ -7,13 +7,17 @@
 #
 #   deploy/provision.sh            # engine + redis + image
 #   deploy/provision.sh --no-redis # engine + image only
+#   deploy/provision.sh --no-image # engine + redis: the image comes from the installed wheel's `gate setup`
+#                                  # (.ci/run), which runs the same offline script, shipped in the package
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 want_redis=1
+want_image=1
 for arg in "$@"; do
   case "$arg" in
     --no-redis) want_redis=0 ;;
+    --no-image) want_image=0 ;;
     *) echo "provision.sh: unknown argument $arg" >&2; exit 64 ;;
   esac
 done
@@ -66,4 +70,7 @@ if [ "$want_redis" = 1 ] && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
 fi
 
-"$here/sandbox_images/python/build-offline.sh"
+# The image's definition is package data (worker/host/sandbox_image); `gate setup` uses the same script.
+if [ "$want_image" = 1 ]; then
+  "$here/worker/host/sandbox_image/build-offline.sh"
+fi

@@ -11,6 +11,7 @@ from pathlib import Path
 from gate import __version__
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
 from gate.cli.diff import add_diff_parser
+from gate.cli.doctor import add_doctor_parser
 from gate.cli.evidence import add_evidence_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
@@ -18,6 +19,7 @@ from gate.cli.pool import add_pool_parser
 from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
+from gate.cli.setup import add_setup_parser
 from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
 from gate.cli.workers import add_registry_argument, add_workers_parser
 from gate.io.cliargs import ArgParser
@@ -29,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
     # Subcommands with arguments of their own are added by their module (power, init, diff).
+    add_setup_parser(sub)
+    add_doctor_parser(sub)
     add_init_parser(sub)
 
     seal = sub.add_parser("seal", help="print the seal of a fixture tree")

@@ -1,4 +1,4 @@
-"""The `gate` command line: init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
+"""The `gate` command line: setup, doctor, init, seal, reseal, run, baseline, accept, report, diff, refold, evidence,
 keys, sign, workers, image, power, sweep, pool, schema. Every user mistake is one line on stderr and a
 documented exit code (see gate.core.errors); only a bug in the gate prints a traceback.
 """
@@ -153,6 +153,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         from gate.cli.pool import run_pool
 
         return run_pool(args)
+    if args.command == "setup":
+        from gate.cli.setup import run_setup
+
+        return run_setup(args)
+    if args.command == "doctor":
+        from gate.cli.doctor import run_doctor
+
+        return run_doctor(args)
     if args.command == "init":
         from gate.cli.init import run_init
 

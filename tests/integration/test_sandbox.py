@@ -7,7 +7,6 @@ import json
 import os
 import socket
 import time
-from pathlib import Path
 
 import pytest
 
@@ -44,9 +43,10 @@ def _no_leftovers(request):
 
 
 def test_default_image_matches_tag_file():
-    """DEFAULT_IMAGE names the tag that build-offline.sh builds."""
-    tag_file = Path(__file__).resolve().parents[2] / "sandbox_images" / "python" / "TAG"
-    assert tag_file.read_text().strip() == DEFAULT_IMAGE
+    """DEFAULT_IMAGE names the tag the image definition (package data) builds."""
+    from worker.host.imagesetup import definition_tag
+
+    assert definition_tag() == DEFAULT_IMAGE
 
 
 NETWORK_PROBE = """
@@ -290,7 +290,7 @@ def test_missing_image_or_tree_is_a_fault_observation(docker_client, run_batch, 
     with pytest.raises(SandboxError, match="is missing"):
         missing_image.image_id()
     [obs] = missing_image.run_batch([spec], inputs)
-    assert obs.fault is not None and "build-offline.sh" in obs.fault and obs.exit_code is None
+    assert obs.fault is not None and "gate setup" in obs.fault and obs.exit_code is None
     inputs.trees[spec.tree_digest] = tmp_path / "no-such-tree"
     [obs] = run_batch([spec], inputs)
     assert obs.fault is not None and "could not start" in obs.fault and obs.exit_code is None

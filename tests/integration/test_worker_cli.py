@@ -35,7 +35,7 @@ def test_preflight_with_a_missing_image_is_a_harness_error(docker_client) -> Non
     )
     assert done.returncode == RET_HARNESS
     assert done.stderr.strip().splitlines() == [
-        "gate-worker: error: sandbox image probegate/absent:0 is missing; run sandbox_images/python/build-offline.sh"
+        "gate-worker: error: sandbox image probegate/absent:0 is missing; run `gate setup` (or `gate doctor`)"
     ]
 
 

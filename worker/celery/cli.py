@@ -5,7 +5,7 @@
     gate-worker key [--key FILE]                 (this worker's public key, for `gate workers enrol`)
     gate-worker beat --broker URL --fixture DIR --seal FILE
 
-`serve` checks Docker, builds the sandbox image when it is missing (offline recipe), proves the
+`serve` checks Docker, finds or builds the sandbox image as `gate setup` does, proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
 this host left behind, then consumes the shared queue (or the one `--queue` pins), its image's
 queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue); a
@@ -22,21 +22,18 @@ import argparse
 import json
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gate.core.errors import RET_OK, GateError, SandboxError, UsageError
+from gate import __version__
+from gate.core.errors import RET_OK, GateError, UsageError
 from gate.io import interrupts
 from gate.io.cliargs import ArgParser, check_redis_url
 
 if TYPE_CHECKING:
     from gate.io.keys import SigningKey
-
-BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "sandbox_images" / "python" / "build-offline.sh"
-
 
 BROKER_HELP = "redis:// or rediss:// URL (default $PROBEGATE_BROKER, which keeps the password out of ps)"
 REGISTRY_HELP = "registry host[:port] to pull run images from by digest (default $PROBEGATE_REGISTRY)"
@@ -47,6 +44,7 @@ KEY_HELP = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgParser(prog="gate-worker", description="Run probegate trials on this machine.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s (probegate) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
     pre = sub.add_parser("preflight", help="prove the frozen clock and the closed network on this engine")
     pre.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
@@ -80,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0].startswith("--") and argv[0] not in ("-h", "--help"):
+    if argv and argv[0].startswith("--") and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
     try:
         args = build_parser().parse_args(argv)
@@ -110,18 +108,16 @@ def _preflight(image: str | None) -> dict[str, object]:
 
 
 def _ensure_image(image: str | None) -> None:
-    """Build the bundled sandbox image offline when it is missing and this is a source checkout."""
+    """The bundled sandbox image, built as `gate setup` builds it when missing; another image must exist."""
     from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
+    from worker.host.imagesetup import ensure_sandbox_image
 
-    tag = image or DEFAULT_IMAGE
-    try:
-        resolve_image_id(docker_client(), tag)
-    except SandboxError:
-        if tag != DEFAULT_IMAGE or not BUILD_SCRIPT.is_file():
-            raise
-        print(f"gate-worker: building {tag} with {BUILD_SCRIPT}", file=sys.stderr)
-        if subprocess.run(["bash", str(BUILD_SCRIPT)], check=False).returncode != 0:
-            raise SandboxError(f"building {tag} failed; see the output above") from None
+    client = docker_client()
+    if image and image != DEFAULT_IMAGE:
+        resolve_image_id(client, image)
+        return
+    found = ensure_sandbox_image(client, log=lambda line: print(f"gate-worker: {line}", file=sys.stderr))
+    print(f"gate-worker: sandbox image {found.line()}", file=sys.stderr)
 
 
 def _worker_key(path: Path | None) -> SigningKey:
@@ -144,7 +140,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     key = _worker_key(args.key)  # before anything else: a bad key file stops the worker here
-    print(f"gate-worker: signing results with key {key.key_id}", file=sys.stderr)
+    print(f"gate-worker: probegate {__version__}, signing results with key {key.key_id}", file=sys.stderr)
     from worker.celery.runs import run_idle_s
 
     try:

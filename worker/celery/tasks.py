@@ -26,7 +26,7 @@ from worker.celery.images import Fetched, ensure_image
 from worker.celery.runs import open_runs  # also registers the close-run control command in the worker
 from worker.celery.signing import sign_result
 from worker.celery.stopping import WorkerStopping, stoppable  # also: a shutting-down worker stops its batches
-from worker.celery.wire import decode_batch, encode_observations
+from worker.celery.wire import decode_batch, encode_observations, version_refusal
 
 MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
 _sandbox: Sandbox | None = None
@@ -108,6 +108,12 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
     still publishing the image when it sent the batch."""
     specs = decode_batch(batch)
     fetched = None
+    refusal = version_refusal(batch)
+    if refusal is not None:
+        observed = [
+            Observation.harness_fault(s, refusal, origin=FaultOrigin.HARNESS, worker_id=worker_id()) for s in specs
+        ]
+        return _result(self, batch, observed, fetched)
     try:
         # One image per batch: the wire refuses batches whose specs differ in more than index and canary.
         fetched = fetch_image(specs[0], bounded_wait(image_wait_s))
@@ -133,6 +139,10 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
                 # This worker is shutting down (its sandbox has removed the batch's containers): the
                 # batch goes back to the queue whole, for another worker.
                 raise Reject("worker shutting down", requeue=True) from None
+    return _result(self, batch, observed, fetched)
+
+
+def _result(self: Any, batch: dict[str, Any], observed: list[Observation], fetched: Fetched | None) -> dict[str, Any]:
     delivery = self.request.delivery_info or {}
     observations = encode_observations(observed)
     return {

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from gate import __version__
 from gate.core.suite.batching import check_one_batch
 from gate.core.suite.trial import Observation, TrialSpec
 
@@ -26,7 +27,20 @@ def encode_batch(specs: list[TrialSpec]) -> dict[str, Any]:
         "indices": [spec.trial_index for spec in specs],
         "seeds": [spec.seed for spec in specs],  # the coordinator's, one per trial
         "canaries": [spec.canary for spec in specs],  # one secret per trial, never shared
+        "version": __version__,  # the coordinator's probegate: a worker of another version refuses the batch
     }
+
+
+def version_refusal(payload: dict[str, Any]) -> str | None:
+    """One line naming both versions when the batch's coordinator runs another probegate than this
+    worker (the wire, the sandbox and the checks' inputs must agree); None when they match."""
+    theirs = payload.get("version")
+    if theirs == __version__:
+        return None
+    return (
+        f"refused: this worker runs probegate {__version__}, the coordinator probegate {theirs or 'older than 0.2.0'}"
+        "; install the same version on both"
+    )
 
 
 def decode_batch(payload: dict[str, Any]) -> list[TrialSpec]:

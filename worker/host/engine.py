@@ -16,7 +16,7 @@ import requests.exceptions
 
 from gate.core.errors import SandboxError, last_line, reraise_as
 
-# Must equal sandbox_images/python/TAG (a test checks); a literal so an installed wheel needs no checkout.
+# Must equal the TAG of the image definition (worker/host/sandbox_image, package data; a test checks).
 DEFAULT_IMAGE = "probegate/sandbox-python:trixie-1"
 _ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 _CONFLICT = 409  # the engine is already removing the container (its owner is closing the run)
@@ -52,7 +52,7 @@ def resolve_image_id(client: docker.DockerClient, tag: str) -> str:
     try:
         return client.images.get(tag).id
     except docker.errors.ImageNotFound as exc:
-        raise SandboxError(f"sandbox image {tag} is missing; run sandbox_images/python/build-offline.sh") from exc
+        raise SandboxError(f"sandbox image {tag} is missing; run `gate setup` (or `gate doctor`)") from exc
     except _ENGINE_ERRORS as exc:
         raise SandboxError(f"docker daemon error while resolving {tag}: {exc}") from exc
 

@@ -35,11 +35,21 @@ LABEL_STAGE = "probegate.stage"  # marks the throwaway install stage, pruned aft
 BASE_ARG = "PROBEGATE_BASE"  # the build argument a project Dockerfile takes: `FROM ${PROBEGATE_BASE}`
 
 
+class ProjectImageMissing(SandboxError):
+    """The project image is not on the engine, and the caller asked not to build it."""
+
+
 def project_image(
-    client: docker.DockerClient, source: ImageSource, *, base: str, emit: Callable[[str], None] = lambda _: None
+    client: docker.DockerClient,
+    source: ImageSource,
+    *,
+    base: str,
+    emit: Callable[[str], None] = lambda _: None,
+    build: bool = True,
 ) -> str:
     """The ID of the project image for `source` on top of image `base`: found by its inputs' digest,
-    else built now. ImageError when the definition is refused; SandboxError for engine faults."""
+    else built now (`build`=False: SandboxError instead). ImageError when the definition is refused;
+    SandboxError for engine faults."""
     base_attrs = image_attrs(client, resolve_image_id(client, base))
     if base_attrs is None:
         raise SandboxError(f"sandbox image {base} vanished while building on it")
@@ -51,6 +61,8 @@ def project_image(
     tag = f"{REPOSITORY}:{inputs[:32]}"
     found = image_attrs(client, tag)
     if found is None or (found.get("Config") or {}).get("Labels", {}).get(LABEL_INPUTS) != inputs:
+        if not build:
+            raise ProjectImageMissing(f"project image {tag} for {source.label} is not built yet")
         emit(f"building project image {tag} from {source.label}")
         # This build's own stages carry its id: the prune below must not take a stage that a build
         # running alongside (another run, another test) still has to copy from.

@@ -2,12 +2,20 @@
 # Build the sandbox image with no registry: debootstrap Debian trixie from the mirror this
 # machine's apt already uses, add the faketime preload, and `docker import` the tree under TAG.
 # Same content as the Dockerfile beside this script. Skips the build when TAG already exists
-# (pass --force to rebuild).
+# (--force rebuilds; --tag NAME builds under another tag). `gate setup` runs this script from the
+# installed package where no registry is reachable; deploy/provision.sh runs it from a checkout.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tag="$(cat "$here/TAG")"
 force=0
-[ "${1:-}" = "--force" ] && force=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --force) force=1 ;;
+    --tag) tag="${2:?--tag needs a name}"; shift ;;
+    *) echo "build-offline.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
 
 log() { printf 'sandbox-image: %s\n' "$*" >&2; }
 
@@ -46,4 +54,4 @@ tar --numeric-owner -C "$rootfs" -c . | docker import \
   --change 'USER 65534:65534' \
   --change 'CMD ["python3"]' \
   - "$tag" >/dev/null
-log "built $tag ($(docker image inspect -f '{{.Id}}' "$tag"))"
+log "built $tag offline from $mirror ($(docker image inspect -f '{{.Id}}' "$tag"))"
