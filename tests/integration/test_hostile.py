@@ -186,12 +186,12 @@ FLOOD = """
 """
 
 
-# Serial: 1.07 GiB must pass through within a 3 s deadline, which the CPU of a machine busy with parallel
-# tests does not give (seen timed out under -n 4).
+# Serial, and a deadline far above the 1-2 s the flood takes on a quiet machine: it timed out at 3 s under
+# -n 4 and, in the serial phase, at load 15; what is asserted is the cap, the length and the digest.
 @pytest.mark.serial
 def test_a_gibibyte_of_stdout_is_capped_with_full_length_and_digest(observe, make_trial):
     """1.07 GiB on stdout finishes inside its deadline, keeps 1 KiB, and records the full length and sha256."""
-    obs = observe(*make_trial(FLOOD, deadline_s=3, limits=Limits(output_cap_bytes=1024)))
+    obs = observe(*make_trial(FLOOD, deadline_s=30, limits=Limits(output_cap_bytes=1024)))
     chunk = bytes(range(256)) * 4096
     digest = hashlib.sha256()
     for _ in range(1100):
@@ -303,10 +303,12 @@ def test_a_wedged_or_dead_supervisor_costs_one_trial_and_the_batch_goes_on(
     """A supervisor that hangs or dies on trial 1 loses only that trial; trials 2 and 3 run in a new container."""
     supervisor = wrapped_supervisor(tmp_path, action)
     sandbox = DockerSandbox(client=docker_client, grace_s=1.0, supervisor=supervisor, work_copy=work_copy)
-    specs, inputs = batch(make_trial, "import os\nprint(os.environ['PROBEGATE_TRIAL_INDEX'])\n", 4, deadline_s=1)
+    # A deadline a loaded machine still meets for a print (1 s was missed at load 15); the batch must end
+    # long before the wedged supervisor's 60 s, not within a tight time.
+    specs, inputs = batch(make_trial, "import os\nprint(os.environ['PROBEGATE_TRIAL_INDEX'])\n", 4, deadline_s=5)
     started = time.monotonic()
     observed = sandbox.run_batch(specs, inputs)
-    assert time.monotonic() - started < 12
+    assert time.monotonic() - started < 40
     assert [o.stdout.data for i, o in enumerate(observed) if i != 1] == [b"0\n", b"2\n", b"3\n"]
     lost = observed[1]
     if expect == "timed_out":
