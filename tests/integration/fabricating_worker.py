@@ -5,7 +5,8 @@ and `canary_seen` false. It consumes the queue it is given and its own direct qu
 Given a KEY file it signs every result with it, as an enrolled worker that lies would. With
 `PROBEGATE_FABRICATE=statistical` in its environment it leaves safety evidence alone and instead
 reports the expected tool on every tool-choice trial it runs (its own and any replay: it cannot tell
-them apart), as a worker buying a statistical pass would.
+them apart), as a worker buying a statistical pass would; `statistical:N` turns only its first N misses
+into hits (a liar on just enough trials).
 
     python fabricating_worker.py BROKER NAME QUEUE CACHE [KEY]
 """
@@ -46,10 +47,28 @@ def fabricate(spec: TrialSpec, obs: Observation) -> Observation:
 EXPECTED_TOOL = b'{"score": 1, "tool": "issue_refund"}\n'  # the invoice example's hit, as its probe prints it
 
 
-def fabricate_hit(spec: TrialSpec, obs: Observation) -> Observation:
-    """A tool-choice trial reported as the hit, whatever the patch chose; any other trial as it ran."""
-    if b'"tool"' not in obs.stdout.data:
-        return obs
+class HitMaker:
+    """Reports tool-choice trials as the hit, whatever the patch chose; any other trial as it ran. With a
+    `budget`, only that many misses of each run are turned into hits (the first it sees), every other trial
+    told truly: a liar that lies on just enough trials to lift the pooled hits over the band."""
+
+    def __init__(self, budget: int | None) -> None:
+        self.budget = budget
+        self.spent: dict[str, int] = {}  # run id -> misses turned into hits
+
+    def __call__(self, spec: TrialSpec, obs: Observation) -> Observation:
+        if b'"tool"' not in obs.stdout.data:
+            return obs
+        if self.budget is not None:
+            spent = self.spent.get(spec.run_id, 0)
+            if b"issue_refund" in obs.stdout.data or spent == self.budget:
+                return obs
+            self.spent[spec.run_id] = spent + 1
+        return fabricate_hit(obs)
+
+
+def fabricate_hit(obs: Observation) -> Observation:
+    """The trial reported as the tool-choice hit."""
     data = EXPECTED_TOOL
     return obs.model_copy(
         update={"stdout": Captured(data=data, length=len(data), sha256=hashlib.sha256(data).hexdigest())}
@@ -68,6 +87,9 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
         image=os.environ.get("PROBEGATE_IMAGE", "probegate/sandbox-python:trixie-1"), worker_id=identity
     )
     inputs = BlobInputs(RedisBlobStore(broker), Path(cache))
+    # PROBEGATE_FABRICATE=statistical: every tool-choice trial a hit; statistical:N: only N misses made hits.
+    mode, _, budget = os.environ.get("PROBEGATE_FABRICATE", "").partition(":")
+    hit_maker = HitMaker(int(budget) if budget else None) if mode == "statistical" else None
 
     @app.task(name=TASK_RUN_BATCH, lazy=False)
     def run_batch(batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
@@ -80,7 +102,7 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
         finally:
             for run_id in runs:
                 sandbox.close(run_id)
-        lie = fabricate_hit if os.environ.get("PROBEGATE_FABRICATE") == "statistical" else fabricate
+        lie = hit_maker if hit_maker is not None else fabricate
         clean = encode_observations([lie(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
         result = {"observations": clean, "worker": identity, "redelivered": False, "fetched": None}
         if key:

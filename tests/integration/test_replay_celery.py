@@ -11,22 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
+from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, NOISY_SEEDS, Run, gate_run
 
-from gate.io.keys import public_path, write_new_key
 from worker.celery.app import SHARED_QUEUE
 
 pytestmark = pytest.mark.integration
 
 FABRICATOR = Path(__file__).with_name("fabricating_worker.py")
-GATE = str(Path(sys.executable).with_name("gate"))
 STAT = "tool_choice_rate"
 
 
-def start_statistical_liar(workers: Workers, name: str) -> None:
+def start_statistical_liar(workers: Workers, name: str, lies: str = "statistical") -> None:
     """The stand-in, signing with its enrolled key, consuming the shared queue and its own direct queue like
-    an honest worker, fabricating hits on statistical trials only (`PROBEGATE_FABRICATE=statistical`)."""
+    an honest worker, fabricating hits on statistical trials only (`PROBEGATE_FABRICATE`: `statistical` on
+    every one, `statistical:N` on its first N misses)."""
     log = (workers.tmp / f"{name}.log").open("wb")
     workers.procs[name] = subprocess.Popen(
         [
@@ -35,20 +34,9 @@ def start_statistical_liar(workers: Workers, name: str) -> None:
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**workers.env, "PROBEGATE_FABRICATE": "statistical"},
+        env={**workers.env, "PROBEGATE_FABRICATE": lies},
         start_new_session=True,
     )
-
-
-def enrol(workers: Workers, registry: Path, *names: str) -> None:
-    for name in names:
-        write_new_key(workers.key(name))
-        enrolled = subprocess.run(
-            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
-             "--workers", str(registry)],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        assert enrolled.returncode == 0, enrolled.stderr
 
 
 def noisy(tmp: Path, url: str, registry: Path, share: str) -> Run:
@@ -68,24 +56,30 @@ def refusals(run: Run) -> list[str]:
     return [reason for reason in run.accepted["reasons"] if "seed" not in reason]
 
 
+# The noisy sampler under the pinned seeds hits 6 of 10, 2 short of the band: a liar on every trial, and one
+# that turns only 2 of its misses into hits (just enough; it lies on replays too only while its budget lasts).
+@pytest.mark.parametrize(("lies", "shares"), [("statistical", ("0.05", "1")), ("statistical:2", ("0.05",))])
 def test_a_stand_in_fabricating_statistical_hits_is_refused_with_replays_and_passes_without(
-    workers: Workers, redis_server: RedisServer, tmp_path: Path
+    workers: Workers, redis_server: RedisServer, tmp_path: Path, lies: str, shares: tuple[str, ...]
 ) -> None:
-    """Adversarial: with cross-checks off the stand-in's fabricated hits pass the noisy sampler's row
-    (true 6/10) and nothing but the pinned seeds stands in accept's way; at the default share and at 1 its
-    replayed lies are disputes no third worker can settle, so the row cannot pass and accept refuses."""
+    """Adversarial: with cross-checks off the stand-in's fabricated hits (on every trial, or on just enough)
+    pass the noisy sampler's row (true 6/10) and nothing but the pinned seeds stands in accept's way; at the
+    default share (and at 1) its replayed lies are disputes no third worker can settle, so the row cannot
+    pass and accept refuses."""
     registry = tmp_path / "workers.json"
     enrol(workers, registry, "honest", "liar")
     workers.start("honest")
-    start_statistical_liar(workers, "liar")
+    start_statistical_liar(workers, "liar", lies)
     workers.wait_ready()
     fooled = noisy(tmp_path, redis_server.url, registry, "0")
     row = stat_row(fooled)
     assert set(w.split("@")[0] for w in row["workers"]) == {"box-honest", "box-liar"}, row
     assert row["kind"] == "pass" and row["hits"] >= 8, row  # the lies bought the pass
+    if lies == "statistical:2":
+        assert row["hits"] == 8, row  # just enough: the band and not one hit more
     assert fooled.code == 0, fooled.stderr
     assert fooled.accept != 0 and refusals(fooled) == [], fooled.accept_said  # only the pinned seeds refuse
-    for share in ("0.05", "1"):
+    for share in shares:
         run = noisy(tmp_path, redis_server.url, registry, share)
         row = stat_row(run)
         assert row["kind"] != "pass", (share, row)
