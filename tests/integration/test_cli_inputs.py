@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.cli import assert_one_line, run_args
 
 import gate as gate_package
 from gate.core.errors import RET_CONFIG, RET_NOINPUT, RET_OK, RET_USAGE
@@ -43,31 +44,6 @@ def script(*args: str) -> subprocess.CompletedProcess[str]:
     assert SCRIPT is not None, "no `gate` console script installed beside the interpreter or on PATH"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run([SCRIPT, *args], capture_output=True, text=True, env=env, timeout=60)
-
-
-def run_args(ex: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--suite",
-        str(ex / "gate.toml"),
-        "--workdir",
-        str(ex / "patches" / "good"),
-        "--seal",
-        str(ex / ".fixture-seal"),
-        "--card",
-        str(ex / "out" / "card.json"),
-        *extra,
-    ]
-
-
-def assert_one_line(done: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
-    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-    assert done.returncode == code, done.stderr
-    assert "Traceback" not in done.stderr
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("gate: error: ")
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_unknown_flag_is_usage_error(example: Path) -> None:

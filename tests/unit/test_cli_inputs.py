@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.cli import assert_one_line, run_args
 
 from gate.cli.main import main
 from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_NOINPUT, RET_USAGE
@@ -76,31 +77,6 @@ def gate_before_sandbox(gate: Gate) -> Gate:
         return done
 
     return run
-
-
-def run_args(ex: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "--suite",
-        str(ex / "gate.toml"),
-        "--workdir",
-        str(ex / "patches" / "good"),
-        "--seal",
-        str(ex / ".fixture-seal"),
-        "--card",
-        str(ex / "out" / "card.json"),
-        *extra,
-    ]
-
-
-def assert_one_line(done: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
-    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
-    assert done.returncode == code, done.stderr
-    assert "Traceback" not in done.stderr
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("gate: error: ")
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 def test_missing_suite_file_is_noinput(example: Path, gate: Gate) -> None:

@@ -29,6 +29,12 @@ class Interval(BaseModel):
     method: str = "wilson"
 
 
+def wald_bounds(alpha: float, beta: float) -> tuple[float, float]:
+    """Wald's stopping bounds on a log-likelihood ratio: (A, B), at or above A the alternative, at or below B
+    the null (Wald 1945; the SPRT band and the paired rule both stop on them)."""
+    return math.log((1 - beta) / alpha), math.log(beta / (1 - alpha))
+
+
 def wilson(hits: int, trials: int, z: float = _Z95) -> Interval:
     """Wilson score interval for `hits` successes in `trials` Bernoulli trials."""
     if trials <= 0:
@@ -126,12 +132,12 @@ class SprtRule(BaseModel):
     @property
     def upper(self) -> float:
         """A: at or above it the rate is below the band."""
-        return math.log((1 - self.beta) / self.alpha)
+        return wald_bounds(self.alpha, self.beta)[0]
 
     @property
     def lower(self) -> float:
         """B: at or below it the band holds."""
-        return math.log(self.beta / (1 - self.alpha))
+        return wald_bounds(self.alpha, self.beta)[1]
 
     @property
     def hit_step(self) -> float:

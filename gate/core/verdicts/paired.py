@@ -28,7 +28,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gate.core.verdicts.bands import FixedRule, Interval, SprtRule
+from gate.core.verdicts.bands import FixedRule, Interval, SprtRule, wald_bounds
 
 _Z95 = 1.959963984540054
 
@@ -149,12 +149,12 @@ class PairedRule(BaseModel):
     @property
     def upper(self) -> float:
         """A: at or above it the patch is worse."""
-        return math.log((1 - self.beta) / self.alpha)
+        return wald_bounds(self.alpha, self.beta)[0]
 
     @property
     def lower(self) -> float:
         """B: at or below it the patch is no worse."""
-        return math.log(self.beta / (1 - self.alpha))
+        return wald_bounds(self.alpha, self.beta)[1]
 
     def llr(self, counts: PairCounts) -> float:
         """The profile log-likelihood ratio of "worse by the margin" against "no worse"."""

@@ -1,0 +1,1 @@
+"""Helpers shared by the unit and integration tests (importable as `support`: tests/ is on sys.path)."""
