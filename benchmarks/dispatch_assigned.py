@@ -101,6 +101,8 @@ def main(trials: int, repeat: int) -> int:
         line = f"{label + ' (median)':<24}{rate:8.1f} trials/s  (runs: {_rates(rates[mode])})"
         print(f"{line}  trials per worker: {_split(shares[mode])}")
     print(f"ratio assigned/shared   {assigned / shared:8.2f}")
+    rounds = [a / b for a, b in zip(rates["assigned"], rates["shared"], strict=True)]
+    print(f"ratio per round         {', '.join(f'{r:.2f}' for r in rounds)}  (the two runs of a round back to back)")
     return 0
 
 
