@@ -14,6 +14,8 @@ every result whatever the coordinator checks, so the end-to-end ratio shows the 
 and the per-batch ratio both.
 
     .venv/bin/python benchmarks/dispatch.py [--trials 10000] [--workers 2] [--repeat 3]
+    .venv/bin/python benchmarks/dispatch.py --assigned [TRIALS]   # coordinator-chosen workers against
+                                                                  # the shared queue, real Docker (160)
 
 Starts its own redis-server on a free 127.0.0.1 port and stops it, and its workers, at the end.
 """
@@ -105,7 +107,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs per executor, interleaved; the median is reported")
     parser.add_argument("--batch", type=int, help="trials per Celery task (default: the executor's own sizing)")
     parser.add_argument("--check-trials", type=int, default=2000, help="trials per cross-check run (default 2000)")
+    parser.add_argument(
+        "--assigned", nargs="?", type=int, const=160, metavar="TRIALS",
+        help="only: trials/s with enrolled workers the coordinator assigns against the shared queue (Docker)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.assigned:
+        from dispatch_assigned import main as assigned
+
+        return assigned(args.assigned, args.repeat if "--repeat" in sys.argv else 3)
     redis_bin = shutil.which("redis-server")
     if redis_bin is None:
         print("redis-server is not installed (deploy/provision.sh installs it)", file=sys.stderr)

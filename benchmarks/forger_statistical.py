@@ -14,6 +14,9 @@ failing property's: its true rate is below the band); `lie-made`: rows passed wh
 fewer than 8 hits (passes the lies made); `extra trials`: replays, tie-breaks and reruns per primary.
 
     .venv/bin/python benchmarks/forger_statistical.py [--runs 400] [--rate 0.75] [--workers 2]
+
+`benchmarks/forger_celery.py` runs the same configuration through real enrolled workers and checks it
+against this model (`measure(..., processes=2)`: the primaries batched and assigned as Celery sends them).
 """
 
 from __future__ import annotations
@@ -27,10 +30,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from types import SimpleNamespace
+
+from gate.core.suite.batching import batches
 from gate.core.suite.trial import TrialSpec
+from gate.core.trust.assignment import Rotation, assign
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
 from gate.run.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
+from worker.celery.app import VISIBILITY_TIMEOUT_S
+from worker.celery.dispatch import CeleryExecutor
 
 RULE = FixedRule()  # the default band
 DEFAULT_SHARE = 0.05  # `[suite] cross_check`'s default
@@ -47,7 +56,7 @@ def all_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], names:
 
 def enough_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], names: list[str]):
     need = RULE.min_hits - sum(real(s) for s in specs)
-    own = [s.trial_index for n, s in enumerate(specs) if names[n % len(names)] == "forger" and not real(s)]
+    own = [s.trial_index for n, s in enumerate(specs) if names[n % len(names)] == "liar" and not real(s)]
     lies = set(own[: max(0, need)])
     return lambda spec, _worker: spec.trial_index in lies or real(spec)
 
@@ -55,22 +64,48 @@ def enough_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], nam
 FORGERS: dict[str, Forger] = {"honest": honest_forger, "all": all_forger, "enough": enough_forger}
 
 
-def one(run_id: str, forger: Forger, rate: float, workers: int, share: float, rng: random.Random) -> RowResult:
+class AssignedFleet(FakeFleet):
+    """The fleet with its primaries sent as the Celery coordinator sends them to enrolled workers: batches of
+    the executor's own size for `processes` worker processes, assigned round the workers in name order."""
+
+    def __init__(self, workers, rng: random.Random, processes: int) -> None:
+        super().__init__(workers, rng)
+        self.processes = processes
+
+    def run(self, specs, inputs):
+        # The executor's sizing rule itself (it reads only these two attributes), not a copy of it.
+        sizing = SimpleNamespace(batch_size=None, visibility_timeout_s=VISIBILITY_TIMEOUT_S)
+        groups = batches(specs, CeleryExecutor.batch_size_for(sizing, specs, self.processes))  # type: ignore[arg-type]
+        chosen, _ = assign(Rotation(tuple(sorted(self.names))), [group[0].property_id for group in groups])
+        for group, worker in zip(groups, chosen, strict=True):
+            for spec in group:
+                yield self._answer(spec, worker)
+
+
+def one(
+    run_id: str, forger: Forger, rate: float, workers: int, share: float, rng: random.Random, processes: int = 0
+) -> RowResult:
+    """One row; `processes` > 0: primaries batched and assigned as Celery does (else one trial per worker in turn)."""
     specs = specs_for(run_id, RULE)
     real = truth(rate)
-    names = ["forger", *(f"honest{k}" for k in range(1, workers))]
+    # Named so that in name order (the coordinator's round) the honest workers come first, as box-honest
+    # before box-liar in benchmarks/forger_celery.py.
+    names = ["liar", *(f"honest{k}" for k in range(1, workers))]
     lying = forger(specs, real, names)
-    fleet = FakeFleet({n: (lying if n == "forger" else (lambda s, _w: real(s))) for n in names}, rng)
+    answers = {n: (lying if n == "liar" else (lambda s, _w: real(s))) for n in names}
+    fleet = AssignedFleet(answers, rng, processes) if processes else FakeFleet(answers, rng)
     return run_row(fleet, specs, RULE, share=share, seed=f"{rng.getrandbits(64):x}")
 
 
-def measure(forger: str, rate: float, workers: int, share: float, runs: int, seed: int) -> tuple[float, float, float]:
+def measure(
+    forger: str, rate: float, workers: int, share: float, runs: int, seed: int, processes: int = 0
+) -> tuple[float, float, float]:
     """Acceptance rate, false passes (rows passed whose seeded truth does not) and extra trials per primary."""
     rng = random.Random(seed)
     passed = false = extra = primaries = 0
     for n in range(runs):
         run_id = f"bench-{seed}-{n}"
-        result = one(run_id, FORGERS[forger], rate, workers, share, rng)
+        result = one(run_id, FORGERS[forger], rate, workers, share, rng, processes)
         ok = result.kind is Kind.PASS
         passed += ok
         true_hits = sum(truth(rate)(s) for s in specs_for(run_id, RULE))
