@@ -23,7 +23,8 @@ from pathlib import Path
 from gate.cli.signing import ACCEPT_KEY_ENV
 from gate.core.card.acceptance import decide_merge
 from gate.core.card.card import Acceptance, VerdictCard
-from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError, one_line
+from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
+from gate.core.escaping import one_line
 from gate.io.artifacts import parse_card
 from gate.io.cardsig import signature_reason
 from gate.io.inputs import read_input

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gate.core.errors import RET_OK, UsageError, one_line
+from gate.core.errors import RET_OK, UsageError
+from gate.core.escaping import one_line
 
 if TYPE_CHECKING:  # pydantic and the models load only when `gate power` runs (argument parsing stays cheap)
     from gate.core.verdicts.bands import FixedRule, SprtRule

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeRemainingColumn
 from rich.progress import Progress as RichBars
 
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 from gate.core.verdicts.verdict import OutcomeKind
 from gate.run.progress import NO_PROGRESS, Progress
 

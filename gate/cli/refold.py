@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gate.core.errors import RET_BLOCKED, RET_OK, one_line
+from gate.core.errors import RET_BLOCKED, RET_OK
+from gate.core.escaping import one_line
 
 _EPILOG = (
     "With --key PUBLIC_KEY the card's signature envelope (CARD.dsse.json) must prove the card file under "

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gate.core.card.card import VerdictCard
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 from gate.core.policy.flakes import files_line, flake_note
 
 # Off a terminal nothing is wrapped for a screen: a CI log keeps each row on as few lines as it can.

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from gate.core.card.card import PropertyRow, VerdictCard
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 
 _DIFF = ConfigDict(frozen=True, extra="forbid")
 

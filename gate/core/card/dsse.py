@@ -16,7 +16,8 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gate.core.errors import ConfigError, one_line
+from gate.core.errors import ConfigError
+from gate.core.escaping import one_line
 
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from gate.core.card.card import DeadlineSource, PropertyRow, VerdictCard
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 from gate.core.suite.trial import Observation
 from gate.core.verdicts.bands import BandRule
 from gate.core.verdicts.verdict import Band, Kind, Outcome, fold

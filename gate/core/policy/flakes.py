@@ -19,7 +19,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 from gate.core.verdicts.verdict import Band, ColourChange, Detail, Outcome, OutcomeKind, Verdict
 
 MESSAGES = 3  # distinct check messages kept per side

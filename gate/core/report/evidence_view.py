@@ -17,7 +17,7 @@ from typing import Any
 
 from gate.core.card.card import VerdictCard
 from gate.core.card.evidence import TrialRecord, record_digest
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 from gate.core.suite.trial import Captured, FileChange
 from gate.core.verdicts.verdict import OutcomeCounts, OutcomeKind
 

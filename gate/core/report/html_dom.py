@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import xml.etree.ElementTree as ET
 
-from gate.core.errors import escaped
+from gate.core.escaping import escaped
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from gate.core.card.card import PropertyRow, VerdictCard
-from gate.core.errors import escaped
+from gate.core.escaping import escaped
 from gate.core.verdicts.verdict import Kind
 
 # Kinds that are the patch's failure or a gap in the evidence: both are <failure>, never skipped

@@ -9,7 +9,7 @@ HTML or an escape sequence, nor pass for the gate's own verdict line.
 from __future__ import annotations
 
 from gate.core.card.card import PropertyRow, VerdictCard
-from gate.core.errors import escaped
+from gate.core.escaping import escaped
 from gate.core.policy.flakes import files_line, flake_note
 from gate.core.policy.policy import JobStatus
 from gate.core.trust.crosscheck_summary import report_lines

@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from gate.core.errors import one_line
+from gate.core.escaping import one_line
 from gate.core.verdicts.bands import BandRule, Interval, wilson
 from gate.core.verdicts.paired import PairCounts, PairedState
 
