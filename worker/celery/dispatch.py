@@ -10,9 +10,9 @@ faults after the result timeout: the run ends as harness_error, never as a false
 keep a run's containers warm between its batches; `close` broadcasts that the run is over so
 every worker removes them at once.
 
-With a worker registry (`enrolled`) the coordinator decides who runs what (worker.celery.assigner) and
-takes only results signed by the key of the worker each batch was sent to (worker.celery.answers).
-Results are gathered through broker outages and restarts (worker.celery.gathering).
+With a worker registry (`enrolled`) the coordinator decides who runs what (worker.celery.assigner) and takes
+only results signed by the key each batch was sent to (worker.celery.answers). Results are gathered through broker
+outages and restarts (worker.celery.gathering); workers are found and told of a run's end by worker.celery.fleet.
 """
 
 from __future__ import annotations
@@ -232,7 +232,6 @@ class CeleryExecutor:
         return self.assigner.assigned(run_id)
 
     # The executor as gathering's Outbox (worker.celery.gathering).
-
     def answered(self, task_id: str, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
         """The observations that count from a batch's result meta (worker.celery.answers)."""
         roster, assigned = self.assigner.roster, self.assigner.key(task_id)
