@@ -177,9 +177,9 @@ def main() -> int:
             for round_ in range(args.repeat):
                 plan = specs(args.trials, inputs.tree_digest, digest, f"bench-{round_}")
                 local_rates.append(timed(local, plan, inputs))
-                issued = len(celery._issued)
+                issued = len(celery.answers.issued)
                 celery_rates.append(timed(celery, plan, inputs))
-                batches.append(len(celery._issued) - issued)
+                batches.append(len(celery.answers.issued) - issued)
                 plan = specs(args.trials, inputs.tree_digest, digest, f"bench-signed-{round_}")
                 signed_rates.append(timed(signed, plan, inputs))
                 assert not signed.events, signed.events[:3]  # every result verified

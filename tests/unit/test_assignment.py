@@ -86,8 +86,8 @@ def routed_executor(names: tuple[str, ...], up: tuple[str, ...]) -> tuple[Celery
     """An executor enrolling `names` (`up` of them on the fleet with a direct queue), its sends recorded."""
     keys = {name: SigningKey.generate() for name in names}
     executor = CeleryExecutor("redis://127.0.0.1:9/0", batch_size=2)
-    executor._roster = Roster(workers=tuple(enrolled(keys[n], n) for n in names))
-    executor._fleet = frozenset(direct_queue(keys[n].key_id) for n in up)
+    executor.assigner.roster = Roster(workers=tuple(enrolled(keys[n], n) for n in names))
+    executor.control.on_queue = frozenset(direct_queue(keys[n].key_id) for n in up)
     sends: list[tuple[str, dict]] = []
 
     def send_task(name: str, *, args: list, kwargs: dict, queue: str, argsrepr: str) -> _Sent:
@@ -103,16 +103,16 @@ def test_the_executor_sends_every_batch_to_an_assigned_direct_queue() -> None:
     """With a roster, batches go round the enrolled workers that are up, never to the shared queue; the
     shares are what the card shows; without a roster they go to the shared queue as before."""
     executor, keys, sends = routed_executor(("box-a", "box-b", "box-c"), up=("box-a", "box-b"))
-    assert executor._rotate() is None
+    assert executor.assigner.rotate(executor.control.on_queue, executor.queue) is None
     specs = make_specs(8, run_id="r1")
     executor._send(specs, 2)
     queues = Counter(queue for queue, _ in sends)
     assert queues == {direct_queue(keys["box-a"].key_id): 2, direct_queue(keys["box-b"].key_id): 2}
     assert executor.assigned("r1") == {specs[0].property_id: {"box-a": 4, "box-b": 4}}
-    assert set(executor._assigned.values()) == {keys["box-a"].key_id, keys["box-b"].key_id}
+    assert {executor.assigner.key(f"task-{n}") for n in range(1, 5)} == {keys[n].key_id for n in ("box-a", "box-b")}
     bare, _, plain = routed_executor(("box-a",), up=("box-a",))
-    bare._roster = None
-    assert bare._rotate() is None
+    bare.assigner.roster = None
+    assert bare.assigner.rotate(bare.control.on_queue, bare.queue) is None
     bare._send(specs, 2)
     assert {queue for queue, _ in plain} == {SHARED_QUEUE} and bare.assigned("r1") == {}
 
@@ -121,10 +121,10 @@ def test_no_enrolled_worker_up_is_a_harness_event_and_one_worker_is_said() -> No
     """No enrolled worker's direct queue on the fleet: the run's trials cannot go anywhere (an event says
     why); one enrolled worker up: it takes every batch and the card's events say the row rests on it."""
     executor, _, _ = routed_executor(("box-a",), up=())
-    assert executor._rotate() is not None
+    assert executor.assigner.rotate(executor.control.on_queue, executor.queue) is not None
     assert [e.kind for e in executor.events] == ["no_enrolled_worker"]
     executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-b",))
-    executor._rotate()
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
     executor._send(make_specs(4, run_id="r1"), 1)
     assert {queue for queue, _ in sends} == {direct_queue(keys["box-b"].key_id)}
     assert [(e.kind, e.property_id) for e in executor.events] == [("one_worker", "p")]
@@ -134,18 +134,18 @@ def test_a_validly_signed_result_from_another_enrolled_worker_is_refused() -> No
     """Adversarial: box-b takes a batch assigned to box-a off its queue and signs its answer with its own
     enrolled key; the signature verifies, but every trial is a fault of unknown origin, and the event names both."""
     executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-a",))
-    executor._rotate()
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
     specs = make_specs(2, run_id="r1")
     sent = executor._send(specs, 1)
     (task_id,) = sent
     payload = sends[0][1]
-    assert executor._issued[task_id] == spec_digest(payload)
+    assert executor.answers.issued[task_id] == spec_digest(payload)
     observations = encode_observations([])
     for name, counted in (("box-b", False), ("box-a", True)):
         executor.events.clear()
         signature = sign_with(keys[name], task_id, payload, observations)
         result = {"observations": observations, "worker": name, "signature": signature}
-        out = list(executor._observations(sent[task_id], {"status": "SUCCESS", "result": result}, task_id))
+        out = list(executor.answered(task_id, sent[task_id], {"status": "SUCCESS", "result": result}))
         if counted:
             assert out == [] and executor.events == []  # no observations sent back, none refused
         else:
@@ -165,7 +165,7 @@ def sign_with(key: SigningKey, task_id: str, payload: dict, observations: str) -
 def test_encode_batch_is_what_was_sent() -> None:
     """The payload recorded by the test double is the wire encoding (so its digest is the issued one)."""
     executor, _, sends = routed_executor(("box-a",), up=("box-a",))
-    executor._rotate()
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
     specs = make_specs(2, run_id="r1")
     executor._send(specs, 1)
     assert sends[0][1] == encode_batch(specs)
@@ -180,15 +180,15 @@ def test_reassign_tries_each_other_worker_once() -> None:
 
 
 def gather_where(executor: CeleryExecutor, silent: set[str]):
-    """A stand-in for `_gather`: batches assigned to a key in `silent` never report (they stay in `_runs_of`
-    and end as harness faults, as `_gather` ends them); the others answer with a clean exit."""
+    """A stand-in for `Gathering.gather`: batches assigned to a key in `silent` never report (they stay in
+    flight and end as harness faults, as gathering ends them); the others answer with a clean exit."""
 
-    def gather(sent: dict, timeout: float):
+    def gather(sent: dict, timeout: float, outbox: object):
         for task, batch in sent.items():
-            if executor._assigned[task] in silent:
+            if executor.assigner.key(task) in silent:
                 yield from (Observation.harness_fault(s, "no result", origin=FaultOrigin.HARNESS) for s in batch)
             else:
-                executor._runs_of.pop(task)
+                executor.gathering.drop(task)
                 yield from (Observation.of(s, exit_code=0) for s in batch)
 
     return gather
@@ -198,9 +198,9 @@ def test_a_batch_whose_worker_never_answers_goes_to_another_enrolled_worker() ->
     """The assigned worker is silent: its batch goes to the other enrolled worker's direct queue, the card's
     share moves with it and a batch_reassigned event names both; the trials come back clean."""
     executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-a", "box-b"))
-    executor._rotate()
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
     sent = executor._send(make_specs(2, run_id="r1"), 1)
-    executor._gather = gather_where(executor, {keys["box-a"].key_id})  # type: ignore[method-assign]
+    executor.gathering.gather = gather_where(executor, {keys["box-a"].key_id})  # type: ignore[method-assign]
     out = list(executor._gather_assigned(sent, 5.0))
     assert [(o.fault, o.exit_code) for o in out] == [(None, 0), (None, 0)]
     assert [queue for queue, _ in sends] == [direct_queue(keys["box-a"].key_id), direct_queue(keys["box-b"].key_id)]
@@ -212,9 +212,9 @@ def test_a_batch_whose_worker_never_answers_goes_to_another_enrolled_worker() ->
 def test_a_batch_no_worker_answers_ends_as_faults_after_each_was_tried_once() -> None:
     """Every enrolled worker silent: the batch goes to each once, never round again, and ends as harness faults."""
     executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-a", "box-b"))
-    executor._rotate()
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
     sent = executor._send(make_specs(2, run_id="r1"), 1)
-    executor._gather = gather_where(executor, {k.key_id for k in keys.values()})  # type: ignore[method-assign]
+    executor.gathering.gather = gather_where(executor, {k.key_id for k in keys.values()})  # type: ignore[method-assign]
     out = list(executor._gather_assigned(sent, 5.0))
     assert [o.fault_origin for o in out] == [FaultOrigin.HARNESS] * 2
     assert len(sends) == 2 and [e.kind for e in executor.events] == ["batch_reassigned"]

@@ -13,9 +13,14 @@ import redis.exceptions
 
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import make_specs
-from worker.celery import dispatch
+from worker.celery import dispatch, gathering
 from worker.celery.dispatch import CeleryExecutor
-from worker.celery.wire import encode_observations
+from worker.celery.wire import decode_batch, encode_observations
+
+
+class Sent:
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
 
 
 class Inputs:
@@ -38,7 +43,8 @@ class Broker:
             raise redis.exceptions.ConnectionError("Connection refused")
         return {"run_id": self.run_id}
 
-    def ready(self, ids: set[str], timeout: float) -> dict[str, dict[str, Any]]:
+    def ready(self, backend: Any, keys: dict[str, str], timeout: float, interval: float) -> dict[str, dict[str, Any]]:
+        ids = set(keys)
         if self.down:
             self.down -= 1
             if self.down == 0 and self.lose:
@@ -58,23 +64,24 @@ class Broker:
 def broker(monkeypatch: pytest.MonkeyPatch) -> Broker:
     fake = Broker()
     monkeypatch.setattr(dispatch, "upload", lambda *args: fake.sent.append("upload"))
-    monkeypatch.setattr(dispatch.time, "sleep", lambda s: None)
+    monkeypatch.setattr(gathering.time, "sleep", lambda s: None)
+    monkeypatch.setattr(gathering.redis.Redis, "from_url", lambda *a, **k: fake)
+    monkeypatch.setattr(gathering, "read_ready", fake.ready)
     return fake
 
 
 def executor(broker: Broker, notes: list[str], *, wait_s: float = 120.0) -> CeleryExecutor:
     ex = CeleryExecutor("redis://127.0.0.1:1/0", broker_wait_s=wait_s, note=notes.append)
-    ex._probe = broker  # type: ignore[assignment]
-    ex._ready = broker.ready  # type: ignore[method-assign]
     ex.images.republish = lambda run, image: broker.sent.append(f"image {image}")  # type: ignore[method-assign]
+    ex.images.wait_hint = lambda run_id, image_id: {}  # type: ignore[method-assign]
 
-    def send(batch: list[TrialSpec], queue: str, key_id: str | None) -> str:
+    def send_task(name: str, *, args: list, kwargs: dict, queue: str, argsrepr: str) -> Sent:
         task = next(broker.ids)
-        broker.alive[task] = batch
+        broker.alive[task] = decode_batch(args[0])
         broker.sent.append(task)
-        return task
+        return Sent(task)
 
-    ex._send_batch = send  # type: ignore[method-assign]
+    ex.app.send_task = send_task  # type: ignore[method-assign]
     return ex
 
 
@@ -82,11 +89,11 @@ def gather(
     ex: CeleryExecutor, broker: Broker, batches: list[list[TrialSpec]], *, down: int, lose: bool = False
 ) -> list[Observation]:
     """Send the batches as `run` does, then take the broker down for `down` reads (and lose what it held)."""
-    ex._restarted()  # `run` notes the server's run id before it sends
+    ex.gathering.restarted()  # `run` notes the server's run id before it sends
     sent = {ex._send_batch(batch, "q", None): batch for batch in batches}
     broker.down, broker.lose = down, lose
     ex._inputs = Inputs()  # type: ignore[assignment]  # what `run` keeps for a restart
-    return list(ex._gather(sent, 600.0))
+    return list(ex.gathering.gather(sent, 600.0, ex))
 
 
 def test_an_outage_is_waited_out_and_said(broker: Broker) -> None:

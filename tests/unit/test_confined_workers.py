@@ -66,9 +66,9 @@ def test_a_confined_worker_serves_the_shared_queue_only_with_a_roster() -> None:
     confined = [{"name": OWN}]
     everything = [{"name": SHARED_QUEUE}, {"name": "probegate.image"}, {"name": OWN}]
     enrolled = CeleryExecutor("redis://127.0.0.1:1/0", enrolled=lambda: Roster(workers=()))
-    assert enrolled._on_our_queue(confined) and enrolled._on_our_queue(everything)
-    assert not enrolled._on_our_queue([]) and not enrolled._on_our_queue([{"name": "probegate.image"}])
+    assert enrolled.control.serves(confined) and enrolled.control.serves(everything)
+    assert not enrolled.control.serves([]) and not enrolled.control.serves([{"name": "probegate.image"}])
     open_run = CeleryExecutor("redis://127.0.0.1:1/0")
-    assert open_run._on_our_queue(everything) and not open_run._on_our_queue(confined)
+    assert open_run.control.serves(everything) and not open_run.control.serves(confined)
     pinned = CeleryExecutor("redis://127.0.0.1:1/0", queue="probegate.fleet", enrolled=lambda: Roster(workers=()))
-    assert not pinned._on_our_queue(confined) and pinned._on_our_queue([{"name": "probegate.fleet"}, {"name": OWN}])
+    assert not pinned.control.serves(confined) and pinned.control.serves([{"name": "probegate.fleet"}, {"name": OWN}])

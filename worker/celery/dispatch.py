@@ -10,14 +10,9 @@ faults after the result timeout: the run ends as harness_error, never as a false
 keep a run's containers warm between its batches; `close` broadcasts that the run is over so
 every worker removes them at once.
 
-With a worker registry (`enrolled`), every result must be signed by an enrolled, unrevoked key over
-the batch id and spec digest this coordinator issued (gate.core.trust.enrolment): anything else is a
-harness event and harness faults for its trials, never an observation; an accepted observation
-carries the enrolled name as its worker id, whatever the worker wrote. The coordinator also decides who
-runs what: each batch goes to the direct queue of an enrolled worker it chose (gate.core.trust.assignment),
-never to the shared queue, and a result counts only when signed by the key of the worker it was sent to.
-Each batch's result is read from the place of the queue it was sent to (worker.celery.results): under a
-worker's direct queue, where no other worker's broker user may write.
+With a worker registry (`enrolled`) the coordinator decides who runs what (worker.celery.assigner) and takes
+only results signed by the key each batch was sent to (worker.celery.answers). Results are gathered through broker
+outages and restarts (worker.celery.gathering); workers are found and told of a run's end by worker.celery.control.
 """
 
 from __future__ import annotations
@@ -25,47 +20,30 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
-import sys
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
-
-import redis
 
 from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
-from gate.core.trust.assignment import Rotation, assign, reassign
-from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_assigned, check_result, spec_digest
+from gate.core.trust.enrolment import Roster
 from gate.io.snapshot import LocalInputs
-from gate.io.workers import verify_pem
-from worker.celery.app import (
-    CONTROL_CLOSE_RUN,
-    DIRECT_PREFIX,
-    SHARED_QUEUE,
-    STOP_SIGNAL,
-    TASK_RUN_BATCH,
-    VISIBILITY_TIMEOUT_S,
-    direct_queue,
-    make_app,
-)
+from worker.celery.answers import Answers
+from worker.celery.app import SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, direct_queue, make_app
+from worker.celery.assigner import Assigner
 from worker.celery.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.broker import broker_call
+from worker.celery.control import WorkerControl
+from worker.celery.gathering import BROKER_WAIT_S, Gathering
 from worker.celery.imagepublish import RunImages
-from worker.celery.results import read_ready, result_key
-from worker.celery.wire import decode_observations, encode_batch
+from worker.celery.wire import encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
 MAX_BATCH = 1000
 ABORT_WAIT_S = 2.0  # the most `abort` waits on the broker: Ctrl-C must stop the run within seconds
 CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (kombu retries for longer)
-# A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
-CLOSE_EXPIRES_S = 300.0
 PUBLISH_WAIT_S = 300.0  # the most a worker lacking the run's image waits for its publication in flight
-BROKER_WAIT_S = 120.0  # the most a run waits for an unreachable broker to come back
-EPOCH_CHECK_S = 1.0  # how often a gathering run asks whether the broker restarted (and lost what it held)
 
 
 class CeleryExecutor:
@@ -93,11 +71,6 @@ class CeleryExecutor:
         note: Callable[[str], None] | None = None,
     ) -> None:
         self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
-        # Asked for the server's run id: a Redis that restarted without persistence has a new one.
-        self._probe = redis.Redis.from_url(broker, socket_timeout=2.0, socket_connect_timeout=2.0)
-        self._epoch: str | None = None
-        self.broker_wait_s = broker_wait_s
-        self.note = note or _to_stderr
         self.blobs = blobs or RedisBlobStore(broker)
         self.image = image
         self.queue = queue or SHARED_QUEUE
@@ -105,28 +78,14 @@ class CeleryExecutor:
         self.result_timeout_s = result_timeout_s
         self.visibility_timeout_s = visibility_timeout_s
         self.batch_size = batch_size
-        self.poll_s = poll_s
         self.events: list[HarnessEvent] = []
-        self._processes = 0
-        self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
-        self._runs_of: dict[str, str] = {}  # task id -> run id, for batches not yet answered (abort revokes them)
-        self._queue_of: dict[str, str] = {}  # task id -> the queue it went to (sent again there after a restart)
-        self._inputs: LocalInputs | None = None  # the run's inputs, uploaded again after a broker restart
+        self.gathering = Gathering(broker, self.app, self.events, wait_s=broker_wait_s, poll_s=poll_s, note=note)
         self.enrolled = enrolled
-        self._roster: Roster | None = None
-        self._issued: dict[str, str] = {}  # every batch id this coordinator sent -> digest of the spec it sent
-        self._direct: tuple[str, ...] | None = None  # every worker's own queue, asked once (cross-checks)
-        # worker id on an observation -> the key that signed it (enrolled and verified when a roster is in
-        # force): a cross-check avoids the queue of the key that produced the result, whatever it calls itself.
-        self._keys: dict[str, str] = {}
+        self.control = WorkerControl(self.app, self.queue, wait_s=worker_wait_s, enrolled=enrolled is not None)
+        self.assigner = Assigner(self.events)  # who runs what (with a roster)
+        self.answers = Answers(self.events)  # which results count
+        self._inputs: LocalInputs | None = None  # the run's inputs, uploaded again after a broker restart
         self._uploaded: set[str] = set()  # trees `run` uploaded: a cross-check of their trials needs no upload
-        # With a roster: the direct queues of the workers on our queue (asked with `discover`), the round the
-        # coordinator assigns batches in, and every batch id sent to a direct queue -> the key meant to answer.
-        self._fleet: frozenset[str] = frozenset()
-        self._rotation: Rotation | None = None
-        self._assigned: dict[str, str] = {}
-        self._assignments: dict[str, dict[str, dict[str, int]]] = {}  # run id -> property -> worker name -> trials
-        self._lone: set[tuple[str, str]] = set()  # (run id, property) already said to rest on one worker
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
         wait_s = min(PUBLISH_WAIT_S, visibility_timeout_s / 4)
         self.images = RunImages(
@@ -151,50 +110,27 @@ class CeleryExecutor:
         its idle timeout. Never raises and waits at most CLOSE_WAIT_S for that broadcast: a broker
         outage must not change the verdict."""
         self.images.finish(run_id)
-        self._end_run(run_id, CLOSE_WAIT_S)
+        self.control.end_run(run_id, CLOSE_WAIT_S)
 
     def abort(self, run_id: str) -> None:
         """Stop the run now: batches not started are revoked, running ones are stopped in their worker
         process (which removes its containers, worker.celery.tasks), and every worker removes the run's
         containers. Waits for no publication and at most ABORT_WAIT_S for the broker."""
-        tasks = [task for task, run in self._runs_of.items() if run == run_id]
-        for task in tasks:
-            del self._runs_of[task]
-
-        def revoke() -> None:
-            with contextlib.suppress(BrokerError), broker_call("revoking the run's batches"):
-                self.app.control.revoke(tasks, terminate=True, signal=STOP_SIGNAL)
-
-        if tasks:
-            _bounded(revoke, "probegate-revoke", ABORT_WAIT_S / 2)
-        self._end_run(run_id, ABORT_WAIT_S / 2)
-
-    def _end_run(self, run_id: str, wait_s: float) -> None:
-        """Broadcast the run's end (workers remove its containers), waiting at most `wait_s` for it."""
-        if run_id not in self._dispatched:
-            return
-        self._dispatched.discard(run_id)
-
-        def broadcast() -> None:
-            with contextlib.suppress(BrokerError), broker_call("broadcasting the run's end"):
-                self.app.control.broadcast(
-                    CONTROL_CLOSE_RUN, arguments={"run_id": run_id}, reply=False, timeout=CLOSE_EXPIRES_S
-                )
-
-        _bounded(broadcast, "probegate-close-run", wait_s)
+        self.control.stop(self.gathering.take_run(run_id), ABORT_WAIT_S / 2)
+        self.control.end_run(run_id, ABORT_WAIT_S / 2)
 
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         if not specs:
             return
         # Read before any batch goes out: a registry that cannot be read stops the run (GateError).
-        self._roster = self.enrolled() if self.enrolled is not None else None
+        self.assigner.roster = self.enrolled() if self.enrolled is not None else None
         processes = self.discover()
-        self._restarted()  # the broker's run id, before anything goes out: a later change means it restarted
+        self.gathering.restarted()  # the broker's run id, before anything goes out: a later change means it restarted
         if processes == 0:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
-        if detail := self._rotate():
+        if detail := self.assigner.rotate(self.control.on_queue, self.queue):
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
         for run_id, image_id in dict.fromkeys((s.run_id, s.image_id) for s in specs if s.image_id):
@@ -225,7 +161,7 @@ class CeleryExecutor:
         random among the others' direct queues; none there: a `no_cross_check_worker` event, nothing run."""
         if not specs:
             return
-        avoided = {direct_queue(self._keys.get(worker, worker)) for worker in avoid_workers}
+        avoided = {direct_queue(self.answers.key_of(worker)) for worker in avoid_workers}
         others = [queue for queue in self.direct_queues() if queue not in avoided]
         if not others:
             detail = f"{len(specs)} trial(s) of {specs[0].property_id}: no worker besides {sorted(avoid_workers)}"
@@ -243,19 +179,11 @@ class CeleryExecutor:
         except BrokerError as exc:
             self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
             return
-        yield from self._gather(sent, self._timeout(specs, 1))
+        yield from self.gathering.gather(sent, self._timeout(specs, 1), self)
 
     def direct_queues(self) -> tuple[str, ...]:
         """The direct queues of the workers on the broker (each consumes its own), asked once."""
-        if self._direct is None:
-            try:
-                with broker_call("asking for workers' direct queues"):
-                    stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
-            except BrokerError:
-                return ()
-            names = {q["name"] for queues in stats.values() for q in queues if q["name"].startswith(DIRECT_PREFIX)}
-            self._direct = tuple(sorted(names))
-        return self._direct
+        return self.control.direct_queues()
 
     def batch_size_for(self, specs: Sequence[TrialSpec], processes: int) -> int:
         """Big enough that broker overhead stays small, small enough to spread over every process
@@ -268,46 +196,15 @@ class CeleryExecutor:
         return max(1, min(spread, by_visibility, MAX_BATCH))
 
     def discover(self) -> int:
-        """Worker processes consuming our queue, waiting up to `worker_wait_s` for the first.
-
-        Asked once per executor: a broadcast waits out its whole reply window, about 2 s."""
-        if self._processes:
-            return self._processes
-        give_up = time.monotonic() + self.worker_wait_s
-        while True:
-            try:
-                with broker_call("asking for workers"):
-                    stats = self.app.control.inspect(timeout=1.0).active_queues() or {}
-                    workers = [name for name, queues in stats.items() if self._on_our_queue(queues)]
-                    if workers:
-                        self._fleet = frozenset(
-                            q["name"] for name in workers for q in stats[name] if q["name"].startswith(DIRECT_PREFIX)
-                        )
-                        pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
-                        processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
-                        self._processes = processes or len(workers)
-                        return self._processes
-            except BrokerError:
-                pass
-            if time.monotonic() >= give_up:
-                return 0
-            time.sleep(0.5)
-
-    def _on_our_queue(self, queues: Sequence[dict[str, Any]]) -> bool:
-        """Whether a worker consuming `queues` serves this executor: it consumes our queue, or, with a roster
-        and the shared queue, it is confined to its own direct queue (its own ACL user, worker.celery.acl)."""
-        names = [q["name"] for q in queues]
-        if self.queue in names:
-            return True
-        confined = bool(names) and all(name.startswith(DIRECT_PREFIX) for name in names)
-        return self.enrolled is not None and self.queue == SHARED_QUEUE and confined
+        """Worker processes consuming our queue, waiting up to `worker_wait_s` for the first (asked once)."""
+        return self.control.discover()
 
     def _send(
         self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
     ) -> dict[str, list[TrialSpec]]:
         sent: dict[str, list[TrialSpec]] = {}
         groups = batches(specs, self.batch_size_for(specs, processes))
-        for batch, (target, key_id) in zip(groups, self._targets(groups, queue), strict=True):
+        for batch, (target, key_id) in zip(groups, self.assigner.targets(groups, queue, self.queue), strict=True):
             sent[self._send_batch(batch, target, key_id)] = batch
         return sent
 
@@ -323,127 +220,77 @@ class CeleryExecutor:
             argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
         )
         if key_id is not None:
-            self._assigned[result.id] = key_id  # only this key's signature counts for it
-        self._runs_of[result.id] = batch[0].run_id
-        self._queue_of[result.id] = queue
-        self._issued[result.id] = spec_digest(payload)  # what a signed result must name
-        self._dispatched.update(spec.run_id for spec in batch)
+            self.assigner.sent(result.id, key_id)  # only this key's signature counts for it
+        self.gathering.sent(result.id, batch[0].run_id, queue)
+        self.answers.issue(result.id, payload)  # what a signed result must name
+        self.control.busy(spec.run_id for spec in batch)
         return result.id
 
     def assigned(self, run_id: str) -> dict[str, dict[str, int]]:
         """Trials the coordinator assigned in run `run_id`: property id -> enrolled name -> trials (primaries
         only; empty without a roster, where batches go to the shared queue)."""
-        return {prop: dict(names) for prop, names in self._assignments.get(run_id, {}).items()}
+        return self.assigner.assigned(run_id)
 
-    def _rotate(self) -> str | None:
-        """Set the round of enrolled workers batches are assigned to (None without a roster); the fault
-        detail when a roster is in force but no enrolled worker on our queue has a direct queue up."""
-        if self._roster is None:
-            self._rotation = None
-            return None
-        active = sorted((w for w in self._roster.workers if w.active), key=lambda w: w.name)
-        alive = tuple(w.key_id for w in active if direct_queue(w.key_id) in self._fleet)
-        if not alive:
-            detail = f"no enrolled worker's direct queue is consumed on queue {self.queue}"
-            self.events.append(HarnessEvent(kind="no_enrolled_worker", detail=detail))
-            return detail
-        if self._rotation is None or self._rotation.workers != alive:
-            self._rotation = Rotation(alive)
-        return None
+    # The executor as gathering's Outbox (worker.celery.gathering).
+    def answered(self, task_id: str, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
+        """The observations that count from a batch's result meta (worker.celery.answers)."""
+        roster, assigned = self.assigner.roster, self.assigner.key(task_id)
+        return self.answers.observations(batch, meta, task_id, roster, assigned)
 
-    def _targets(self, groups: Sequence[list[TrialSpec]], queue: str | None) -> list[tuple[str, str | None]]:
-        """Each batch's queue and the key meant to answer it (None: whoever consumes the queue)."""
-        if queue is not None:  # a cross-check, sent to one chosen worker's direct queue
-            return [(queue, self._key_of(queue))] * len(groups)
-        if self._rotation is None:
-            return [(self.queue, None)] * len(groups)
-        # Every batch is assigned, not only statistical ones: a worker taking safety or contract batches off
-        # the shared queue would choose which trials it answers, and one rule for all is the easier to prove.
-        keys, self._rotation = assign(self._rotation, [batch[0].property_id for batch in groups])
-        self._note_shares(groups, keys)
-        return [(direct_queue(key), key) for key in keys]
+    def send_inputs_again(self, batches: list[list[TrialSpec]]) -> None:
+        """Upload the run's tree and fixtures and publish the batches' images again (the broker lost them)."""
+        if (inputs := self._inputs) is not None:
+            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            self._uploaded.add(inputs.tree_digest)
+        for run_id, image_id in dict.fromkeys((batch[0].run_id, batch[0].image_id) for batch in batches):
+            if image_id:
+                self.images.republish(run_id, image_id)
 
-    def _key_of(self, queue: str) -> str | None:
-        """The enrolled key whose direct queue `queue` is (None without a roster, or for no enrolled key)."""
-        workers = self._roster.workers if self._roster is not None else ()
-        return next((w.key_id for w in workers if w.active and direct_queue(w.key_id) == queue), None)
-
-    def _note_shares(self, groups: Sequence[list[TrialSpec]], keys: Sequence[str]) -> None:
-        """Count each assigned batch's trials by enrolled name; say once per property when it rests on one worker."""
-        assert self._roster is not None and self._rotation is not None
-        for batch, key in zip(groups, keys, strict=True):
-            run_id, prop = batch[0].run_id, batch[0].property_id
-            worker = self._roster.by_key(key)
-            name = worker.name if worker is not None else key[:16]
-            row = self._assignments.setdefault(run_id, {}).setdefault(prop, {})
-            row[name] = row.get(name, 0) + len(batch)
-            if len(self._rotation.workers) == 1 and (run_id, prop) not in self._lone:
-                self._lone.add((run_id, prop))
-                detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
-                self.events.append(HarnessEvent(kind="one_worker", property_id=prop, detail=detail))
+    def send_again(self, batch: list[TrialSpec], queue: str | None, task_id: str) -> str:
+        """Send a batch the broker lost to the queue it went to, for the key it was assigned to; its new task id."""
+        return self._send_batch(batch, queue or self.queue, self.assigner.key(task_id))
 
     def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
-        """`_gather`, but a batch whose assigned worker never answered goes to another enrolled worker's
+        """Gathering, but a batch whose assigned worker never answered goes to another enrolled worker's
         direct queue (each worker at most once per batch) instead of ending as harness faults at once."""
-        if self._rotation is None:
-            yield from self._gather(sent, timeout)
+        if not self.assigner.assigning:
+            yield from self.gathering.gather(sent, timeout, self)
             return
-        tried = {task: frozenset({self._assigned[task]}) for task in sent if task in self._assigned}
         while sent:
             task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
             lost: dict[str, list[Observation]] = {}
-            # closing: a caller that stops listening closes _gather too, which revokes what is still queued.
-            with contextlib.closing(self._gather(sent, timeout)) as gathered:
+            # closing: a caller that stops listening closes the gathering too, which revokes what is still queued.
+            with contextlib.closing(self.gathering.gather(sent, timeout, self)) as gathered:
                 for obs in gathered:
                     task = task_of.get(obs.key)
-                    # A task still in _runs_of when _gather yields for it never reported (_gather drops answered ones).
-                    if task is not None and task in self._runs_of and task in tried:
+                    # A task still in flight when gathering yields for it never reported (answered ones are dropped).
+                    if task is not None and self.gathering.in_flight(task) and self.assigner.key(task) is not None:
                         lost.setdefault(task, []).append(obs)
                         continue
                     yield obs
             again: dict[str, list[TrialSpec]] = {}
             for task, faults in lost.items():
-                before = tried.pop(task)
-                moved = self._reassign(task, sent[task], before)
-                if moved is None:
+                if (resent := self._reassign(task, sent[task])) is None:
                     yield from faults
                     continue
-                resent, key = moved
                 again.update(resent)
-                tried.update(dict.fromkeys(resent, before | {key}))
             sent = again
             if sent:
                 timeout = self._timeout([spec for batch in sent.values() for spec in batch], 1)
 
-    def _reassign(
-        self, task: str, batch: list[TrialSpec], tried: frozenset[str]
-    ) -> tuple[dict[str, list[TrialSpec]], str] | None:
-        """Send a lost batch to the next enrolled worker it was not sent to: (its new tasks, that worker's key);
-        None when every worker was tried or the broker refused the send (the caller yields the batch's faults)."""
-        assert self._rotation is not None and self._roster is not None
-        self._runs_of.pop(task, None)
-        key = reassign(self._rotation, tried)
-        if key is None:
+    def _reassign(self, task: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
+        """Send a lost batch to the next enrolled worker it was not sent to: its new tasks; None when every
+        worker was tried or the broker refused the send (the caller yields the batch's faults)."""
+        self.gathering.drop(task)
+        if (key := self.assigner.next_key(task)) is None:
             return None
         try:
             with broker_call("reassigning a lost batch"):
                 resent = self._send(batch, 1, queue=direct_queue(key))
         except BrokerError:
             return None
-        before, after = self._roster.by_key(self._assigned.get(task, "")), self._roster.by_key(key)
-        old, new = (w.name if w is not None else "?" for w in (before, after))
-        self._move_share(batch, old, new)
-        detail = f"task {task} ({len(batch)} trials) never came back from {old!r}: sent to {new!r}"
-        self.events.append(HarnessEvent(kind="batch_reassigned", property_id=batch[0].property_id, detail=detail))
-        return resent, key
-
-    def _move_share(self, batch: Sequence[TrialSpec], old: str, new: str) -> None:
-        """Count a reassigned batch's trials under the worker it went to instead of the one that lost it."""
-        row = self._assignments.setdefault(batch[0].run_id, {}).setdefault(batch[0].property_id, {})
-        row[old] = row.get(old, 0) - len(batch)
-        if row[old] <= 0:
-            del row[old]
-        row[new] = row.get(new, 0) + len(batch)
+        self.assigner.moved(task, batch, key, resent)
+        return resent
 
     def _timeout(self, specs: Sequence[TrialSpec], processes: int) -> float:
         if self.result_timeout_s is not None:
@@ -451,208 +298,3 @@ class CeleryExecutor:
         # Every trial at its deadline, spread over the processes, plus one redelivery's wait.
         work = sum(s.deadline_s + 5 for s in specs) / max(1, processes)
         return work + self.visibility_timeout_s + 60
-
-    def _gather(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
-        """Yield the batches' observations as they arrive. An unreachable broker is waited for (at most
-        `broker_wait_s`, said on stderr; the wait does not count against `timeout`), and one that came
-        back empty (restarted without persistence) is given the tree, the image and the batches again."""
-        pending = set(sent)
-        started = time.monotonic()
-        waited = 0.0  # seconds the broker was unreachable: not the batches' fault
-        broker_down_since: float | None = None
-        next_check = started + EPOCH_CHECK_S
-        try:
-            while pending:
-                now = time.monotonic()
-                down = now - broker_down_since if broker_down_since is not None else 0.0
-                give_up = started + timeout + waited + down
-                if now >= give_up or down > self.broker_wait_s:
-                    break
-                try:
-                    if now >= next_check:
-                        next_check = now + EPOCH_CHECK_S
-                        if (epoch := self._restarted()) is not None:
-                            self._republish(sent, pending, epoch)
-                    slice_s = max(0.05, min(1.0, give_up - now))
-                    with broker_call("reading results"):
-                        arrived = self._ready(pending, slice_s)
-                    # Asked after reading: the same server as at the last look means these results were
-                    # written before any restart. One read from a restarted broker may answer a batch with
-                    # what the restart took (its tree gone mid-fetch): it is not used, but sent again.
-                    if arrived and (epoch := self._restarted(strict=True)) is not None:
-                        self._republish(sent, pending, epoch)
-                        continue
-                    for task_id, meta in arrived.items():
-                        pending.discard(task_id)
-                        self._runs_of.pop(task_id, None)
-                        yield from self._observations(sent[task_id], meta, task_id)
-                except BrokerError as exc:
-                    if broker_down_since is None:
-                        broker_down_since = time.monotonic()
-                        self.events.append(HarnessEvent(kind="broker_unreachable", detail=str(exc)[:200]))
-                        self.note(
-                            f"gate: the broker is unreachable ({exc}); waiting up to {self.broker_wait_s:.0f}s"
-                            " for it to come back"
-                        )
-                    time.sleep(0.5)
-                    continue
-                if broker_down_since is not None:
-                    back_after = time.monotonic() - broker_down_since
-                    waited += back_after
-                    broker_down_since = None
-                    next_check = 0.0  # at once: did it lose what it held?
-                    self.note(f"gate: the broker is back after {back_after:.1f}s; the run goes on")
-        except GeneratorExit:
-            # The caller stopped listening (a decided property): queued batches are revoked so no
-            # worker starts them; running ones finish and their results expire. (Ctrl-C goes through
-            # `abort`, which also stops the running ones.)
-            with contextlib.suppress(BrokerError), broker_call("revoking queued batches"):
-                self.app.control.revoke(list(pending))
-            raise
-        for task_id in pending:
-            batch = sent[task_id]
-            self.events.append(
-                HarnessEvent(
-                    kind="batch_lost",
-                    property_id=batch[0].property_id,
-                    detail=f"task {task_id} ({len(batch)} trials) never reported",
-                )
-            )
-            detail = f"no result within {timeout:.0f}s (worker or broker lost)"
-            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
-
-    def _ready(self, pending: set[str], timeout: float) -> dict[str, Any]:
-        """Task id -> meta of the pending batches that finished, waiting up to `timeout` for the first. Each is
-        read from the place of the queue it was sent to (worker.celery.results): a direct queue's results
-        from under that queue alone, where no other worker's broker user can write."""
-        keys = {task: result_key(task, self._queue_of.get(task)) for task in pending}
-        return read_ready(self.app.backend, keys, timeout, self.poll_s)
-
-    def _restarted(self, *, strict: bool = False) -> str | None:
-        """The broker's new run id when it restarted since the last look (None: the same server, or it
-        cannot be asked; `strict`: BrokerError then); the first look only records it."""
-        try:
-            with broker_call("asking the broker for its run id"):
-                epoch = self._probe.info("server").get("run_id")
-        except BrokerError:
-            if strict:
-                raise
-            return None
-        if not isinstance(epoch, str) or not epoch:
-            return None
-        if self._epoch is None:
-            self._epoch = epoch
-            return None
-        return epoch if epoch != self._epoch else None
-
-    def _republish(self, sent: dict[str, list[TrialSpec]], pending: set[str], epoch: str) -> None:
-        """The broker restarted empty: upload the tree and fixtures, publish the run's image and send every
-        unanswered batch again (new task ids; a result under an old id is ignored). Per batch, so a broker
-        that fails again midway leaves the rest for the next look, which still sees the new run id."""
-        lost = [task for task in sent if task in pending]
-        self.note(f"gate: the broker restarted and lost what it held; sending {len(lost)} batch(es) again")
-        if (inputs := self._inputs) is not None:
-            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
-            self._uploaded.add(inputs.tree_digest)
-        for run_id, image_id in dict.fromkeys((sent[t][0].run_id, sent[t][0].image_id) for t in lost):
-            if image_id:
-                self.images.republish(run_id, image_id)
-        trials = 0
-        for task in lost:
-            batch = sent[task]
-            with broker_call("sending batches again"):
-                again = self._send_batch(batch, self._queue_of.get(task, self.queue), self._assigned.get(task))
-            sent[again] = batch
-            pending.add(again)
-            pending.discard(task)
-            self._runs_of.pop(task, None)
-            trials += len(batch)
-        self._epoch = epoch
-        detail = f"broker restarted empty: {len(lost)} batch(es) ({trials} trials), the tree and the image sent again"
-        self.events.append(HarnessEvent(kind="broker_restarted", detail=detail))
-
-    def _observations(self, batch: list[TrialSpec], meta: dict[str, Any], task_id: str) -> Iterator[Observation]:
-        if meta.get("status") != "SUCCESS":
-            detail = f"worker task {meta.get('status')}: {str(meta.get('result'))[:300]}"
-            # A task that raised on the worker is a fault nobody has shown to be outside the patch.
-            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.UNKNOWN) for s in batch)
-            return
-        result = meta["result"]
-        signer: EnrolledWorker | None = None
-        if self._roster is not None:
-            checked = self._signer(task_id, result)
-            if not isinstance(checked, EnrolledWorker):
-                # UNKNOWN, never HARNESS: a credit would let whoever forged it silence the property.
-                yield from (Observation.harness_fault(s, checked, origin=FaultOrigin.UNKNOWN) for s in batch)
-                return
-            signer = checked
-        if fetched := result.get("fetched"):
-            self.events.append(
-                HarnessEvent(
-                    kind="image_fetched",
-                    property_id=batch[0].property_id,
-                    detail=f"{result['worker']} fetched {batch[0].image_id[:19]} via {fetched.get('via')} "
-                    f"in {fetched.get('seconds')}s",
-                )
-            )
-        if result.get("redelivered"):
-            self.events.append(
-                HarnessEvent(
-                    kind="redelivery",
-                    property_id=batch[0].property_id,
-                    detail=f"{len(batch)} trials ran again from scratch on {result['worker']}",
-                )
-            )
-        wanted = {spec.key for spec in batch}
-        key_id = signer.key_id if signer is not None else _claimed_key(result)
-        for obs in decode_observations(result["observations"]):
-            if obs.key in wanted:
-                # The enrolled name, never what the worker wrote about itself.
-                obs = obs if signer is None else obs.model_copy(update={"worker_id": signer.name})
-                if key_id:
-                    self._keys[obs.worker_id] = key_id
-                yield obs
-            else:
-                self.events.append(
-                    HarnessEvent(
-                        kind="stray_result",
-                        property_id=obs.property_id,
-                        detail=f"trial {obs.trial_index} was not in its batch; ignored",
-                    )
-                )
-
-    def _signer(self, task_id: str, result: Any) -> EnrolledWorker | str:
-        """The enrolled worker whose signature binds this result to the batch we issued, or (after
-        recording a HarnessEvent of the refusal's kind) the fault detail for its trials."""
-        assert self._roster is not None
-        observations = result.get("observations") if isinstance(result, dict) else None
-        if not isinstance(observations, str):
-            checked: EnrolledWorker | tuple[Any, str] = (Refusal.UNSIGNED, "the result carries no observations")
-        else:
-            claim = result.get("signature")
-            checked = check_result(self._roster, self._issued, task_id, observations, claim, verify_pem)
-            if isinstance(checked, EnrolledWorker):
-                checked = check_assigned(self._roster, self._assigned.get(task_id), checked)
-        if isinstance(checked, EnrolledWorker):
-            return checked
-        kind, detail = checked
-        self.events.append(HarnessEvent(kind=str(kind), detail=f"batch {task_id}: {detail}"[:300]))
-        return f"result refused ({kind}): {detail}"[:300]
-
-
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
-def _claimed_key(result: Any) -> str | None:
-    """The key id an unchecked result says signed it (no roster in force: a hint for routing cross-checks only)."""
-    claim = result.get("signature") if isinstance(result, dict) else None
-    key_id = claim.get("key_id") if isinstance(claim, dict) else None
-    return key_id if isinstance(key_id, str) else None
-
-
-def _bounded(call: Callable[[], None], name: str, wait_s: float) -> None:
-    """Run `call` on a daemon thread and wait at most `wait_s` for it (kombu retries a lost broker for longer)."""
-    sender = threading.Thread(target=call, name=name, daemon=True)
-    sender.start()
-    sender.join(wait_s)

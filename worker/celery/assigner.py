@@ -1,0 +1,128 @@
+"""Who runs what under a worker registry: the coordinator, not the workers, decides which enrolled worker
+answers each batch (gate.core.trust.assignment).
+
+`Assigner` keeps the round of enrolled workers that are up, the key each batch was sent to (only that key's
+signature counts for it, worker.celery.answers), the trials each worker was given per run and property (the
+card's shares), and moves a lost batch's share when it goes to another enrolled worker. Every batch goes to
+an enrolled worker's direct queue, never to the shared queue. Without a roster it assigns nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from gate.core.card.card import HarnessEvent
+from gate.core.suite.trial import TrialSpec
+from gate.core.trust.assignment import Rotation, assign, reassign
+from gate.core.trust.enrolment import Roster
+from worker.celery.app import direct_queue
+
+
+class Assigner:
+    """The round batches are assigned in under `roster` (the registry as read for the run; None: no roster),
+    every batch id sent to a direct queue -> the key meant to answer it, and the per-run shares."""
+
+    def __init__(self, events: list[HarnessEvent]) -> None:
+        self.events = events
+        self.roster: Roster | None = None
+        self._rotation: Rotation | None = None
+        self._keys: dict[str, str] = {}  # batch id -> the key meant to answer it
+        self._tried: dict[str, frozenset[str]] = {}  # batch id -> every key it (or the batch it replaced) went to
+        self._assignments: dict[str, dict[str, dict[str, int]]] = {}  # run id -> property -> worker name -> trials
+        self._lone: set[tuple[str, str]] = set()  # (run id, property) already said to rest on one worker
+
+    @property
+    def assigning(self) -> bool:
+        """Whether batches are assigned to enrolled workers (a roster is in force and some are up)."""
+        return self._rotation is not None
+
+    def rotate(self, fleet: frozenset[str], queue: str) -> str | None:
+        """Set the round of enrolled workers batches are assigned to (None without a roster); the fault
+        detail when a roster is in force but no enrolled worker on our queue has a direct queue up
+        (`fleet`: the direct queues consumed by the workers on `queue`)."""
+        if self.roster is None:
+            self._rotation = None
+            return None
+        active = sorted((w for w in self.roster.workers if w.active), key=lambda w: w.name)
+        alive = tuple(w.key_id for w in active if direct_queue(w.key_id) in fleet)
+        if not alive:
+            detail = f"no enrolled worker's direct queue is consumed on queue {queue}"
+            self.events.append(HarnessEvent(kind="no_enrolled_worker", detail=detail))
+            return detail
+        if self._rotation is None or self._rotation.workers != alive:
+            self._rotation = Rotation(alive)
+        return None
+
+    def targets(
+        self, groups: Sequence[list[TrialSpec]], queue: str | None, shared: str
+    ) -> list[tuple[str, str | None]]:
+        """Each batch's queue and the key meant to answer it (None: whoever consumes the queue). `queue`: one
+        chosen worker's direct queue (a cross-check); `shared`: where batches go when nothing is assigned."""
+        if queue is not None:  # a cross-check, sent to one chosen worker's direct queue
+            return [(queue, self._key_of(queue))] * len(groups)
+        if self._rotation is None:
+            return [(shared, None)] * len(groups)
+        # Every batch is assigned, not only statistical ones: a worker taking safety or contract batches off
+        # the shared queue would choose which trials it answers, and one rule for all is the easier to prove.
+        keys, self._rotation = assign(self._rotation, [batch[0].property_id for batch in groups])
+        self._note_shares(groups, keys)
+        return [(direct_queue(key), key) for key in keys]
+
+    def sent(self, task_id: str, key_id: str) -> None:
+        """Note that batch `task_id` went to `key_id`'s direct queue: only this key's signature counts for it."""
+        self._keys[task_id] = key_id
+        self._tried[task_id] = frozenset({key_id})
+
+    def key(self, task_id: str) -> str | None:
+        """The key meant to answer batch `task_id` (None: it was not assigned)."""
+        return self._keys.get(task_id)
+
+    def assigned(self, run_id: str) -> dict[str, dict[str, int]]:
+        """Trials the coordinator assigned in run `run_id`: property id -> enrolled name -> trials (primaries
+        only; empty without a roster, where batches go to the shared queue)."""
+        return {prop: dict(names) for prop, names in self._assignments.get(run_id, {}).items()}
+
+    def next_key(self, task_id: str) -> str | None:
+        """For lost batch `task_id`, the next enrolled worker of the round it was not sent to (each worker at most
+        once per batch, counting the batches it replaced); None when each was tried."""
+        assert self._rotation is not None
+        return reassign(self._rotation, self._tried.get(task_id, frozenset()))
+
+    def moved(self, task_id: str, batch: Sequence[TrialSpec], key_id: str, resent: Iterable[str]) -> None:
+        """Lost batch `task_id` was sent to `key_id` instead, as the batches `resent`: they count every key tried
+        before, its share moves and an event says so."""
+        assert self.roster is not None
+        tried = self._tried.pop(task_id, frozenset()) | {key_id}
+        self._tried.update(dict.fromkeys(resent, tried))
+        before, after = self.roster.by_key(self._keys.get(task_id, "")), self.roster.by_key(key_id)
+        old, new = (w.name if w is not None else "?" for w in (before, after))
+        self._move_share(batch, old, new)
+        detail = f"task {task_id} ({len(batch)} trials) never came back from {old!r}: sent to {new!r}"
+        self.events.append(HarnessEvent(kind="batch_reassigned", property_id=batch[0].property_id, detail=detail))
+
+    def _key_of(self, queue: str) -> str | None:
+        """The enrolled key whose direct queue `queue` is (None without a roster, or for no enrolled key)."""
+        workers = self.roster.workers if self.roster is not None else ()
+        return next((w.key_id for w in workers if w.active and direct_queue(w.key_id) == queue), None)
+
+    def _note_shares(self, groups: Sequence[list[TrialSpec]], keys: Sequence[str]) -> None:
+        """Count each assigned batch's trials by enrolled name; say once per property when it rests on one worker."""
+        assert self.roster is not None and self._rotation is not None
+        for batch, key in zip(groups, keys, strict=True):
+            run_id, prop = batch[0].run_id, batch[0].property_id
+            worker = self.roster.by_key(key)
+            name = worker.name if worker is not None else key[:16]
+            row = self._assignments.setdefault(run_id, {}).setdefault(prop, {})
+            row[name] = row.get(name, 0) + len(batch)
+            if len(self._rotation.workers) == 1 and (run_id, prop) not in self._lone:
+                self._lone.add((run_id, prop))
+                detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
+                self.events.append(HarnessEvent(kind="one_worker", property_id=prop, detail=detail))
+
+    def _move_share(self, batch: Sequence[TrialSpec], old: str, new: str) -> None:
+        """Count a reassigned batch's trials under the worker it went to instead of the one that lost it."""
+        row = self._assignments.setdefault(batch[0].run_id, {}).setdefault(batch[0].property_id, {})
+        row[old] = row.get(old, 0) - len(batch)
+        if row[old] <= 0:
+            del row[old]
+        row[new] = row.get(new, 0) + len(batch)
