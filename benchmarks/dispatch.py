@@ -39,13 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from datetime import UTC, datetime
 
+from dispatch_setup import enrolled_roster, specs
+
 from gate.core.suite.fold import Tally
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.suite.trial import Observation
 from gate.core.testing import make_spec
 from gate.core.trust.enrolment import EnrolledWorker, Roster, check_result, spec_digest
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
-from gate.io.keys import SigningKey, load_verify_key
+from gate.io.keys import SigningKey
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
 from gate.run.crosscheck import cross_check, new_seed
@@ -54,11 +56,6 @@ from worker.celery.dispatch import CeleryExecutor
 from worker.celery.signing import sign_result
 from worker.celery.wire import encode_batch, encode_observations
 from worker.host.nullsandbox import NullSandbox
-
-
-def specs(n: int, tree_digest: str, fixture_digest: str, run_id: str) -> list[TrialSpec]:
-    common = {"run_id": run_id, "tree_digest": tree_digest, "fixture_digest": fixture_digest}
-    return [make_spec(i, property_id=f"p{i * 4 // n}", **common) for i in range(n)]
 
 
 def timed(executor, plan, inputs) -> float:
@@ -233,18 +230,6 @@ def main() -> int:
         line = f"cross-check {share:>4.0%}       {median / base:10.2f} x the run without the step"
         print(f"{line}  ({checked[share]} trials ran again, {median:.2f}s)")
     return 0
-
-
-def enrolled_roster(public_keys: list[Path]) -> Roster:
-    """Every benchmark worker's key enrolled (the workers made them at start)."""
-    now = datetime.now(UTC)
-    keys = [load_verify_key(path) for path in public_keys]
-    return Roster(
-        workers=tuple(
-            EnrolledWorker(name=f"bench{i}", key_id=k.key_id, public_key=k.pem().decode(), enrolled_at=now)
-            for i, k in enumerate(keys)
-        )
-    )
 
 
 def sign_and_verify(size: int, rounds: int = 200) -> tuple[float, float]:

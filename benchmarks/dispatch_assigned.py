@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
 
 from celery_helpers import RedisServer, Workers  # noqa: E402
-from dispatch import enrolled_roster, specs  # noqa: E402
+from dispatch_setup import enrolled_roster, specs  # noqa: E402
 
 from gate.core.suite.trial import Limits  # noqa: E402
 from gate.io.keys import public_path  # noqa: E402
