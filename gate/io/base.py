@@ -25,6 +25,7 @@ from gate.io.fixtures import matches_any
 from gate.io.inputs import read_input
 from gate.io.patchedtree import PatchedTree, scan_tree
 from gate.io.treeselect import TreeSelection, walk_paths
+from gate.io.untar import extract_data
 
 SKIP = frozenset({".git"})
 
@@ -56,7 +57,7 @@ class BaseCheckout:
         self._tmp = Path(tempfile.mkdtemp(prefix="probegate-base-")).resolve()
         self.root = self._tmp / "base"
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-            tar.extractall(self.root, filter="data")  # paths stay inside, no devices or absolute links
+            extract_data(tar, self.root)  # paths stay inside, no devices or absolute links
 
     def at(self, path: Path) -> Path:
         """Where the work tree's `path` is in the base."""

@@ -25,6 +25,7 @@ from gate.core.errors import GateError, SandboxError
 from gate.io.artifacts import write_atomic
 from gate.io.patchedtree import Beneath, laid_out, seal_patched
 from gate.io.snapshot import world_readable
+from gate.io.untar import extract_data
 from worker.celery.broker import broker_call
 
 BLOB_TTL_S = 24 * 3600
@@ -139,7 +140,7 @@ class BlobInputs:
         try:
             try:
                 with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
-                    tar.extractall(staging, filter="data")
+                    extract_data(tar, staging)
                 got = seal_patched(laid_out(staging)).digest
             except (tarfile.TarError, GateError) as exc:
                 # The coordinator checked this tree before upload: a tar that escapes is not the patch's.
