@@ -32,6 +32,8 @@ command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 # The browser test names these paths itself, so Selenium never downloads a browser or a driver.
 [ -x /usr/bin/chromium ] || need_pkgs+=(chromium)
 [ -x /usr/bin/chromedriver ] || need_pkgs+=(chromium-driver)
+# The system Python's venv: CI installs the built wheel with it (.ci/wheel), as `pipx install` does here.
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 if [ "$want_redis" = 1 ]; then
   command -v redis-server >/dev/null 2>&1 || need_pkgs+=(redis-server)
 fi
