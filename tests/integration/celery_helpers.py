@@ -290,8 +290,9 @@ class Workers:
         raise RuntimeError(f"workers not ready: {[(self.tmp / f'{n}.log').read_text()[-500:] for n in self.procs]}")
 
     def wait_busy(self, name: str, client, timeout: float = 90) -> None:
-        """Wait until the worker runs a probe container: it opens a run's sandbox only for a batch it holds,
-        so one of its containers means a batch is in flight there (a fixed sleep races a slow start)."""
+        """Wait until the worker runs a probe container of a run: it opens a run's sandbox only for a batch it
+        holds, so one means a batch is in flight there (a fixed sleep races a slow start). Its start-up
+        preflight's container (run `preflight-…`) is no batch."""
         group = self.procs[name].pid  # started in its own session: its pool children share this group
         give_up = time.monotonic() + timeout
         while time.monotonic() < give_up:
@@ -299,7 +300,9 @@ class Workers:
             for container in running:
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     # A sparse listing carries the labels at the top of attrs (no inspect, which races a removal).
-                    if os.getpgid(int(container.attrs.get("Labels", {}).get("probegate.pid", ""))) == group:
+                    labels = container.attrs.get("Labels", {})
+                    preflight = labels.get("probegate.run", "").startswith("preflight-")
+                    if not preflight and os.getpgid(int(labels.get("probegate.pid", ""))) == group:
                         return
             time.sleep(0.1)
         log = (self.tmp / f"{name}.log").read_text()[-500:]

@@ -2,8 +2,10 @@
 batches, the run is over.
 
 `discover` finds how many processes serve the coordinator's queue and the direct queues (each worker
-consumes its own) of those workers; `direct_queues` those of every worker. Both are asked once per executor:
-a broadcast waits out its whole reply window, about 2 s. With a roster and the shared queue, a worker
+consumes its own) of those workers; `direct_queues` those of every worker, asked when the first cross-check is
+sent (a worker that died mid-run is then not among them). A broadcast to every worker waits out its whole reply
+window (1 s: who else would answer is not known), so each is made once per executor; the follow-up to the
+workers `discover` found returns as soon as each has answered. With a roster and the shared queue, a worker
 confined to its own direct queue (its own ACL user, worker.celery.acl) serves the run too: the coordinator
 assigns it batches on that queue (worker.celery.assigner). Telling workers to stop or to end a run never
 raises and waits a bounded time: a broker outage must not change the verdict, nor hold up Ctrl-C.
@@ -53,7 +55,8 @@ class WorkerControl:
                         self.on_queue = frozenset(
                             q["name"] for name in workers for q in stats[name] if q["name"].startswith(DIRECT_PREFIX)
                         )
-                        pools = self.app.control.inspect(timeout=1.0, destination=workers).stats() or {}
+                        named = self.app.control.inspect(timeout=1.0, destination=workers, limit=len(workers))
+                        pools = named.stats() or {}
                         processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
                         self._processes = processes or len(workers)
                         return self._processes

@@ -3,20 +3,26 @@ returns observations; it runs no suite or check code and judges nothing. Inputs 
 digest from the blob store and verified before any trial sees them; so is the run's image when
 this engine lacks it (see worker.celery.images). Each batch's run stays open in this process's sandbox
 (warm containers) until it has been idle a while (see worker.celery.runs).
+
+A pool process proves its worker's default image (the preflight container) as soon as it starts, in the
+background, so a run's first batch does not wait for it; a batch that arrives first waits for that proof.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
 import docker
 from celery import shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
+from celery.signals import worker_process_init
 
 from gate.core.errors import GateError
 from gate.core.suite.trial import FaultOrigin, Observation, Sandbox, TrialSpec
@@ -33,6 +39,7 @@ _sandbox: Sandbox | None = None
 _inputs: BlobInputs | None = None
 _engine: docker.DockerClient | None = None
 _proven: set[str] = set()  # image IDs this process's preflight passed
+_proving = threading.Lock()  # one proof at a time: a batch waits for the start-up proof of its image
 
 
 def worker_id() -> str:
@@ -78,20 +85,45 @@ def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
     if _engine is None:
         from worker.host.engine import docker_client
 
-        _engine = docker_client()
+        with _proving:  # the start-up proof may be making it
+            _engine = _engine or docker_client()
     registry = os.environ.get("PROBEGATE_REGISTRY") or None
     spool = cache_dir() / "images"
     fetched = ensure_image(
         _engine, inputs().store, spec.image_id, registry=registry, spool=spool, run_id=spec.run_id, wait_s=wait_s
     )
-    if spec.image_id not in _proven:
-        # Whoever sent the spec, no trial runs in an image this process has not preflighted itself
-        # (its environment, user, entrypoint, volumes, and the frozen clock and closed network inside).
-        from worker.host.preflight import prove_image
-
-        prove_image(_engine, spec.image_id)
-        _proven.add(spec.image_id)
+    prove(_engine, spec.image_id)
     return fetched
+
+
+def prove(engine: docker.DockerClient, image_id: str) -> None:
+    """Whoever sent the spec, no trial runs in an image this process has not preflighted itself (its
+    environment, user, entrypoint, volumes, and the frozen clock and closed network inside)."""
+    with _proving:
+        if image_id not in _proven:
+            from worker.host.preflight import prove_image
+
+            prove_image(engine, image_id)
+            _proven.add(image_id)
+
+
+@worker_process_init.connect
+def _prove_default_image_early(**_: Any) -> None:
+    # Celery gives this hook a few seconds at most: the proof runs in a thread. A batch arriving first
+    # waits on the lock for it instead of running a second one (or proves its own image itself).
+    if os.environ.get("PROBEGATE_SANDBOX", "docker") != "null":
+        threading.Thread(target=_prove_default_image, name="probegate-prove", daemon=True).start()
+
+
+def _prove_default_image() -> None:
+    """Prove the worker's default image; a failure is left for the first batch to meet and report."""
+    global _engine
+    with contextlib.suppress(Exception):
+        from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
+
+        with _proving:
+            _engine = _engine or docker_client()
+        prove(_engine, resolve_image_id(_engine, os.environ.get("PROBEGATE_IMAGE") or DEFAULT_IMAGE))
 
 
 def bounded_wait(value: object) -> float:
