@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gate import __version__
 from gate.core.suite.trial import Captured, Observation, TrialSpec
 from worker.celery.app import TASK_RUN_BATCH, direct_queue, make_app
 from worker.celery.blobs import BlobInputs, RedisBlobStore
@@ -104,7 +105,13 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
                 sandbox.close(run_id)
         lie = hit_maker if hit_maker is not None else fabricate
         clean = encode_observations([lie(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
-        result = {"observations": clean, "worker": identity, "redelivered": False, "fetched": None}
+        result = {
+            "observations": clean,
+            "worker": identity,
+            "version": __version__,
+            "redelivered": False,
+            "fetched": None,
+        }
         if key:
             result["signature"] = sign_result(run_batch.request.id, batch, clean)
         return result

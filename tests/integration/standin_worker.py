@@ -21,6 +21,7 @@ from typing import Any
 
 import redis
 
+from gate import __version__
 from gate.core.suite.trial import Observation
 from gate.core.trust.enrolment import ResultSignature, result_message, spec_digest
 from gate.io.keys import load_signing_key
@@ -58,7 +59,9 @@ def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> di
     specs = decode_batch(batch)
     fake = [Observation.of(s, exit_code=0, image_id=s.image_id or "null", worker_id="honest-box") for s in specs]
     observations = encode_observations(fake)
-    result: dict[str, Any] = {"observations": observations, "worker": "honest-box", "redelivered": False}
+    result: dict[str, Any] = {
+        "observations": observations, "worker": "honest-box", "version": __version__, "redelivered": False
+    }  # fmt: skip
     batch_id, spec = self.request.id, spec_digest(batch)
     if mode == "other_batch":
         batch_id = "never-issued-" + batch_id

@@ -12,6 +12,7 @@ import gate
 from gate.cli.init import render
 from gate.cli.main import main
 from gate.core.errors import RET_OK
+from gate.core.suite.trial import FaultOrigin, Observation
 from worker.celery import cli as worker_cli
 from worker.celery.wire import encode_batch, version_refusal
 from worker.host.engine import DEFAULT_IMAGE
@@ -75,6 +76,28 @@ def test_a_batch_from_another_version_is_refused_naming_both(make_specs) -> None
     refusal = version_refusal({**payload, "version": "0.0.9"})
     assert refusal is not None and "\n" not in refusal
     assert f"probegate {gate.__version__}" in refusal and "probegate 0.0.9" in refusal
+
+
+@pytest.mark.parametrize("theirs", ["0.0.9", None])
+def test_a_result_from_a_worker_of_another_version_is_refused_naming_both(make_specs, theirs) -> None:
+    """Adversarial: a result whose worker runs another probegate (or too old a one to say) counts for
+    nothing: every trial is a harness fault of unknown origin naming both versions, and a harness event."""
+    from worker.celery.answers import Answers
+    from worker.celery.wire import encode_observations
+
+    specs = make_specs(2, run_id="r")
+    passing = [Observation.of(s, exit_code=0, duration_s=0.1) for s in specs]
+    result = {"observations": encode_observations(passing), "worker": "w9", "redelivered": False}
+    events: list = []
+    meta = {"status": "SUCCESS", "result": result if theirs is None else {**result, "version": theirs}}
+    got = list(Answers(events).observations(specs, meta, "t1", None, None))
+    assert [o.fault is not None and o.fault_origin is FaultOrigin.UNKNOWN for o in got] == [True, True]
+    assert (
+        f"probegate {theirs or 'older than 0.2.0'}" in got[0].fault and f"probegate {gate.__version__}" in got[0].fault
+    )
+    assert [e.kind for e in events] == ["worker_version"]
+    current = {"status": "SUCCESS", "result": {**result, "version": gate.__version__}}
+    assert [o.fault for o in Answers([]).observations(specs, current, "t2", None, None)] == [None, None]
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ spec digest this coordinator issued (gate.core.trust.enrolment), and by the key 
 assigned to (worker.celery.assigner): anything else is a harness event and harness faults for its trials,
 never an observation. An accepted observation carries the enrolled name as its worker id, whatever the
 worker wrote. `Answers` also remembers which key produced each worker id's results, so a cross-check avoids
-that key's queue whatever the worker calls itself.
+that key's queue whatever the worker calls itself. A result from a worker running another probegate (or one
+too old to say which) is refused too, naming both versions: the wire, sandbox and checks' inputs must agree.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from gate import __version__
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_assigned, check_result, spec_digest
@@ -63,6 +65,11 @@ class Answers:
                 yield from (Observation.harness_fault(s, checked, origin=FaultOrigin.UNKNOWN) for s in batch)
                 return
             signer = checked
+        if (refusal := _version_refusal(result)) is not None:
+            self.events.append(HarnessEvent(kind="worker_version", detail=f"batch {task_id}: {refusal}"[:300]))
+            # UNKNOWN: the version is the worker's word, and a credit must not be for the taking.
+            yield from (Observation.harness_fault(s, refusal, origin=FaultOrigin.UNKNOWN) for s in batch)
+            return
         if fetched := result.get("fetched"):
             self.events.append(
                 HarnessEvent(
@@ -123,3 +130,15 @@ def _claimed_key(result: Any) -> str | None:
     claim = result.get("signature") if isinstance(result, dict) else None
     key_id = claim.get("key_id") if isinstance(claim, dict) else None
     return key_id if isinstance(key_id, str) else None
+
+
+def _version_refusal(result: Any) -> str | None:
+    """One line naming both versions when the result's worker runs another probegate; None when they match."""
+    theirs = result.get("version") if isinstance(result, dict) else None
+    if theirs == __version__:
+        return None
+    named = theirs if isinstance(theirs, str) else "older than 0.2.0"
+    return (
+        f"refused: worker {str(result.get('worker'))[:80]} runs probegate {named[:40]}, this coordinator "
+        f"probegate {__version__}; install the same version on both"
+    )

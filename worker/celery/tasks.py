@@ -24,6 +24,7 @@ from celery import shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 from celery.signals import worker_process_init
 
+from gate import __version__
 from gate.core.errors import GateError
 from gate.core.suite.trial import FaultOrigin, Observation, Sandbox, TrialSpec
 from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
@@ -182,6 +183,7 @@ def _result(self: Any, batch: dict[str, Any], observed: list[Observation], fetch
         # Binds these exact bytes to the batch id and spec this worker was handed (gate.core.trust.enrolment).
         "signature": sign_result(self.request.id, batch, observations),
         "worker": worker_id(),
+        "version": __version__,  # the coordinator refuses another version's results (worker.celery.answers)
         "redelivered": bool(delivery.get("redelivered")),
         "fetched": None if fetched is None else {"via": fetched.via, "seconds": round(fetched.seconds, 3)},
     }
