@@ -38,8 +38,9 @@ class SecondEngine:
     def env(self) -> dict[str, str]:
         return {"DOCKER_HOST": f"unix://{self.socket}"}
 
-    def start(self, main: docker.DockerClient) -> docker.DockerClient:
-        """Start the engine (no bridge, no iptables: nothing in it has a network) and load the base image."""
+    def start(self, main: docker.DockerClient | None) -> docker.DockerClient:
+        """Start the engine (no bridge, no iptables: nothing in it has a network) and load the base image
+        from `main` (None: it stays empty, as on a machine where `gate setup` never ran)."""
         ns = f"probegate-{self.root.name}"
         self.proc = subprocess.Popen(
             [
@@ -67,7 +68,8 @@ class SecondEngine:
                     log = (self.root / "dockerd.log").read_text()[-800:]
                     raise RuntimeError(f"second dockerd did not start: {log}") from None
                 time.sleep(0.2)
-        client.api.load_image(main.api.get_image(DEFAULT_IMAGE))
+        if main is not None:
+            client.api.load_image(main.api.get_image(DEFAULT_IMAGE))
         return client
 
     def stop(self) -> None:

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from gate_runs import GATE
+from second_engine import SecondEngine
 
 from gate.core.errors import RET_HARNESS, RET_OK
 
@@ -94,3 +95,19 @@ def test_doctor_warns_of_a_project_image_not_built_yet(sandbox_image: str, tmp_p
     assert done.returncode == RET_OK, rows
     assert rows["project image"]["status"] == "warn" and "not built yet" in rows["project image"]["detail"]
     assert "gate image build" in rows["project image"]["fix"]
+
+
+def test_doctor_on_an_engine_without_the_image_says_to_run_setup(tmp_path: Path) -> None:
+    """On a reachable engine that lacks the sandbox image (a fresh one, as on a new machine), the image line
+    fails with `gate setup` as its fix, the checks that need the image are not claimed to pass, exit 2."""
+    engine = SecondEngine()
+    try:
+        engine.start(None)
+        done = gate("doctor", cwd=repo_with_two_commits(tmp_path / "repo"), env={**os.environ, **engine.env})
+    finally:
+        engine.stop()
+    lines = {line.split()[1]: line for line in done.stdout.splitlines() if line.split()[:1] in (["ok"], ["FAIL"])}
+    assert done.returncode == RET_HARNESS, done.stdout
+    assert lines["docker"].startswith("ok"), done.stdout
+    assert lines["sandbox"].startswith("FAIL") and "gate setup" in lines["sandbox"], done.stdout
+    assert not any(lines[name].startswith("ok") for name in ("frozen", "preflight") if name in lines), done.stdout
