@@ -29,9 +29,10 @@ RUN = [sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"]
 # every run here replays the seeds of one run id, so an uninterrupted run draws the same) over this many trials.
 # 2,000 (the issue's count) took about 150 s a run on this 2-core machine under load (December 2026), and the
 # test runs two runs' worth (killed + resumed, then uninterrupted): 800 took 500 s in a CI run beside other
-# work. The default is 400, enough for the kill to land halfway through many waves of a statistical row;
+# work. The default is 200, enough for the kill (when the journal holds 100 lines) to land halfway through many
+# batches of a statistical row, and for the test to spend well under a minute of a CI run;
 # PROBEGATE_DURABLE_TRIALS=2000 runs the issue's count (it passed: 296 s for the whole test on a quiet machine).
-TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "400"))
+TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "200"))
 WAIT_S = 240.0  # the longest a test waits for the journal to grow to half the run (a loaded 2-core machine)
 
 
@@ -87,7 +88,7 @@ def rows(card: dict) -> dict[str, tuple[str, int, int]]:
 
 
 def test_a_run_killed_halfway_resumes_and_writes_the_uninterrupted_rows(tmp_path: Path, sandbox_image: str) -> None:
-    """SIGKILLed halfway through a long run (PROBEGATE_DURABLE_TRIALS: 400 trials by default; 2,000 passed in
+    """SIGKILLed halfway through a long run (PROBEGATE_DURABLE_TRIALS: 200 trials by default; 2,000 passed in
     296 s for the whole test on a quiet machine) and resumed:
     stderr states the trials reused and re-run (some, not all), the rows equal an uninterrupted run's, and
     the books (started new by the resume itself) record the run once."""
@@ -97,12 +98,12 @@ def test_a_run_killed_halfway_resumes_and_writes_the_uninterrupted_rows(tmp_path
 def test_a_run_through_celery_killed_halfway_resumes_the_same(
     workers: Workers, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """The same through two gate-workers (`--broker`; PROBEGATE_DURABLE_CELERY_TRIALS, default 200): the
+    """The same through two gate-workers (`--broker`; PROBEGATE_DURABLE_CELERY_TRIALS, default 120): the
     journal is the coordinator's, so a resumed coordinator reuses what it stored and sends the rest."""
     workers.start("w1")
     workers.start("w2")
     workers.wait_ready()
-    trials = int(os.environ.get("PROBEGATE_DURABLE_CELERY_TRIALS", "200"))
+    trials = int(os.environ.get("PROBEGATE_DURABLE_CELERY_TRIALS", "120"))
     killed_and_resumed(tmp_path, trials, "--broker", redis_server.url, UNENROLLED, env=workers.env)
 
 
