@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gate import __version__
 from gate.core.suite.trial import FaultOrigin, Observation
 from gate.core.testing import make_specs
 from gate.core.trust.assignment import Rotation, assign, reassign, shares
@@ -144,7 +145,7 @@ def test_a_validly_signed_result_from_another_enrolled_worker_is_refused() -> No
     for name, counted in (("box-b", False), ("box-a", True)):
         executor.events.clear()
         signature = sign_with(keys[name], task_id, payload, observations)
-        result = {"observations": observations, "worker": name, "signature": signature}
+        result = {"observations": observations, "worker": name, "signature": signature, "version": __version__}
         out = list(executor.answered(task_id, sent[task_id], {"status": "SUCCESS", "result": result}))
         if counted:
             assert out == [] and executor.events == []  # no observations sent back, none refused

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis.exceptions
 
+from gate import __version__
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import make_specs
 from worker.celery import dispatch, gathering
@@ -54,7 +55,8 @@ class Broker:
         for task in sorted(ids & set(self.alive)):
             batch = self.alive.pop(task)
             observations = [Observation.of(s, exit_code=0, worker_id="w1") for s in batch]
-            arrived[task] = {"status": "SUCCESS", "result": {"observations": encode_observations(observations)}}
+            result = {"observations": encode_observations(observations), "version": __version__}
+            arrived[task] = {"status": "SUCCESS", "result": result}
         return arrived
 
     lose = False
