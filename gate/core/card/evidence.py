@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from gate.core.card.card import DeadlineSource, PropertyRow, VerdictCard
 from gate.core.escaping import one_line
-from gate.core.suite.trial import Observation
+from gate.core.suite.trial import Observation, Side
 from gate.core.verdicts.bands import BandRule
 from gate.core.verdicts.verdict import Band, Kind, Outcome, fold
 
@@ -44,6 +44,11 @@ class TrialRecord(BaseModel):
         ):
             raise ValueError("the observation, the outcome and the record name different trials")
         return self
+
+    @property
+    def side(self) -> Side:
+        """The tree the trial ran on (a paired property's base trials are recorded beside the patch's)."""
+        return self.observation.side
 
 
 def record_bytes(record: TrialRecord) -> bytes:
