@@ -1,0 +1,148 @@
+"""The paired rule's run path through `run_gate` over a MockExecutor: with --base, each trial index of a
+paired property runs on the base tree and on the patched tree in the same waves (same seed, fixture and
+clock), the sequential test stops the waves, the base's trials are recorded beside the patch's, and a
+resume reuses both sides' stored trials."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from gate.core.card.acceptance import recomputed_reasons
+from gate.core.suite.trial import Observation, Side, TrialSpec
+from gate.core.verdicts.verdict import Kind
+from gate.io.fixtures import seal_tree, write_seal_file
+from gate.io.journal import journal_path
+from gate.run.runner import RunRequest, RunResult
+
+from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
+from .mini_suite import CHECKS_PY, GATE_TOML, INVOICE, QUERY, STAT, good, run, stdout
+from .mini_suite import Suite as MiniSuite
+
+PAIRED = 'check = "checks:tool_choice"\nrule = "paired"\nmargin = 0.05\nalpha = 0.05\nbeta = 0.05\nmax_pairs = 400\n'
+
+
+class Killed(Exception):
+    """Stands for the coordinator dying: nothing after it runs."""
+
+
+@dataclass
+class Repo:
+    root: Path
+    request: RunRequest
+
+
+def paired_repo(tmp_path: Path) -> Repo:
+    """The mini suite with its statistical property paired, committed as the base, then a patch commit."""
+    files = {
+        "gate.toml": GATE_TOML.replace('check = "checks:tool_choice"\n', PAIRED),
+        "checks.py": CHECKS_PY,
+        "fixtures/clock.json": json.dumps({"frozen_at": "2026-03-01T00:00:00Z", "zone": "UTC"}),
+        "fixtures/invoices/inv-001.json": json.dumps(INVOICE),
+        "fixtures/tools/refund-query.json": json.dumps(QUERY),
+        "work/probe.py": "print('{}')\n",
+        "work/app.py": "RATE = 1\n",
+    }
+    root = tmp_path / "repo"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    write_seal_file(root / "fixtures.seal", seal_tree(root / "fixtures"))
+    repo(root, {})
+    base = git(root, "rev-parse", "HEAD").strip()
+    (root / "work" / "app.py").write_text("RATE = 2  # the patch\n")
+    git(root, "commit", "-qam", "the patch")
+    request = RunRequest(
+        suite=root / "gate.toml",
+        workdir=root / "work",
+        fixture=None,
+        seal=root / "fixtures.seal",
+        card=tmp_path / "out" / "card.json",
+        base=base,
+        new_ledger=True,
+    )
+    return Repo(root=root, request=request)
+
+
+def rates(base: float, patch: float, asked: list[TrialSpec] | None = None):
+    """`good`, except the paired property holds on a trial when its seed's uniform draw is below the side's
+    rate: both sides of a pair share the seed, so the pairs are as coupled as the same fixture makes them."""
+
+    def handler(spec: TrialSpec, fixture: bytes) -> Observation:
+        if spec.property_id != STAT:
+            return good(spec, fixture)
+        if asked is not None:
+            asked.append(spec)
+        rate = base if spec.side is Side.BASE else patch
+        held = (spec.seed % 10_000) / 10_000 < rate
+        tool = json.loads(fixture)["expected_tool"] if held else "refunds.cancel"
+        return Observation.of(spec, exit_code=0, image_id="sha256:mock", stdout=stdout({"tool": tool}))
+
+    return handler
+
+
+def run_repo(r: Repo, handler, request: RunRequest | None = None) -> RunResult:
+    card = r.request.card or Path()
+    suite = MiniSuite(request=request or r.request, fixtures=r.root / "fixtures", card=card, ledger=Path())
+    result, _ = run(suite, handler)
+    return result
+
+
+def stat_row(result: RunResult):
+    return next(row for row in result.card.properties if row.id == STAT)
+
+
+def test_an_unchanged_rate_passes_on_pairs_run_on_both_trees_in_the_same_waves(tmp_path: Path) -> None:
+    """Base and patch at 0.95: both trees run every index with one seed, wave by wave, and the pairs pass."""
+    r = paired_repo(tmp_path)
+    asked: list[TrialSpec] = []
+    result = run_repo(r, rates(0.95, 0.95, asked))
+    row = stat_row(result)
+    assert row.kind is Kind.PASS and row.paired is not None
+    assert row.paired.pairs.pairs == row.trials == row.paired.base.trials and row.trials < 400
+    base = {s.trial_index: s for s in asked if s.side is Side.BASE}
+    patch = {s.trial_index: s for s in asked if s.side is Side.PATCH}
+    assert sorted(base) == sorted(patch) == list(range(row.trials))
+    assert all(base[i].seed == patch[i].seed and base[i].fixture_digest == patch[i].fixture_digest for i in base)
+    assert len({s.tree_digest for s in base.values()}) == 1 and base[0].tree_digest != patch[0].tree_digest
+    assert "no worse than the base" in row.detail and recomputed_reasons(result.card) == []
+
+
+def test_a_patch_that_lowers_the_rate_a_little_is_blocked_with_the_reason(tmp_path: Path) -> None:
+    """Base 0.95, patch 0.85: inconclusive_sample, the reason naming the base, though 8 of 10 would pass it."""
+    r = paired_repo(tmp_path)
+    result = run_repo(r, rates(0.95, 0.85))
+    row = stat_row(result)
+    assert row.kind is Kind.INCONCLUSIVE_SAMPLE and row.paired is not None
+    assert "worse than the base by 0.05" in row.detail and row.paired.pairs.base_only > 0
+    assert row.hits >= 0.8 * row.trials  # the patch side alone clears a fixed 0.8 band
+    assert recomputed_reasons(result.card) == [] and result.card.status != "pass"
+
+
+def test_a_resume_reuses_both_sides_stored_trials(tmp_path: Path) -> None:
+    """A run stopped mid-way resumes with the base's stored trials reused under their side, and decides alike."""
+    r = paired_repo(tmp_path)
+    whole = stat_row(run_repo(r, rates(0.95, 0.95)))
+    fresh = replace(r.request, card=tmp_path / "again" / "card.json")
+    seen = 0
+
+    def stopping(spec: TrialSpec, fixture: bytes) -> Observation:
+        nonlocal seen
+        if spec.property_id == STAT:
+            seen += 1
+            if seen > 25:
+                raise Killed
+        return rates(0.95, 0.95)(spec, fixture)
+
+    with pytest.raises(Killed):
+        run_repo(r, stopping, fresh)
+    assert fresh.card is not None and journal_path(fresh.card).exists()
+    asked: list[TrialSpec] = []
+    resumed = run_repo(r, rates(0.95, 0.95, asked), replace(fresh, resume=True, new_ledger=True))
+    row = stat_row(resumed)
+    assert (row.kind, row.trials, row.paired) == (whole.kind, whole.trials, whole.paired)
+    assert {s.side for s in asked} == {Side.BASE, Side.PATCH} and len(asked) < 2 * row.trials
+    assert any(e.kind == "resumed" for e in resumed.card.harness_events)
