@@ -12,13 +12,18 @@ from pathlib import Path
 import pytest
 
 from gate.core.card.acceptance import recomputed_reasons
+from gate.core.card.evidence import refold
+from gate.core.report.evidence_view import build_review, by_digest
+from gate.core.report.html import render_html
 from gate.core.suite.trial import Observation, Side, TrialSpec
 from gate.core.verdicts.verdict import Kind
+from gate.io.evidence import verified_records
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.journal import journal_path
 from gate.run.runner import RunRequest, RunResult
 
 from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
+from .html_page import Page
 from .mini_suite import CHECKS_PY, GATE_TOML, INVOICE, QUERY, STAT, good, run, stdout
 from .mini_suite import Suite as MiniSuite
 
@@ -122,6 +127,35 @@ def test_a_patch_that_lowers_the_rate_a_little_is_blocked_with_the_reason(tmp_pa
     assert recomputed_reasons(result.card) == [] and result.card.status != "pass"
 
 
+def test_the_base_trials_are_recorded_beside_the_patch_and_refold_agrees(tmp_path: Path) -> None:
+    """The evidence store holds both sides' records of the paired row, and the re-fold of them agrees with the card."""
+    r = paired_repo(tmp_path)
+    result = run_repo(r, rates(0.95, 0.85))
+    assert r.request.card is not None
+    records = verified_records(result.card, r.request.card)
+    mine = [rec for rec in records if rec.property_id == STAT]
+    sides = {side: sorted(rec.trial_index for rec in mine if rec.side is side) for side in Side}
+    assert sides[Side.BASE] == sides[Side.PATCH] == list(range(stat_row(result).trials))
+    assert refold(result.card, records).agrees
+    relabelled = [rec.model_copy(update={"observation": rec.observation.model_copy(update={"side": Side.PATCH})})
+                  for rec in records]  # fmt: skip
+    assert not refold(result.card, relabelled).agrees  # a base record passed off as the patch's is seen
+
+
+def test_gate_evidence_shows_the_base_trials_marked_as_the_base(tmp_path: Path) -> None:
+    """The evidence view of a paired row has a second view, of its base-tree trials, each marked as the base's."""
+    r = paired_repo(tmp_path)
+    result = run_repo(r, rates(0.95, 0.85))
+    assert r.request.card is not None
+    review = build_review(result.card, by_digest(verified_records(result.card, r.request.card)), only={STAT})
+    patch, base = review.properties
+    assert (patch.side, base.side) == (Side.PATCH, Side.BASE) and base.counts.trials == patch.counts.trials
+    assert base.problems and all(t.side is Side.BASE for t in (*base.problems, *base.passes))
+    text = review.to_text()
+    assert f"property {STAT} on the base (" in text and "  base trial " in text
+    assert {p["side"] for p in json.loads(review.to_json())["properties"]} == {"patch", "base"}
+
+
 def test_a_resume_reuses_both_sides_stored_trials(tmp_path: Path) -> None:
     """A run stopped mid-way resumes with the base's stored trials reused under their side, and decides alike."""
     r = paired_repo(tmp_path)
@@ -146,3 +180,31 @@ def test_a_resume_reuses_both_sides_stored_trials(tmp_path: Path) -> None:
     assert (row.kind, row.trials, row.paired) == (whole.kind, whole.trials, whole.paired)
     assert {s.side for s in asked} == {Side.BASE, Side.PATCH} and len(asked) < 2 * row.trials
     assert any(e.kind == "resumed" for e in resumed.card.harness_events)
+
+
+def test_the_html_report_draws_the_paired_statistic_against_its_bounds(tmp_path: Path) -> None:
+    """The page plots the llr after each pair up to line A for a worse patch, the base's rate on the rate
+    plot, the base trials in a block of their own, and no path when the records disagree with the row."""
+    r = paired_repo(tmp_path)
+    result = run_repo(r, rates(0.95, 0.85))
+    assert r.request.card is not None
+    records = verified_records(result.card, r.request.card)
+    row = stat_row(result)
+    assert row.paired is not None
+    page = Page(render_html(result.card, records))
+    (group,) = page.by_class("paired-path")
+    assert (group["data-property"], group["data-decision"]) == (STAT, "worse")
+    assert group["data-pairs"] == str(row.paired.pairs.pairs)
+    (polyline,) = [p for p in page.by_class("llr") if p is not None]
+    drawn = [tuple(map(float, xy.split(","))) for xy in (polyline["points"] or "").split()]
+    assert len(drawn) == row.paired.pairs.pairs
+    (reject,) = page.by_class("reject")
+    assert drawn[-1][1] <= float(reject["y1"] or "nan")  # at or past A (SVG y grows downwards)
+    (rate,) = [g for g in page.by_class("rate-row") if g["data-property"] == STAT]
+    base = row.paired.base
+    assert rate["data-rule"] == "paired" and float(rate["data-base-rate"] or "nan") == pytest.approx(
+        base.hit / base.trials
+    )
+    assert {b["data-side"] for b in page.by_class("trials") if b["data-property"] == STAT} == {"patch", "base"}
+    patch_only = [rec for rec in records if rec.side is Side.PATCH]
+    assert not Page(render_html(result.card, patch_only)).by_class("paired-path")
