@@ -13,16 +13,17 @@ from gate.core.card.card import DeadlineSource, HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts, work_copy_facts
 from gate.core.checks import Trial
-from gate.core.errors import HarnessError
+from gate.core.errors import HarnessError, UsageError
 from gate.core.suite.fold import fold_tallies
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec, Suite
 from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
+from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
 from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
 from gate.run.crosscheck import cross_check, new_seed
-from gate.run.executor import Executor
+from gate.run.executor import Executor, serves_every_tree
 from gate.run.progress import Progress
 from gate.run.waves import run_waves
 
@@ -46,6 +47,14 @@ def execute(
     resumed run's canaries of the trials its journal holds (gate.run.durable); `base_tree_digest`: the base
     tree `inputs` also serves, on which paired properties run their other side (None: no --base)."""
     suite, manifest = facts.suite, facts.seal.manifest
+    if base_tree_digest is not None and not serves_every_tree(executor):
+        # Before any trial: an executor that cannot lay out the base tree would fault every base trial.
+        paired = next(p.id for p in suite.properties if isinstance(p.rule(), PairedRule))
+        raise UsageError(
+            f'property {paired} uses rule = "paired", which runs through the local sandbox or pool only for now'
+            " (not over --broker)",
+            field="--broker",
+        )
     facts = replace(facts, image=executor.image)
     try:
         facts = replace(facts, image_id=executor.image_id())

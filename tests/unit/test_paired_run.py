@@ -13,9 +13,11 @@ import pytest
 
 from gate.core.card.acceptance import recomputed_reasons
 from gate.core.card.evidence import refold
+from gate.core.errors import RET_USAGE, UsageError
 from gate.core.report.evidence_view import build_review, by_digest
 from gate.core.report.html import render_html
 from gate.core.suite.trial import Observation, Side, TrialSpec
+from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
 from gate.io.evidence import verified_records
 from gate.io.fixtures import seal_tree, write_seal_file
@@ -24,7 +26,7 @@ from gate.run.runner import RunRequest, RunResult
 
 from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
 from .html_page import Page
-from .mini_suite import CHECKS_PY, GATE_TOML, INVOICE, QUERY, STAT, good, run, stdout
+from .mini_suite import CHECKS_PY, GATE_TOML, INVOICE, QUERY, STAT, good, run, run_request, stdout
 from .mini_suite import Suite as MiniSuite
 
 PAIRED = 'check = "checks:tool_choice"\nrule = "paired"\nmargin = 0.05\nalpha = 0.05\nbeta = 0.05\nmax_pairs = 400\n'
@@ -208,3 +210,20 @@ def test_the_html_report_draws_the_paired_statistic_against_its_bounds(tmp_path:
     assert {b["data-side"] for b in page.by_class("trials") if b["data-property"] == STAT} == {"patch", "base"}
     patch_only = [rec for rec in records if rec.side is Side.PATCH]
     assert not Page(render_html(result.card, patch_only)).by_class("paired-path")
+
+
+class PatchTreesOnly(MockExecutor):
+    """An executor that lays out the patched tree only (as the Celery executor does for now)."""
+
+    serves_every_tree = False
+
+
+def test_an_executor_that_cannot_lay_out_the_base_tree_is_refused_before_any_trial(tmp_path: Path) -> None:
+    """A paired property through an executor that would fault every base trial is refused in one line (exit 64)."""
+    r = paired_repo(tmp_path)
+    asked: list[TrialSpec] = []
+    executor = PatchTreesOnly(rates(0.95, 0.95, asked))
+    with pytest.raises(UsageError, match="runs through the local sandbox or pool only") as refused:
+        run_request(r.request, executor)
+    assert refused.value.exit_code == RET_USAGE and asked == []
+    assert r.request.card is not None and not r.request.card.exists()
