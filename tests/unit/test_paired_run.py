@@ -16,6 +16,7 @@ from gate.core.card.evidence import refold
 from gate.core.errors import RET_USAGE, UsageError
 from gate.core.report.evidence_view import build_review, by_digest
 from gate.core.report.html import render_html
+from gate.core.report.markdown import md_inline, render_markdown
 from gate.core.suite.trial import Observation, Side, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
@@ -227,3 +228,16 @@ def test_an_executor_that_cannot_lay_out_the_base_tree_is_refused_before_any_tri
         run_request(r.request, executor)
     assert refused.value.exit_code == RET_USAGE and asked == []
     assert r.request.card is not None and not r.request.card.exists()
+
+
+def test_the_summaries_give_the_base_hits_beside_the_patch_hits(tmp_path: Path) -> None:
+    """The Markdown summary's hits cell of a paired row names the base's hits of the same indices."""
+    r = paired_repo(tmp_path)
+    result = run_repo(r, rates(0.95, 0.85))
+    row = stat_row(result)
+    assert row.paired is not None
+    base = row.paired.base
+    lines = render_markdown(result.card).splitlines()
+    line = next(ln for ln in lines if ln.startswith(f"| {md_inline(STAT)} "))
+    assert f"| {row.trials} | {row.hits} (base {base.hit}/{base.trials}) |" in line
+    assert "(base " not in next(ln for ln in lines if ln.startswith(f"| {md_inline('invoice_total')} "))
