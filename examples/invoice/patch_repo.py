@@ -3,6 +3,7 @@ fixtures and the good product tree under `app/`, then a patch as a commit over i
 `--base` against the base commit, so the oracle comes from git, not from the patched tree.
 
     python3 examples/invoice/patch_repo.py DEST PATCH    # builds the repository, prints the base commit
+    python3 examples/invoice/patch_repo.py DEST paired/slips    # a patch of the paired suite (paired.toml)
 
 A patch folder that carries its own `fixtures/` stands for a base whose seal went stale (someone
 retuned a fixture without resealing): those fixtures go into the base commit, and the patch is the
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parent
-ORACLE = ("gate.toml", "checks.py", "fixtures", ".fixture-seal", "flake-freeze.json")
+ORACLE = ("gate.toml", "paired.toml", "checks.py", "fixtures", ".fixture-seal", "flake-freeze.json")
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,9 @@ def git(root: Path, *args: str) -> str:
 
 def example_repo(dest: Path, patch: str | None = "good", *, source: Path = EXAMPLE) -> Repo:
     """A repository whose base commit is the example with the good tree as `app/`; `patch` (a folder
-    of `source/patches`) is committed over it, except its own `fixtures/`, which go into the base:
-    that patch stands for a base whose seal went stale (drift the patch did not cause)."""
+    of `source/patches`, or `paired/NAME` for the paired suite's patches) is committed over it, except
+    its own `fixtures/`, which go into the base: that patch stands for a base whose seal went stale
+    (drift the patch did not cause)."""
     dest.mkdir(parents=True)
     for name in ORACLE:
         item = source / name
@@ -59,7 +61,7 @@ def example_repo(dest: Path, patch: str | None = "good", *, source: Path = EXAMP
         elif item.exists():
             shutil.copy2(item, dest / name)
     shutil.copytree(source / "patches" / "good", dest / "app", ignore=shutil.ignore_patterns("fixtures"))
-    drift = source / "patches" / (patch or "good") / "fixtures"
+    drift = patch_tree(source, patch or "good") / "fixtures"
     if drift.is_dir():
         shutil.rmtree(dest / "fixtures")
         shutil.copytree(drift, dest / "fixtures")
@@ -68,8 +70,13 @@ def example_repo(dest: Path, patch: str | None = "good", *, source: Path = EXAMP
     git(dest, "commit", "-qm", "base")
     base = git(dest, "rev-parse", "HEAD")
     if patch and patch != "good":
-        apply_patch(dest, source / "patches" / patch)
+        apply_patch(dest, patch_tree(source, patch))
     return Repo(root=dest, base=base)
+
+
+def patch_tree(source: Path, patch: str) -> Path:
+    """Where a patch's tree is: `paired/NAME` under the example, any other name under its `patches/`."""
+    return source / patch if patch.startswith("paired/") else source / "patches" / patch
 
 
 def apply_patch(root: Path, tree: Path) -> None:

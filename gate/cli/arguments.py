@@ -114,7 +114,11 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
     run.add_argument("--seal", type=Path, help="seal file of the fixture tree (default: the suite's `seal`)")
     run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
     run.add_argument("--card", type=Path, help=card_help)
-    run.add_argument("--base", metavar="GIT_REV", help="read the oracle from this revision, find oracle edits")
+    run.add_argument(
+        "--base",
+        metavar="GIT_REV",
+        help="read the oracle from this revision, find oracle edits; paired properties run its tree too",
+    )
     add_report_flags(run)
     add_ledger_arguments(run)
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")

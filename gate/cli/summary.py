@@ -63,6 +63,8 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
     for row in card.properties:
         kind = str(row.kind)
         counts = f"{row.hits}/{row.trials}" if row.trials else "-"
+        if row.paired is not None and row.paired.base.trials:  # the same indices on the base tree
+            counts += f" (base {row.paired.base.hit}/{row.paired.base.trials})"
         notes: list[str] = []
         if not row.voting:
             notes.append(f"(not voting: {row.frozen_by or row.ledger})")

@@ -95,6 +95,8 @@ class MockExecutor:
     """An Executor that answers every spec in order with `handler(spec, fixture_bytes)` on the caller's
     thread and records the run's lifecycle (`calls`), so a whole gate run can be tested without Docker."""
 
+    serves_every_tree = True  # answers any tree's specs alike
+
     def __init__(self, handler: Handler, image: str = "mock-image", image_id: str = "sha256:mock") -> None:
         self.handler = handler
         self.image = image
@@ -127,6 +129,8 @@ class MockFleet:
     """An executor of named workers: `run` deals specs round-robin over `workers`, `run_elsewhere` sends
     them all to the first worker outside the avoid set; `handler(spec, fixture, worker)` answers each
     (its observation gets `worker_id=worker` unless the handler names another: a lying worker may)."""
+
+    serves_every_tree = True  # answers any tree's specs alike
 
     def __init__(self, handler: FleetHandler, workers: Sequence[str], image_id: str = "sha256:mock") -> None:
         self.handler = handler

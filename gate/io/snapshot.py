@@ -56,11 +56,23 @@ class LocalInputs:
             shutil.rmtree(self._tmp, ignore_errors=True)
             raise
         self.fixtures: dict[str, bytes] = dict(fixtures)
+        # Other snapshots this one serves too (a paired property's base tree), by digest; theirs to close.
+        self.others: dict[str, Path] = {}
+
+    def serve(self, other: LocalInputs) -> None:
+        """Serve `other`'s tree beside this one, so one wave holds trials of both (the paired rule)."""
+        self.others[other.tree_digest] = other.snapshot
+        self.fixtures.update(other.fixtures)
+
+    def trees(self) -> dict[str, Path]:
+        """Every tree this serves, by digest: its own first."""
+        return {self.tree_digest: self.snapshot, **self.others}
 
     def tree_dir(self, digest: str) -> Path:
-        if digest != self.tree_digest:
+        found = self.trees().get(digest)
+        if found is None:
             raise SandboxError(f"no tree with digest {digest[:16]} (have {self.tree_digest[:16]})")
-        return self.snapshot
+        return found
 
     def fixture_bytes(self, digest: str) -> bytes:
         try:

@@ -22,13 +22,13 @@ from gate.core.card.card import HarnessEvent
 from gate.core.errors import JournalError
 from gate.core.suite.journal import Journal, JournalHeader, check_trials, mismatch, spec_digest, trial_line
 from gate.core.suite.suite import Suite
-from gate.core.suite.trial import Limits, Observation, TrialSpec
+from gate.core.suite.trial import Limits, Observation, Side, TrialKey, TrialSpec
 from gate.io.journal import JournalWriter, discard_journal, journal_path, new_journal, read_journal
 from gate.io.snapshot import LocalInputs
 from gate.run.executor import Executor
 
-# The spec this run plans for (property, index) carrying `canary`, for a given image ID (None: no such trial).
-SpecOf = Callable[[str, str, int, str], TrialSpec | None]
+# The spec this run plans for (property, index, side) carrying `canary`, for a given image ID (None: no such trial).
+SpecOf = Callable[[str, str, int, str, Side], TrialSpec | None]
 
 
 @dataclass
@@ -70,10 +70,10 @@ class RunJournal:
         """The resumed run's id (a resume keeps it); None for a fresh run."""
         return self.resumed.header.run_id if self.resumed else None
 
-    def stored_canary(self, property_id: str, index: int) -> str | None:
+    def stored_canary(self, property_id: str, index: int, side: Side) -> str | None:
         if self.resumed is None or self.expected is None:
             return None
-        entry = self.resumed.stored.get((self.expected.run_id, property_id, index))
+        entry = self.resumed.stored.get((self.expected.run_id, property_id, index, side))
         return None if entry is None else entry.canary
 
     def expect(self, header: JournalHeader) -> None:
@@ -83,7 +83,7 @@ class RunJournal:
             self.close()
             raise JournalError(f"not this run's journal: {diff}", file=str(self.path))
 
-    def bind(self, image: str, image_id: str, spec_of: Callable[[str, int, str], TrialSpec | None]) -> None:
+    def bind(self, image: str, image_id: str, spec_of: Callable[[str, int, str, Side], TrialSpec | None]) -> None:
         """The image is known: check the resumed journal's image and every stored trial's spec, or start a
         fresh journal with this run's header."""
         assert self.expected is not None, "expect() comes first"
@@ -158,7 +158,7 @@ class JournaledExecutor:
 
     def image_id(self) -> str:
         image_id = self.inner.image_id()
-        self.journal.bind(self.inner.image, image_id, lambda p, i, c: self.spec_of(image_id, p, i, c))
+        self.journal.bind(self.inner.image, image_id, lambda p, i, c, s: self.spec_of(image_id, p, i, c, s))
         return image_id
 
     def open(self, run_id: str, limits: Limits) -> None:
@@ -172,7 +172,7 @@ class JournaledExecutor:
 
     def run(self, specs: Sequence[TrialSpec], inputs: LocalInputs) -> Iterator[Observation]:
         stored = self.journal.resumed.stored if self.journal.resumed else {}
-        fresh: dict[tuple[str, str, int], TrialSpec] = {}
+        fresh: dict[TrialKey, TrialSpec] = {}
         replayed: list[Observation] = []
         for spec in specs:
             entry = stored.get(spec.key)

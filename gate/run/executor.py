@@ -64,8 +64,16 @@ def opened(executor: Executor, run_id: str, limits: Limits) -> Iterator[Executor
     executor.close(run_id)
 
 
+def serves_every_tree(executor: object) -> bool:
+    """Whether `executor` lays out every tree its inputs serve (`LocalInputs.trees`: a paired property's
+    base tree beside the patched one), as it says with `serves_every_tree = True`; else patch trees only."""
+    return getattr(executor, "serves_every_tree", False) is True
+
+
 class LocalExecutor:
     """Runs batches on a thread pool sized to the machine; each thread drives one sandbox call."""
+
+    serves_every_tree = True  # each batch's tree comes from `inputs.tree_dir(spec.tree_digest)`
 
     def __init__(self, sandbox: Sandbox, *, jobs: int | None = None, batch_size: int | None = None) -> None:
         self.sandbox = sandbox

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,8 +26,9 @@ from gate.core.policy.policy import Decision, decide
 from gate.core.suite.plan import check_fixtures
 from gate.core.suite.selection import select_ids
 from gate.core.suite.suite import ImageSource, PropertySpec, Suite
-from gate.core.suite.trial import TrialSpec
+from gate.core.suite.trial import Side, TrialSpec
 from gate.core.verdicts.bands import SamplerWindow
+from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import card_bytes, check_writable, write_card
 from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
@@ -50,6 +51,7 @@ from gate.run.executor import Executor, opened
 from gate.run.flicker import with_base_reruns
 from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
+from gate.run.pairedbase import base_inputs, paired_base
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.runhistory import run_history
 from gate.run.trials import all_harness, execute, planner_for
@@ -202,6 +204,7 @@ def _run(
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)
     check_fits(tree, suite.config.limits, where=request.workdir)
+    base = paired_base(suite, oracle, selection, shown=request.suite)
     signer = None
     if request.sign_key is not None:  # read now: a key the sandbox could reach is refused before any trial
         signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
@@ -219,6 +222,7 @@ def _run(
             books=books,
             selection=selection,
             tree=tree,
+            base=base,
             signer=signer,
             store=store,
             executor_factory=executor_factory,
@@ -245,6 +249,7 @@ def _journaled(
     books: BooksStore,
     selection: TreeSelection,
     tree: PatchedTree,
+    base: PatchedTree | None,
     signer: SigningKey | None,
     store: Path,
     executor_factory: ExecutorFactory,
@@ -303,10 +308,17 @@ def _journaled(
         }
         log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
 
-        with LocalInputs(
-            request.workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits
-        ) as inputs:
+        with (
+            LocalInputs(
+                request.workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits
+            ) as inputs,
+            base_inputs(oracle, base, fixtures, suite) as base_side,
+        ):
             facts = replace(facts, tree_digest=inputs.tree_digest)
+            trees = {Side.PATCH: inputs.tree_digest}
+            if base_side is not None:
+                inputs.serve(base_side)  # one wave holds both sides' trials of a paired property
+                trees[Side.BASE] = base_side.tree_digest
             journal.expect(
                 journal_header(
                     run_id=run_id,
@@ -322,7 +334,7 @@ def _journaled(
                 verdicts = all_harness(suite, current.manifest, str(drift))
             else:
                 verdicts, facts = execute(
-                    journal.executor(executor, _spec_of(facts, inputs.tree_digest)),
+                    journal.executor(executor, _spec_of(facts, trees)),
                     facts,
                     inputs,
                     checks,
@@ -331,6 +343,7 @@ def _journaled(
                     records,
                     cross_check_share=request.cross_check,
                     stored_canary=journal.stored_canary,
+                    base_tree_digest=trees.get(Side.BASE),
                 )
             if (resumed := journal.event()) is not None:
                 facts = replace(facts, events=(*facts.events, resumed))
@@ -387,15 +400,19 @@ def _journaled(
     return RunResult(card=card, verdicts=tuple(verdicts), freeze_file=freeze_file)
 
 
-def _spec_of(facts: RunFacts, tree_digest: str) -> SpecOf:
-    """The spec this run plans for a stored trial (with its stored canary), for the image the run resolved."""
+def _spec_of(facts: RunFacts, trees: Mapping[Side, str]) -> SpecOf:
+    """The spec this run plans for a stored trial (with its stored canary), for the image the run resolved;
+    a base-side trial only for a paired property of a run with a base tree."""
     props = {p.id: p for p in facts.suite.properties}
 
-    def spec_of(image_id: str, property_id: str, index: int, canary: str) -> TrialSpec | None:
+    def spec_of(image_id: str, property_id: str, index: int, canary: str, side: Side) -> TrialSpec | None:
         prop = props.get(property_id)
-        if prop is None or not 0 <= index < prop.planned_trials():
+        if prop is None or not 0 <= index < prop.planned_trials() or side not in trees:
             return None
-        [spec] = planner_for(replace(facts, image_id=image_id), tree_digest).trials(prop, index, 1)
+        if side is Side.BASE and not isinstance(prop.rule(), PairedRule):
+            return None
+        planner = replace(planner_for(replace(facts, image_id=image_id), trees[side]), side=side)
+        [spec] = planner.trials(prop, index, 1)
         return spec.model_copy(update={"canary": canary})
 
     return spec_of

@@ -10,13 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Judge, Tally
-from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
+from gate.core.suite.trial import FaultOrigin, Observation, TrialKey, TrialSpec
 from gate.core.trust.crosscheck import REPRODUCE, Pair, Settlement, WorkerDisagreement, combine, settle
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
 from gate.run.waves import coordinator_canary
 
-Key = tuple[str, str, int]
+Key = TrialKey
 RunElsewhere = Callable[[Sequence[TrialSpec], LocalInputs, frozenset[str]], Iterator[Observation]]
 MAX_GROUPS_AT_ONCE = 8  # groups (one per avoided worker set) in flight together
 

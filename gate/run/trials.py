@@ -13,16 +13,17 @@ from gate.core.card.card import DeadlineSource, HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts, work_copy_facts
 from gate.core.checks import Trial
-from gate.core.errors import HarnessError
+from gate.core.errors import HarnessError, UsageError
 from gate.core.suite.fold import fold_tallies
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec, Suite
-from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
+from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
 from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
 from gate.run.crosscheck import cross_check, new_seed
-from gate.run.executor import Executor
+from gate.run.executor import Executor, serves_every_tree
 from gate.run.progress import Progress
 from gate.run.waves import run_waves
 
@@ -37,26 +38,39 @@ def execute(
     records: list[TrialRecord],
     *,
     cross_check_share: float | None = None,
-    stored_canary: Callable[[str, int], str | None] | None = None,
+    stored_canary: Callable[[str, int, Side], str | None] | None = None,
+    base_tree_digest: str | None = None,
 ) -> tuple[Sequence[Verdict], RunFacts]:
     """Plan, dispatch through the executor, cross-check and fold; a sandbox that cannot start fails every
     property. Every judged trial is appended to `records`. `cross_check_share` None: the suite's.
     `checks` judges each observation (the run's check process, `gate.io.checkproc`); `stored_canary`: a
-    resumed run's canaries of the trials its journal holds (gate.run.durable)."""
+    resumed run's canaries of the trials its journal holds (gate.run.durable); `base_tree_digest`: the base
+    tree `inputs` also serves, on which paired properties run their other side (None: no --base)."""
     suite, manifest = facts.suite, facts.seal.manifest
+    if base_tree_digest is not None and not serves_every_tree(executor):
+        # Before any trial: an executor that cannot lay out the base tree would fault every base trial.
+        paired = next(p.id for p in suite.properties if isinstance(p.rule(), PairedRule))
+        raise UsageError(
+            f'property {paired} uses rule = "paired", which runs through the local sandbox or pool only for now'
+            " (not over --broker)",
+            field="--broker",
+        )
     facts = replace(facts, image=executor.image)
     try:
         facts = replace(facts, image_id=executor.image_id())
     except HarnessError as exc:
         return all_harness(suite, manifest, str(exc)), facts
     planner = planner_for(facts, inputs.tree_digest, stored_canary=stored_canary)
+    base_planner = None
+    if base_tree_digest is not None:
+        base_planner = replace(planner_for(facts, base_tree_digest, stored_canary=stored_canary), side=Side.BASE)
 
     def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
         trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
         return checks.judge(prop.id, trial, prop.band)
 
     events: list[HarnessEvent] = []
-    sent: dict[tuple[str, str, int], TrialSpec] = {}
+    sent: dict[TrialKey, TrialSpec] = {}
     share = suite.config.cross_check if cross_check_share is None else cross_check_share
     try:
         tallies = run_waves(
@@ -68,6 +82,7 @@ def execute(
             events=events,
             progress=progress,
             sent=sent,
+            base_planner=base_planner,
         )
         checked = cross_check(executor, tallies, sent, inputs, judge_one, share=share, seed=new_seed())
     except HarnessError as exc:
@@ -77,15 +92,20 @@ def execute(
         return all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
     events.extend(executor.events)
     events.extend(checked.events)
+    # A paired property's base trials are recorded beside the patch's (their observations name the side).
     records.extend(
         TrialRecord(property_id=t.prop.id, trial_index=o.trial_index, observation=o, outcome=outcome)
         for t in tallies
-        for o, outcome in zip(t.observations, t.outcomes, strict=True)
+        for o, outcome in (
+            *zip(t.observations, t.outcomes, strict=True),
+            *zip(t.base_observations, t.base_outcomes, strict=True),
+        )
     )
-    images = sorted({o.image_id for t in tallies for o in t.observations if o.image_id})
+    observed = [o for t in tallies for o in (*t.observations, *t.base_observations)]
+    images = sorted({o.image_id for o in observed if o.image_id})
     if len(images) > 1:
         events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
-    work_copy, copy_events = work_copy_facts(o for t in tallies for o in t.observations)
+    work_copy, copy_events = work_copy_facts(observed)
     events.extend(copy_events)
     calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
     folded = fold_tallies(tallies, manifest, calibrated=calibrated)
@@ -118,7 +138,7 @@ def all_harness(suite: Suite, manifest: Mapping[str, str], detail: str) -> list[
 
 
 def planner_for(
-    facts: RunFacts, tree_digest: str, *, stored_canary: Callable[[str, int], str | None] | None = None
+    facts: RunFacts, tree_digest: str, *, stored_canary: Callable[[str, int, Side], str | None] | None = None
 ) -> Planner:
     """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial
     (except a resumed trial's, which keeps the canary it was observed with: `stored_canary`), and the seeds
@@ -136,5 +156,5 @@ def planner_for(
         pythonpath=suite.config.pythonpath,
         new_canary=lambda: secrets.token_hex(16),
         seeds_from=facts.seeds_from,
-        stored_canary=stored_canary or (lambda _property, _index: None),
+        stored_canary=stored_canary or (lambda _property, _index, _side: None),
     )

@@ -1,6 +1,8 @@
 """Dispatch in waves: every property's first wave goes out at once; after each wave, undecided
 statistical properties (a sequential rule that has not crossed a boundary) get their next wave,
 and decided ones get nothing more. A fixed-N property is one wave. Works through any executor.
+A paired property's wave sends each trial index twice, on the patched tree and on the base tree (same
+seed, fixture and clock), in the same wave; each answer counts only for the side its key names.
 Before a check sees an observation, the coordinator searches its stream heads for the trial's canary
 itself: a worker's `canary_seen` is a claim, the bytes it returned are evidence.
 """
@@ -13,7 +15,7 @@ from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Judge, Tally
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
 from gate.core.trust.crosscheck import with_coordinator_canary
 from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.io.snapshot import LocalInputs
@@ -30,16 +32,19 @@ def run_waves(
     judge: Judge,
     events: list[HarnessEvent],
     progress: Progress = NO_PROGRESS,
-    sent: dict[tuple[str, str, int], TrialSpec] | None = None,
+    sent: dict[TrialKey, TrialSpec] | None = None,
+    base_planner: Planner | None = None,
 ) -> list[Tally]:
     """Run the suite's trials wave by wave; returns one tally per property, in suite order.
     `progress` hears each property's planned total as waves are planned, each judged trial, and the end;
-    `sent`, when given, receives every dispatched spec by key (a cross-check sends the same spec again)."""
+    `sent`, when given, receives every dispatched spec by key (a cross-check sends the same spec again);
+    `base_planner` plans the base tree's side of paired properties (`inputs` must serve that tree too)."""
     try:
         return _waves(
             executor,
             properties,
             planner=planner,
+            base_planner=base_planner,
             inputs=inputs,
             judge=judge,
             events=events,
@@ -55,16 +60,17 @@ def _waves(
     properties: Sequence[PropertySpec],
     *,
     planner: Planner,
+    base_planner: Planner | None,
     inputs: LocalInputs,
     judge: Judge,
     events: list[HarnessEvent],
     progress: Progress,
-    sent: dict[tuple[str, str, int], TrialSpec],
+    sent: dict[TrialKey, TrialSpec],
 ) -> list[Tally]:
     tallies = [Tally(prop) for prop in properties]
     by_id = {t.prop.id: t for t in tallies}
-    seen: set[tuple[str, str, int]] = set()
-    wave = _next_wave(tallies, planner, progress)
+    seen: set[TrialKey] = set()
+    wave = _next_wave(tallies, planner, base_planner, progress)
     while wave:
         sent.update((spec.key, spec) for spec in wave)
         for obs in executor.run(wave, inputs):
@@ -79,32 +85,45 @@ def _waves(
                 continue
             seen.add(obs.key)
             tally = by_id.get(obs.property_id)
-            if tally is None or obs.trial_index >= tally.dispatched:
+            # Only a dispatched key counts: a base-side answer for a property that ran no base side, or an
+            # answer whose side differs from its spec's, names a trial nobody sent.
+            if tally is None or obs.trial_index >= tally.dispatched or obs.key not in sent:
+                side = "base trial" if obs.side is Side.BASE else "trial"
                 events.append(
                     HarnessEvent(
                         kind="stray_result",
                         property_id=obs.property_id,
-                        detail=f"trial {obs.trial_index} was never dispatched; ignored",
+                        detail=f"{side} {obs.trial_index} was never dispatched; ignored",
                     )
                 )
                 continue
-            if (spec := sent.get(obs.key)) is not None:
-                obs = coordinator_canary(spec, obs, events)
+            obs = coordinator_canary(sent[obs.key], obs, events)
             outcome = judge(tally.prop, obs)
-            tally.add(obs, outcome)
+            if obs.side is Side.BASE:
+                tally.add_base(obs, outcome)
+            else:
+                tally.add(obs, outcome)
             progress.done(tally.prop.id, outcome.kind)
-        wave = _next_wave(tallies, planner, progress)
+        wave = _next_wave(tallies, planner, base_planner, progress)
     return tallies
 
 
-def _next_wave(tallies: Sequence[Tally], planner: Planner, progress: Progress) -> list[TrialSpec]:
+def _next_wave(
+    tallies: Sequence[Tally], planner: Planner, base_planner: Planner | None, progress: Progress
+) -> list[TrialSpec]:
     wave: list[TrialSpec] = []
     for tally in tallies:
         count = tally.more()
-        if count > 0:
-            wave.extend(planner.trials(tally.prop, tally.dispatched, count))
-            tally.dispatched += count
-            progress.planned(tally.prop.id, tally.dispatched)
+        if count <= 0:
+            continue
+        specs = planner.trials(tally.prop, tally.dispatched, count)
+        if tally.paired and base_planner is not None:
+            # Index by index, base beside patch: an executor that starts them in order starts both alike.
+            based = base_planner.trials(tally.prop, tally.dispatched, count)
+            specs = [spec for pair in zip(based, specs, strict=True) for spec in pair]
+        wave.extend(specs)
+        tally.dispatched += count
+        progress.planned(tally.prop.id, tally.dispatched * (2 if tally.paired and base_planner else 1))
     return wave
 
 

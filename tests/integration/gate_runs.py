@@ -67,14 +67,26 @@ def gate_run(
     *extra: str,
     env: dict[str, str] | None = None,
     new_ledger: bool = False,
+    suite: str = "gate.toml",
 ) -> Run:
     """Run the gate like examples/invoice/run.sh does: the patch as a commit over the example's base in
     a fresh repository beside the card, `gate run --base`, then `gate accept --base`, told UNENROLLED when
     the run was (as a CI job that chose it would tell both). `new_ledger`: the first run on its ledger
-    (default `ledger.json` beside the card), which must not exist yet."""
+    (default `ledger.json` beside the card), which must not exist yet. `suite`: the example's suite file to
+    run (`paired.toml`: the paired suite, whose patches are `paired/NAME`)."""
     card.parent.mkdir(parents=True, exist_ok=True)
-    repo = example_repo(card.parent / f"repo-{patch}-{uuid.uuid4().hex[:8]}", patch, source=example)
-    oracle = ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
+    name = patch.replace("/", "-")
+    repo = example_repo(card.parent / f"repo-{name}-{uuid.uuid4().hex[:8]}", patch, source=example)
+    oracle = (
+        "--suite",
+        str(repo.root / suite),
+        "--workdir",
+        str(repo.app),
+        "--seal",
+        str(repo.seal),
+        "--base",
+        repo.base,
+    )
     done = subprocess.run(
         [
             *(sys.executable, "-m", "gate.run", *oracle, "--retries", "0", "--card", str(card)),

@@ -23,7 +23,7 @@ from gate.core.suite.journal import (
     spec_digest,
     trial_line,
 )
-from gate.core.suite.trial import Captured, Observation, TrialSpec
+from gate.core.suite.trial import Captured, Observation, Side, TrialSpec
 from gate.core.testing import make_spec
 
 HEADER = JournalHeader(
@@ -64,8 +64,8 @@ def test_a_journal_reads_back_every_trial_bound_to_its_key_and_spec() -> None:
     """Header, three trials and no commit: each trial by key with its spec digest, canary and observation."""
     journal = parse_lines(roundtrip(journal_lines(3)))
     assert journal.header == HEADER and not journal.committed
-    assert sorted(journal.stored) == [("run-1", "p", i) for i in range(3)]
-    entry = journal.stored[("run-1", "p", 1)]
+    assert sorted(journal.stored) == [("run-1", "p", i, Side.PATCH) for i in range(3)]
+    entry = journal.stored[("run-1", "p", 1, Side.PATCH)]
     assert entry.spec_digest == spec_digest(spec(1)) and entry.canary == "c1"
     assert entry.observation == observed(spec(1))
 
@@ -170,9 +170,9 @@ def test_a_header_for_another_run_says_what_differs(field: str, words: str) -> N
 def test_stored_trials_must_be_this_runs_specs() -> None:
     """A trial this run would not plan, or one stored for a spec that differs (another deadline), is refused."""
     journal = parse_lines(roundtrip(journal_lines(2)))
-    check_trials(journal, lambda p, i, c: spec(i).model_copy(update={"canary": c}))
+    check_trials(journal, lambda p, i, c, s: spec(i).model_copy(update={"canary": c}))
     with pytest.raises(JournalError, match="p trial 0 is not a trial of this run"):
-        check_trials(journal, lambda p, i, c: None)
-    longer = lambda p, i, c: spec(i).model_copy(update={"canary": c, "deadline_s": 99.0})  # noqa: E731
+        check_trials(journal, lambda p, i, c, s: None)
+    longer = lambda p, i, c, s: spec(i).model_copy(update={"canary": c, "deadline_s": 99.0})  # noqa: E731
     with pytest.raises(JournalError, match="p trial 0 was stored for another spec"):
         check_trials(journal, longer)

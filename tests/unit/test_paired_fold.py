@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gate.core.suite.fold import Tally, fold_tallies
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import Observation
+from gate.core.suite.trial import Observation, Side
 from gate.core.verdicts.paired import PairCounts, PairedRule, PairedState
 from gate.core.verdicts.pairfold import fold_paired, pair_up, paired_kind, pairs_disagree
 from gate.core.verdicts.verdict import Kind, Outcome, OutcomeCounts, OutcomeKind, PairedEvidence
@@ -131,15 +131,15 @@ PROP = PropertySpec.model_validate(
 )  # fmt: skip
 
 
-def obs(index: int) -> Observation:
-    return Observation(run_id="r", property_id="p", trial_index=index)
+def obs(index: int, side: Side = Side.PATCH) -> Observation:
+    return Observation(run_id="r", property_id="p", trial_index=index, side=side)
 
 
 def feed(tally: Tally, base: list[Outcome], patch: list[Outcome]) -> None:
     for outcome in patch:
         tally.add(obs(outcome.trial_index), outcome)
     for outcome in base:
-        tally.add_base(obs(outcome.trial_index), outcome)
+        tally.add_base(obs(outcome.trial_index, Side.BASE), outcome)
 
 
 def test_the_tally_asks_for_one_wave_of_pairs_then_waits_for_both_sides():
@@ -178,12 +178,13 @@ def test_fold_tallies_folds_pairs_and_calls_missing_base_trials_a_harness_error(
     assert "10 base trial(s) never reported" in second.detail
 
 
-def test_a_run_that_dispatches_no_base_trials_fails_closed(tmp_path):
-    """Until the run dispatches base trials, a paired property ends its run as a harness_error after one
-    wave (no hang, no pass), and accept's recomputation agrees with the card."""
-    from gate.core.card.acceptance import recomputed_reasons
+def test_a_run_without_a_base_refuses_a_paired_property_before_any_trial(tmp_path):
+    """No --base: a paired property is refused in one line (exit 64), before any trial or card."""
+    import pytest
 
-    from .mini_suite import GATE_TOML, STAT, build_suite, good, run
+    from gate.core.errors import RET_USAGE, UsageError
+
+    from .mini_suite import GATE_TOML, build_suite, good, run
 
     suite = build_suite(tmp_path)
     paired = 'check = "checks:tool_choice"\nrule = "paired"\nmargin = 0.05\nmax_pairs = 100\n'
@@ -191,13 +192,10 @@ def test_a_run_that_dispatches_no_base_trials_fails_closed(tmp_path):
     asked: list[int] = []
 
     def counted(spec, fixture):
-        if spec.property_id == STAT:
-            asked.append(spec.trial_index)
+        asked.append(spec.trial_index)
         return good(spec, fixture)
 
-    result, _ = run(suite, counted)
-    row = next(r for r in result.card.properties if r.id == STAT)
-    assert (row.kind, row.trials, row.counts.creditable) == (Kind.HARNESS_ERROR, 0, False)
-    assert "10 base trial(s) never reported" in row.detail
-    assert asked == list(range(10))  # one wave, then nothing: the pairs never formed
-    assert recomputed_reasons(result.card) == []
+    with pytest.raises(UsageError, match='tool_choice_rate uses rule = "paired"') as refused:
+        run(suite, counted)
+    assert refused.value.exit_code == RET_USAGE and "\n" not in str(refused.value)
+    assert asked == [] and not suite.card.exists()

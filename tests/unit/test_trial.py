@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from gate.core.suite.trial import Captured, ClockSpec, FaultOrigin, Observation
+from gate.core.suite.trial import Captured, ClockSpec, FaultOrigin, Observation, Side
 from gate.core.testing import make_spec
 
 
@@ -35,9 +35,9 @@ def test_naive_instant_is_refused() -> None:
 
 
 def test_trial_and_observation_share_a_key() -> None:
-    """A spec and its observation are matched by (run, property, trial index)."""
+    """A spec and its observation are matched by (run, property, trial index, side)."""
     spec = make_spec(3, run_id="r", property_id="p")
-    assert Observation.harness_fault(spec, "x", origin=FaultOrigin.HARNESS).key == spec.key == ("r", "p", 3)
+    assert Observation.harness_fault(spec, "x", origin=FaultOrigin.HARNESS).key == spec.key == ("r", "p", 3, Side.PATCH)
 
 
 def test_observation_round_trips_bytes_through_json() -> None:

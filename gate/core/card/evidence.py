@@ -3,7 +3,8 @@
 A `TrialRecord` is one trial's observation and its judged outcome. Its canonical bytes
 (`record_bytes`) name it (`record_digest`), and the card binds the set of names (`evidence_digest`),
 so `gate refold` can re-fold the outcomes with the card's own band rules and compare kinds, trials
-and hits with the rows. Pure: reading and writing the store is `gate.io.evidence`'s.
+and hits with the rows. A paired row's records hold both sides (each observation names its side); its
+re-fold pairs them again, as the run did. Pure: reading and writing the store is `gate.io.evidence`'s.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from gate.core.card.card import DeadlineSource, PropertyRow, VerdictCard
 from gate.core.escaping import one_line
-from gate.core.suite.trial import Observation
-from gate.core.verdicts.bands import BandRule
-from gate.core.verdicts.verdict import Band, Kind, Outcome, fold
+from gate.core.suite.trial import Observation, Side
+from gate.core.verdicts.paired import AnyRule, PairedRule
+from gate.core.verdicts.pairfold import fold_paired
+from gate.core.verdicts.verdict import Band, Kind, Outcome, Verdict, fold, harness_verdict
 
-_RULE: TypeAdapter[BandRule] = TypeAdapter(BandRule)
+_RULE: TypeAdapter[AnyRule] = TypeAdapter(AnyRule)
 
 
 class TrialRecord(BaseModel):
@@ -44,6 +46,11 @@ class TrialRecord(BaseModel):
         ):
             raise ValueError("the observation, the outcome and the record name different trials")
         return self
+
+    @property
+    def side(self) -> Side:
+        """The tree the trial ran on (a paired property's base trials are recorded beside the patch's)."""
+        return self.observation.side
 
 
 def record_bytes(record: TrialRecord) -> bytes:
@@ -121,20 +128,44 @@ def refold(card: VerdictCard, records: Sequence[TrialRecord]) -> Refold:
 
 def _check(row: PropertyRow, records: Sequence[TrialRecord]) -> RowCheck:
     card = (row.kind, row.trials, row.hits)
-    ordered = sorted(records, key=lambda r: r.trial_index)
-    twice = sorted({r.trial_index for r in ordered if sum(1 for o in ordered if o.trial_index == r.trial_index) > 1})
+    ordered = sorted(records, key=lambda r: (r.trial_index, r.side))
+    keys = [(r.trial_index, r.side) for r in ordered]
+    twice = sorted({index for index, side in keys if keys.count((index, side)) > 1})
     if twice:
         return RowCheck(row.id, card, None, f"trial(s) {twice} recorded more than once")
     try:
         rule = _RULE.validate_python(row.rule) if row.band is Band.STATISTICAL and row.rule is not None else None
-        verdict = fold(
-            property_id=row.id,
-            band=row.band,
-            fixture_digest=row.fixture_digest,
-            outcomes=[r.outcome for r in ordered],
-            rule=rule,
-            timeout_is_safety=row.timeout_is_safety and row.deadline_source is DeadlineSource.CALIBRATED,
-        )
+        if not isinstance(rule, PairedRule) and any(r.side is Side.BASE for r in ordered):
+            return RowCheck(row.id, card, None, "base-tree trials recorded for a row whose rule is not paired")
+        verdict = _refolded(row, ordered, rule)
     except ValueError as exc:  # pydantic's ValidationError is one; so is a statistical row without a rule
         return RowCheck(row.id, card, None, f"the row's band rule cannot be read back: {one_line(str(exc))[:200]}")
     return RowCheck(row.id, card, (verdict.kind, verdict.trials, verdict.hits))
+
+
+def _refolded(row: PropertyRow, ordered: Sequence[TrialRecord], rule: AnyRule | None) -> Verdict:
+    """The verdict the run's fold gives these records (a paired rule's both sides, paired again)."""
+    promoted = row.timeout_is_safety and row.deadline_source is DeadlineSource.CALIBRATED
+    if not isinstance(rule, PairedRule):
+        outcomes = [r.outcome for r in ordered]
+        return fold(
+            property_id=row.id,
+            band=row.band,
+            fixture_digest=row.fixture_digest,
+            outcomes=outcomes,
+            rule=rule,
+            timeout_is_safety=promoted,
+        )
+    patch = [r.outcome for r in ordered if r.side is Side.PATCH]
+    base = [r.outcome for r in ordered if r.side is Side.BASE]
+    if {o.trial_index for o in patch} != {o.trial_index for o in base}:
+        # The run folds a trial index one side never reported as a harness_error with no trials (gate.core.suite.fold).
+        return harness_verdict(row.id, row.band, row.fixture_digest, "a side never reported", creditable=False)
+    return fold_paired(
+        property_id=row.id,
+        fixture_digest=row.fixture_digest,
+        patch=patch,
+        base=base,
+        rule=rule,
+        timeout_is_safety=promoted,
+    )

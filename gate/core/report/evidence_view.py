@@ -1,6 +1,7 @@
 """The reviewers' view of a card's evidence: per property, in card row order, every trial that missed,
 timed out or faulted (by trial index, up to a limit) and a deterministic sample of the passing ones,
-each with what its record holds, as terminal text or JSON. Pure: `gate evidence` (gate.cli.evidence)
+each with what its record holds, as terminal text or JSON. A paired row's base-tree trials are shown
+the same way in a view of their own, marked as the base's. Pure: `gate evidence` (gate.cli.evidence)
 reads the card and its verified records.
 
 Everything a record holds is the patch's to choose. In the text every such value follows a fixed
@@ -18,7 +19,7 @@ from typing import Any
 from gate.core.card.card import VerdictCard
 from gate.core.card.evidence import TrialRecord, record_digest
 from gate.core.escaping import one_line
-from gate.core.suite.trial import Captured, FileChange
+from gate.core.suite.trial import Captured, FileChange, Side
 from gate.core.verdicts.verdict import OutcomeCounts, OutcomeKind
 
 DEFAULT_LIMIT = 20  # missed, timed-out and faulted trials shown per property
@@ -86,6 +87,7 @@ class ShownTrial:
     image_id: str
     seed: int | None  # the trial's seed: PROBEGATE_TRIAL_SEED=<seed> replays it
     digest: str
+    side: Side = Side.PATCH  # the tree it ran on: a paired row's base trials are the base's
 
     @classmethod
     def of(cls, digest: str, record: TrialRecord) -> ShownTrial:
@@ -111,6 +113,7 @@ class ShownTrial:
             image_id=obs.image_id,
             seed=obs.seed,
             digest=digest,
+            side=record.side,
         )
 
     def to_data(self) -> dict[str, Any]:
@@ -135,6 +138,7 @@ class ShownTrial:
             "image_id": self.image_id,
             "seed": self.seed,
             "digest": self.digest,
+            "side": str(self.side),
         }
 
     def lines(self) -> list[str]:
@@ -142,7 +146,7 @@ class ShownTrial:
         signal = "none" if self.signal is None else str(self.signal)
         code = "none" if self.exit_code is None else str(self.exit_code)
         out = [
-            f"  trial {self.trial_index}: {str(self.kind).upper()}, record {one_line(self.digest)}",
+            f"  {_on(self.side)}trial {self.trial_index}: {str(self.kind).upper()}, record {one_line(self.digest)}",
             f"    detail: {one_line(self.detail) or '(none)'}" + (" (the check raised)" if self.check_raised else ""),
             f"    exit: code {code}, signal {signal}, timed out {_yes(self.timed_out)}, "
             f"oom killed {_yes(self.oom_killed)}, {self.duration_s:.2f}s",
@@ -165,6 +169,10 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
+def _on(side: Side) -> str:
+    return "base " if side is Side.BASE else ""
+
+
 @dataclass(frozen=True)
 class PropertyView:
     """One card row's trials to look at; `counts` are of its records (what `gate refold` re-folds)."""
@@ -176,13 +184,16 @@ class PropertyView:
     problems: tuple[ShownTrial, ...]  # missed, timed out or faulted, by trial index
     more: int  # such trials beyond the limit, not shown
     passes: tuple[ShownTrial, ...]  # the sample of hits, by trial index
+    side: Side = Side.PATCH  # whose trials: a paired row has a second view, of its base-tree trials
 
     def count_line(self) -> str:
-        """`id (band, card: kind): trials N, hits H, misses M, timeouts T, faults F`, escaped."""
+        """`id (band, card: kind): trials N, hits H, misses M, timeouts T, faults F`, escaped; a base view's
+        says `id on the base (…)`."""
         c = self.counts
+        where = " on the base" if self.side is Side.BASE else ""
         return (
-            f"{one_line(self.property_id)} ({one_line(self.band)}, card: {one_line(self.kind)}): trials {c.trials}, "
-            f"hits {c.hit}, misses {c.miss}, timeouts {c.timeout}, faults {c.fault}"
+            f"{one_line(self.property_id)}{where} ({one_line(self.band)}, card: {one_line(self.kind)}): "
+            f"trials {c.trials}, hits {c.hit}, misses {c.miss}, timeouts {c.timeout}, faults {c.fault}"
         )
 
     def lines(self) -> list[str]:
@@ -205,6 +216,7 @@ class PropertyView:
         c = self.counts
         return {
             "id": self.property_id,
+            "side": str(self.side),
             "band": self.band,
             "kind": self.kind,
             "counts": {"trials": c.trials, "hit": c.hit, "miss": c.miss, "timeout": c.timeout, "fault": c.fault},
@@ -274,26 +286,44 @@ def build_review(
         if only is not None and row.id not in only:
             continue
         mine = by_property.get(row.id, [])
-        problems = sorted(((d, r) for d, r in mine if r.outcome.kind in _PROBLEMS), key=_in_trial_order)
-        # The sample is the hits with the smallest record digests: a digest is a function of the
-        # record alone, so every reading of one store shows the same hits whatever order the files
-        # are listed in. It orients a reviewer and is no audit: a probe that grinds its own output
-        # can steer which of its hits sort first. Misses, timeouts and faults are never sampled.
-        hits = sorted(((d, r) for d, r in mine if r.outcome.kind is OutcomeKind.HIT), key=_digest)[:passes]
-        views.append(
-            PropertyView(
-                property_id=row.id,
-                band=str(row.band),
-                kind=str(row.kind),
-                counts=OutcomeCounts.of([r.outcome for _, r in mine]),
-                problems=tuple(ShownTrial.of(d, r) for d, r in problems[:limit]),
-                more=max(0, len(problems) - limit),
-                passes=tuple(ShownTrial.of(d, r) for d, r in sorted(hits, key=_in_trial_order)),
-            )
-        )
+        sizes = {"limit": limit, "passes": passes}
+        patch = [(d, r) for d, r in mine if r.side is Side.PATCH]
+        views.append(_view(row.id, str(row.band), str(row.kind), patch, **sizes))
+        based = [(d, r) for d, r in mine if r.side is Side.BASE]
+        if based or row.paired is not None:
+            views.append(_view(row.id, str(row.band), str(row.kind), based, **sizes, side=Side.BASE))
     rows = {row.id for row in card.properties}
     unbound = tuple(sorted(pid for pid in by_property if pid not in rows and (only is None or pid in only)))
     return Review(run_id=card.run_id, limit=limit, passes=passes, properties=tuple(views), unbound=unbound)
+
+
+def _view(
+    property_id: str,
+    band: str,
+    kind: str,
+    mine: list[tuple[str, TrialRecord]],
+    *,
+    limit: int,
+    passes: int,
+    side: Side = Side.PATCH,
+) -> PropertyView:
+    """One side's view of a row from its records by digest."""
+    problems = sorted(((d, r) for d, r in mine if r.outcome.kind in _PROBLEMS), key=_in_trial_order)
+    # The sample is the hits with the smallest record digests: a digest is a function of the
+    # record alone, so every reading of one store shows the same hits whatever order the files
+    # are listed in. It orients a reviewer and is no audit: a probe that grinds its own output
+    # can steer which of its hits sort first. Misses, timeouts and faults are never sampled.
+    hits = sorted(((d, r) for d, r in mine if r.outcome.kind is OutcomeKind.HIT), key=_digest)[:passes]
+    return PropertyView(
+        property_id=property_id,
+        band=band,
+        kind=kind,
+        counts=OutcomeCounts.of([r.outcome for _, r in mine]),
+        problems=tuple(ShownTrial.of(d, r) for d, r in problems[:limit]),
+        more=max(0, len(problems) - limit),
+        passes=tuple(ShownTrial.of(d, r) for d, r in sorted(hits, key=_in_trial_order)),
+        side=side,
+    )
 
 
 def _in_trial_order(item: tuple[str, TrialRecord]) -> tuple[int, str]:

@@ -1,7 +1,7 @@
 """The verdict card as one self-contained HTML page: the job's status first, a table of the
-properties, inline SVG plots (hit rate with its Wilson interval against the band; the SPRT's
-log-likelihood ratio path, from the trial records; trial durations against the deadline) and the
-freezes and ledger actions.
+properties, inline SVG plots (hit rate with its Wilson interval against the band, or against the base's
+rate for a paired row; the SPRT's and the paired test's log-likelihood ratio paths, from the trial
+records; trial durations against the deadline) and the freezes and ledger actions.
 
 Pure: card and records in, text out. Ids, details and reasons quote the patch's output, so the page
 is built only through `gate.core.report.html_dom`, which escapes every text and attribute value: no string
@@ -22,15 +22,17 @@ from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.card.evidence import TrialRecord
 from gate.core.policy.flakes import files_line, flake_note
 from gate.core.report.html_dom import CSP, el, html_text, line, num, style, svg, write_page
+from gate.core.report.html_paired import draw_paired_paths
 from gate.core.report.html_sprt import draw_sprt_paths
 from gate.core.report.html_trials import draw_trials
 from gate.core.trust.crosscheck_summary import report_lines
-from gate.core.verdicts.bands import BandRule, FixedRule, Interval, SprtRule, wilson
+from gate.core.verdicts.bands import FixedRule, Interval, SprtRule, wilson
+from gate.core.verdicts.paired import AnyRule, PairedRule
 from gate.core.verdicts.verdict import Band
 
 _CELL_CHARS = 2000  # the card keeps the whole detail; the page needs a readable row
 _LABEL_CHARS = 24  # a property id beside its plot row
-_RULE = TypeAdapter(BandRule)
+_RULE: TypeAdapter[AnyRule] = TypeAdapter(AnyRule)
 
 # Plot geometry, in SVG user units.
 _WIDTH = 520
@@ -44,7 +46,7 @@ def _x(rate: float) -> float:
     return _PLOT_X0 + max(0.0, min(1.0, rate)) * (_PLOT_X1 - _PLOT_X0)
 
 
-def _rule(row: PropertyRow) -> FixedRule | SprtRule | None:
+def _rule(row: PropertyRow) -> FixedRule | SprtRule | PairedRule | None:
     """The row's band rule, or None when it has none (or one this gate cannot read)."""
     if row.rule is None:
         return None
@@ -95,6 +97,11 @@ def _rate_plot(body: ET.Element, rows: list[tuple[int, PropertyRow]]) -> None:
             attrs.update({"data-rule": "fixed", "data-threshold": num(rule.min_hits / rule.trials)})
         elif isinstance(rule, SprtRule):
             attrs.update({"data-rule": "sprt", "data-p0": num(rule.p0), "data-p1": num(rule.p1)})
+        base = row.paired.base if isinstance(rule, PairedRule) and row.paired is not None else None
+        if isinstance(rule, PairedRule):
+            attrs.update({"data-rule": "paired", "data-margin": num(rule.margin)})
+            if base is not None and base.trials:
+                attrs["data-base-rate"] = num(base.hit / base.trials)
         group = el(image, "g", **attrs)
         _label(group, y, row)
         line(group, "axis", _x(0.0), y, _x(1.0), y)
@@ -105,6 +112,9 @@ def _rate_plot(body: ET.Element, rows: list[tuple[int, PropertyRow]]) -> None:
         elif isinstance(rule, SprtRule):
             line(group, "p0", _x(rule.p0), y - 9, _x(rule.p0), y + 9)
             line(group, "p1", _x(rule.p1), y - 9, _x(rule.p1), y + 9)
+        elif base is not None and base.trials:
+            # The paired rule's band is the base's own rate, observed on the same indices.
+            line(group, "base-rate", _x(base.hit / base.trials), y - 9, _x(base.hit / base.trials), y + 9)
         if row.trials > 0:
             el(group, "circle", **{"class": "rate"}, cx=num(_x(row.hits / row.trials)), cy=num(y), r="4")
 
@@ -259,6 +269,13 @@ def render_html(card: VerdictCard, records: Sequence[TrialRecord] = ()) -> str:
     ]
     if sprt:
         draw_sprt_paths(body, sprt, records)
+    paired = [
+        (i, row, rule)
+        for i, row in numbered
+        if row.band is Band.STATISTICAL and isinstance(rule := _rule(row), PairedRule)
+    ]
+    if paired:
+        draw_paired_paths(body, paired, records)
     if numbered:
         _duration_plot(body, numbered)
     draw_trials(body, card, records)

@@ -28,7 +28,7 @@ svg text { font-size: 11px; font-family: sans-serif; }
 .axis { stroke: #888; stroke-width: 1; }
 .interval { stroke: #1f5fbf; stroke-width: 4; }
 .rate { fill: #1f5fbf; }
-.threshold, .p0 { stroke: #c0392b; stroke-width: 1.5; }
+.threshold, .p0, .base-rate { stroke: #c0392b; stroke-width: 1.5; }
 .p1 { stroke: #e08e0b; stroke-width: 1.5; stroke-dasharray: 3 2; }
 .deadline { stroke: #c0392b; stroke-width: 1.5; }
 .duration { fill: #2e8b57; }

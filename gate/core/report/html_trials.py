@@ -41,6 +41,7 @@ def draw_trials(body: ET.Element, card: VerdictCard, records: Sequence[TrialReco
             "details",
             **{"class": "trials", "data-property": view.property_id, "data-problems": str(problems)},
             data_passes=str(len(view.passes)),
+            data_side=str(view.side),  # a paired row's base-tree trials have a block of their own
         )
         if problems:
             block.set("open", "open")

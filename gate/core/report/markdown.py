@@ -65,10 +65,16 @@ def _row(row: PropertyRow) -> str:
         md_inline(str(row.band)),
         _kind_cell(row),
         str(row.trials),
-        str(row.hits),
+        str(row.hits) + _base_hits(row),
         md_inline(row.detail, _CELL_CHARS),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _base_hits(row: PropertyRow) -> str:
+    """A paired row's base-tree hits of the same indices, marked as the base's; nothing for other rows."""
+    base = row.paired.base if row.paired is not None else None
+    return f" (base {base.hit}/{base.trials})" if base is not None and base.trials else ""
 
 
 def render_markdown(card: VerdictCard) -> str:

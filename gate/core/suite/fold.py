@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import Observation
+from gate.core.suite.trial import Observation, Side
 from gate.core.verdicts.paired import PairCounts, PairedRule
 from gate.core.verdicts.pairfold import fold_paired, pair_up
 from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind, PairedEvidence, Verdict, fold, harness_verdict
@@ -36,11 +36,17 @@ class Tally:
     base_outcomes: list[Outcome] = field(default_factory=list)
 
     def add(self, obs: Observation, outcome: Outcome) -> None:
+        """A trial on the patched tree; a base-side observation is refused (it would count for the patch)."""
+        if obs.side is not Side.PATCH:
+            raise ValueError(f"{obs.property_id} trial {obs.trial_index} is a {obs.side} trial, not the patch's")
         self.observations.append(obs)
         self.outcomes.append(outcome)
 
     def add_base(self, obs: Observation, outcome: Outcome) -> None:
-        """A paired property's trial of the same index on the base tree."""
+        """A paired property's trial of the same index on the base tree; a patch-side observation, or any
+        for a property that is not paired, is refused (it would pair the patch with itself)."""
+        if obs.side is not Side.BASE or not self.paired:
+            raise ValueError(f"{obs.property_id} trial {obs.trial_index} is not a paired property's base trial")
         self.base_observations.append(obs)
         self.base_outcomes.append(outcome)
 

@@ -4,9 +4,10 @@ replays it is `gate.run.durable`.
 
 A journal is JSON lines: a header naming the run (run id, suite and checks digests, tree, seal, image,
 the properties run), one line per observed trial (its key, its spec's digest, its canary, the
-observation as the executor returned it), and, once the run reaches its commit, a commit line. Every
-line carries `chain`, the sha256 of the previous line's chain and its own canonical body, so a line
-edited, dropped, reordered or spliced in from another journal breaks the chain from there on.
+observation as the executor returned it; a paired property's base-side trial also names its side),
+and, once the run reaches its commit, a commit line. Every line carries `chain`, the sha256 of the
+previous line's chain and its own canonical body, so a line edited, dropped, reordered or spliced in
+from another journal breaks the chain from there on.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gate.core.errors import JournalError
-from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
 
 JOURNAL_FORMAT = "probegate/run-journal/v1"
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
-Key = tuple[str, str, int]
+Key = TrialKey
 
 
 class JournalHeader(BaseModel):
@@ -90,6 +91,8 @@ def trial_line(previous: str, spec: TrialSpec, observation: Observation) -> dict
         "canary": spec.canary,
         "observation": observation.model_dump(mode="json"),
     }
+    if spec.side is not Side.PATCH:  # a patch trial's line is as it was before trials had sides
+        body["side"] = spec.side.value
     return {**body, "chain": chained(previous, body)}
 
 
@@ -128,7 +131,7 @@ def parse_lines(lines: Sequence[Mapping[str, Any]]) -> Journal:
             continue
         key, entry = _trial(number, body, header.run_id)
         if key in stored:
-            raise JournalError(f"line {number}: {key[1]} trial {key[2]} is stored twice")
+            raise JournalError(f"line {number}: {_named(key)} is stored twice")
         stored[key] = entry
     return Journal(header=header, stored=stored, chain=chain, committed=committed)
 
@@ -141,17 +144,20 @@ def _chained_line(number: int, previous: str, body: Mapping[str, Any]) -> str:
 
 
 def _trial(number: int, body: Mapping[str, Any], run_id: str) -> tuple[Key, Stored]:
-    if set(body) != {"property", "index", "spec", "canary", "observation"}:
+    if set(body) - {"side"} != {"property", "index", "spec", "canary", "observation"}:
         raise JournalError(f"line {number}: not a trial line (fields {sorted(body)})")
     prop, index, digest, canary = body["property"], body["index"], body["spec"], body["canary"]
     if not (isinstance(prop, str) and type(index) is int and isinstance(digest, str) and isinstance(canary, str)):
         raise JournalError(f"line {number}: property, index, spec or canary has the wrong type")
+    if body.get("side", Side.BASE.value) != Side.BASE.value:
+        raise JournalError(f"line {number}: side {body['side']!r} is not 'base' (a patch trial's line names none)")
+    side = Side.BASE if "side" in body else Side.PATCH
     try:
         # Bytes travel as base64 in JSON: validated from JSON text, as the card's observations are.
         observation = Observation.model_validate_json(canonical(body["observation"]))
     except ValueError as exc:
         raise JournalError(f"line {number}: not an observation: {_first_error(exc)}") from None
-    key = (run_id, prop, index)
+    key = (run_id, prop, index, side)
     if observation.key != key:
         raise JournalError(f"line {number}: the observation is of {observation.key}, the line of {key}")
     return key, Stored(spec_digest=digest, canary=canary, observation=observation)
@@ -173,15 +179,22 @@ def mismatch(stored: JournalHeader, expected: JournalHeader, *, image: bool = Tr
     return None
 
 
-def check_trials(journal: Journal, spec_of: Callable[[str, int, str], TrialSpec | None]) -> None:
-    """Refuse any stored trial that is not one of this run's specs: `spec_of(property, index, canary)`
+def check_trials(journal: Journal, spec_of: Callable[[str, int, str, Side], TrialSpec | None]) -> None:
+    """Refuse any stored trial that is not one of this run's specs: `spec_of(property, index, canary, side)`
     is the spec this run plans for that trial with the stored canary (None: the run plans no such trial)."""
-    for (_, prop, index), entry in journal.stored.items():
-        spec = spec_of(prop, index, entry.canary)
+    for key, entry in journal.stored.items():
+        _, prop, index, side = key
+        spec = spec_of(prop, index, entry.canary, side)
         if spec is None:
-            raise JournalError(f"{prop} trial {index} is not a trial of this run")
+            raise JournalError(f"{_named(key)} is not a trial of this run")
         if spec_digest(spec) != entry.spec_digest:
-            raise JournalError(f"{prop} trial {index} was stored for another spec than this run's")
+            raise JournalError(f"{_named(key)} was stored for another spec than this run's")
+
+
+def _named(key: Key) -> str:
+    """`p trial 3`, or `p base trial 3` for a paired property's base side."""
+    _, prop, index, side = key
+    return f"{prop} base trial {index}" if side is Side.BASE else f"{prop} trial {index}"
 
 
 def _short(value: object) -> str:

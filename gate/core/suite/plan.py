@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gate.core.errors import SuiteError
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import MAX_SEED, ClockSpec, Limits, TrialSpec
+from gate.core.suite.trial import MAX_SEED, ClockSpec, Limits, Side, TrialSpec
 
 SEED_DOMAIN = "probegate/trial-seed/v1"
 
@@ -44,7 +44,10 @@ class Planner:
     new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
     seeds_from: str | None = None  # whose trial seeds to give (`gate run --replay-seeds`); None: this run's
     # A resumed run's trials keep the canary their stored observation was made with (None: a fresh one).
-    stored_canary: Callable[[str, int], str | None] = lambda _property, _index: None
+    stored_canary: Callable[[str, int, Side], str | None] = lambda _property, _index, _side: None
+    # The tree `tree_digest` names: the patched one, or the base's for a paired property's other side
+    # (whose trial i gets the same seed, fixture and clock as the patch's trial i).
+    side: Side = Side.PATCH
 
     def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
         """Specs for trial indices start .. start+count-1 of `prop`."""
@@ -66,12 +69,13 @@ class Planner:
                 canary=self._canary(prop.id, index),
                 image_id=self.image_id,
                 pythonpath=self.pythonpath,
+                side=self.side,
             )
             for index in range(start, start + count)
         ]
 
     def _canary(self, property_id: str, index: int) -> str:
-        stored = self.stored_canary(property_id, index)
+        stored = self.stored_canary(property_id, index, self.side)
         return self.new_canary() if stored is None else stored
 
 

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
 
@@ -86,6 +94,26 @@ class ClockSpec(BaseModel):
         return self.frozen_at.astimezone(ZoneInfo(self.zone)).strftime("%Y-%m-%d %H:%M:%S")
 
 
+class Side(StrEnum):
+    """Which tree a trial ran on: the patched tree, or (for a paired property) the base revision's."""
+
+    PATCH = "patch"
+    BASE = "base"
+
+
+# A trial's identity: run, property, index and side. A base trial and the patch trial of the same index
+# are two trials; neither may stand in for the other.
+TrialKey = tuple[str, str, int, Side]
+
+
+def _side_when_base(data: Any) -> Any:
+    """A dump with `side` only on a base trial: a patch trial dumps (and digests) as it did before
+    trials had sides, so stored records, journals and the wire keep their bytes."""
+    if isinstance(data, dict) and data.get("side") in (Side.PATCH, Side.PATCH.value):
+        del data["side"]
+    return data
+
+
 # Trial seeds are below 2**53: a card's and a record's numbers stay exact in every JSON reader.
 MAX_SEED = 2**53 - 1
 
@@ -130,11 +158,17 @@ class TrialSpec(BaseModel):
     image_id: str = ""
     # Tree-relative folders on the probe's PYTHONPATH (the suite's `pythonpath`, e.g. a src/ layout).
     pythonpath: tuple[str, ...] = ()
+    # The tree this trial runs on: a paired property's base trials carry Side.BASE and the base's tree.
+    side: Side = Side.PATCH
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _side_when_base(handler(self))
 
     @property
-    def key(self) -> tuple[str, str, int]:
+    def key(self) -> TrialKey:
         """Identity of a trial: a second result with the same key is a duplicate, never a vote."""
-        return (self.run_id, self.property_id, self.trial_index)
+        return (self.run_id, self.property_id, self.trial_index, self.side)
 
 
 class Captured(BaseModel):
@@ -211,15 +245,25 @@ class Observation(BaseModel):
     # copy mode ran where overlay was wanted (forced, or the host or container could not give it).
     work_copy: WorkCopy | None = None
     work_copy_note: str = ""
+    side: Side = Side.PATCH  # the spec's: a worker answers for the tree it was sent
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _side_when_base(handler(self))
 
     @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.run_id, self.property_id, self.trial_index)
+    def key(self) -> TrialKey:
+        return (self.run_id, self.property_id, self.trial_index, self.side)
 
     @classmethod
     def of(cls, spec: TrialSpec, **facts: Any) -> Observation:
-        """An observation of `spec`'s trial (its key and seed copied from the spec) with these facts."""
-        key = {"run_id": spec.run_id, "property_id": spec.property_id, "trial_index": spec.trial_index}
+        """An observation of `spec`'s trial (its key, side and seed copied from the spec) with these facts."""
+        key = {
+            "run_id": spec.run_id,
+            "property_id": spec.property_id,
+            "trial_index": spec.trial_index,
+            "side": spec.side,
+        }
         return cls(**key, **{"seed": spec.seed, **facts})  # a fact may name another seed (a test's worker)
 
     @classmethod

@@ -38,7 +38,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gate.core.suite.trial import Observation
+from gate.core.suite.trial import Observation, TrialKey
 from gate.core.trust.crosscheck import RANK, Pair, Settled, Settlement, Side, WorkerDisagreement, differing, observed
 from gate.core.verdicts.bands import FixedRule, SprtRule
 from gate.core.verdicts.paired import PairedRule
@@ -179,6 +179,6 @@ def on_rows(settlements: Iterable[Settlement], disputes: Iterable[WorkerDisagree
     return tuple(demoted(s) if s.settled is Settled.QUARANTINE and not stands(s) else s for s in settled)
 
 
-def discards(counted: Iterable[Observation], liars: frozenset[str]) -> tuple[tuple[str, str, int], ...]:
+def discards(counted: Iterable[Observation], liars: frozenset[str]) -> tuple[TrialKey, ...]:
     """The trials to run again without the caught workers (rule 4): every trial whose counted result is theirs."""
     return tuple(sorted({obs.key for obs in counted if obs.worker_id in liars}))

@@ -36,3 +36,19 @@ def choose_tool(request, seed):
     # Ties are broken at random; the seed makes each trial an independent, replayable draw.
     name = random.Random(seed).choice([n for s, n in scored if s == best])
     return {"tool": name, "score": best}
+
+
+# Routing samples like a model's answer does: the best-scoring tool, except that about one draw in
+# twenty (SLIP) goes to the runner-up. The seed makes each trial's draw replayable.
+SLIP = 0.05
+
+
+def route_ticket(request, seed):
+    words = set(request["query"].lower().replace(",", " ").split())
+    scored = []
+    for tool in request["tools"]:
+        score = sum(1 for keyword in tool["keywords"] if set(keyword.split()) <= words)
+        scored.append((score, tool["name"]))
+    (score, best), (_, runner_up) = sorted(scored, reverse=True)[:2]
+    name = runner_up if random.Random(seed).random() < SLIP else best
+    return {"tool": name, "score": score}

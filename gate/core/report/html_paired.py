@@ -1,0 +1,149 @@
+"""The paired path of the HTML report: for each statistical property under the paired rule, the paired
+test's log-likelihood ratio after each pair, from the trial records of both sides, against Wald's bounds.
+
+Pairs are formed as the fold forms them (`gate.core.verdicts.pairfold.pair_up`): trial indices in order,
+each judged (hit or miss) on the base tree and on the patched tree; the point after pair k is
+`PairedRule.llr` of the first k pairs' counts, so the last point is the value the row's state was judged
+on. Only a path whose pair counts equal the row's is drawn. Pure: records in, elements out, built with
+`gate.core.report.html_dom`.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gate.core.card.card import PropertyRow
+from gate.core.card.evidence import TrialRecord
+from gate.core.report.html_dom import el, html_text, line, num, svg
+from gate.core.suite.trial import Side
+from gate.core.verdicts.paired import PairCounts, PairedRule
+from gate.core.verdicts.pairfold import pair_up
+from gate.core.verdicts.verdict import Outcome
+
+_LABEL_CHARS = 60
+
+# Plot geometry, in SVG user units (as the SPRT plots').
+_WIDTH = 520
+_HEIGHT = 180
+_X0 = 60
+_X1 = 500
+_TOP = 26
+_BOTTOM = 150
+
+
+@dataclass(frozen=True)
+class PairedPath:
+    """One paired property's llr after each pair, in trial-index order, and the pair counts at the end."""
+
+    rule: PairedRule
+    points: tuple[float, ...]
+    counts: PairCounts
+
+    @property
+    def final(self) -> float:
+        return self.points[-1] if self.points else 0.0
+
+
+def paired_path(rule: PairedRule, base: Sequence[Outcome], patch: Sequence[Outcome]) -> PairedPath:
+    """The llr after each pair the two sides' outcomes make, pairs taken in trial-index order."""
+    held = {o.trial_index: o for o in base}
+    points: list[float] = []
+    counts = PairCounts()
+    for outcome in sorted(patch, key=lambda o: o.trial_index):
+        other = held.get(outcome.trial_index)
+        if other is None:
+            continue
+        step = pair_up([other], [outcome])
+        if not step.pairs:
+            continue  # a timeout or fault on either side makes no pair
+        counts = PairCounts(
+            both_pass=counts.both_pass + step.both_pass,
+            both_fail=counts.both_fail + step.both_fail,
+            base_only=counts.base_only + step.base_only,
+            patch_only=counts.patch_only + step.patch_only,
+        )
+        points.append(rule.llr(counts))
+    return PairedPath(rule=rule, points=tuple(points), counts=counts)
+
+
+def draw_paired_paths(
+    body: ET.Element, rows: Sequence[tuple[int, PropertyRow, PairedRule]], records: Sequence[TrialRecord]
+) -> None:
+    """A heading, then per row (card index, row, its paired rule) its path as `svg#paired-<index>`, or a
+    note saying why none is drawn (no records given, no pair formed, records that disagree with the row)."""
+    el(body, "h2", "Paired test: log-likelihood ratio after each pair (base against patch)")
+    if not records and any(row.trials for _, row, _ in rows):
+        text = "The trial records (the evidence beside the card) were not given to the report: no paired path is drawn."
+        el(body, "p", text, id="paired-no-evidence")
+        return
+    sides: dict[tuple[str, Side], list[Outcome]] = {}
+    for record in records:
+        sides.setdefault((record.property_id, record.side), []).append(record.outcome)
+    for index, row, rule in rows:
+        path = paired_path(rule, sides.get((row.id, Side.BASE), ()), sides.get((row.id, Side.PATCH), ()))
+        recorded = row.paired.pairs if row.paired is not None else PairCounts()
+        if not path.points:
+            _note(body, index, row, f"{row.id}: no pair was judged on both trees, no path to draw.")
+        elif path.counts != recorded:
+            text = (
+                f"{row.id}: the records make {path.counts.pairs} pairs but the row records {recorded.pairs} "
+                "(or other counts): no path drawn."
+            )
+            _note(body, index, row, text)
+        else:
+            _plot(body, index, row, path)
+
+
+def _note(body: ET.Element, index: int, row: PropertyRow, text: str) -> None:
+    el(body, "p", html_text(text, 400), id=f"paired-{index}", **{"class": "paired-note"}, data_property=row.id)
+
+
+def _plot(body: ET.Element, index: int, row: PropertyRow, path: PairedPath) -> None:
+    """The path as a polyline, one point per pair, between the worse (A) and no-worse (B) lines."""
+    rule = path.rule
+    low = min(rule.lower, *path.points)
+    high = max(rule.upper, *path.points)
+    pad = (high - low) * 0.05
+    low, high = low - pad, high + pad
+    pairs = len(path.points)
+
+    def x(k: int) -> float:
+        return _X0 + k / pairs * (_X1 - _X0)
+
+    def y(llr: float) -> float:
+        return _BOTTOM - (llr - low) / (high - low) * (_BOTTOM - _TOP)
+
+    image = svg(body, f"paired-{index}", _WIDTH, _HEIGHT, "paired log-likelihood ratio after each pair against A and B")
+    decision = rule.decide(path.counts)
+    group = el(
+        image,
+        "g",
+        **{"class": "paired-path"},
+        data_property=row.id,
+        data_kind=str(row.kind),
+        data_pairs=str(pairs),
+        data_final_llr=num(path.final),
+        data_upper=num(rule.upper),
+        data_lower=num(rule.lower),
+        data_difference=num(decision.difference),
+        data_decision=str(decision.state),
+    )
+    el(group, "text", html_text(row.id, _LABEL_CHARS), **{"class": "label"}, x="4", y="14")
+    line(group, "axis", _X0, y(0.0), _X1, y(0.0), data_llr="0")
+    line(group, "axis", _X0, _TOP, _X0, _BOTTOM)
+    line(group, "boundary reject", _X0, y(rule.upper), _X1, y(rule.upper), data_llr=num(rule.upper))
+    line(group, "boundary accept", _X0, y(rule.lower), _X1, y(rule.lower), data_llr=num(rule.lower))
+    el(group, "text", f"A {rule.upper:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.upper) + 4))
+    el(group, "text", f"B {rule.lower:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.lower) + 4))
+    el(group, "text", "pair 1", **{"class": "tick"}, x=num(x(1) - 8), y=num(_BOTTOM + 16))
+    el(group, "text", str(pairs), **{"class": "tick"}, x=num(_X1 - 8), y=num(_BOTTOM + 16))
+    points = " ".join(f"{num(x(k))},{num(y(llr))}" for k, llr in enumerate(path.points, start=1))
+    el(group, "polyline", **{"class": "llr"}, points=points)
+    el(group, "circle", **{"class": "llr-end"}, cx=num(x(pairs)), cy=num(y(path.final)), r="3")
+    caption = (
+        f"{html_text(decision.reason, 600)}. A: worse than the base by {rule.margin}; B: no worse. The run "
+        f"checks the test only after each wave of {rule.wave} pairs, so the path may cross a line between checks."
+    )
+    el(body, "p", caption, **{"class": "paired-caption"}, data_property=row.id)
