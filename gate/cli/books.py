@@ -12,7 +12,7 @@ from gate.io.cliargs import REDIS_SCHEMES
 
 if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
     from gate.core.suite.suite import Suite
-    from gate.run.runner import BooksFactory, RunRequest
+    from gate.run.request import BooksFactory, RunRequest
 
 
 def add_ledger_arguments(run: argparse.ArgumentParser) -> None:
@@ -48,7 +48,7 @@ def books_factory(args: argparse.Namespace) -> BooksFactory:
     """The store for `gate run`: Redis for a redis:// URL (checked now), else the ledger file."""
     url = ledger_url(args)
     if url is None:
-        from gate.run.runner import file_books
+        from gate.run.request import file_books
 
         return file_books
     # Late import: redis loads only for a run that keeps its books there.

@@ -13,7 +13,7 @@ from gate.core.errors import ConfigError
 if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
     from gate.core.trust.enrolment import Roster
     from gate.run.executor import Executor
-    from gate.run.runner import ExecutorFactory
+    from gate.run.request import ExecutorFactory
 
 
 @dataclass(frozen=True)

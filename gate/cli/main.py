@@ -38,7 +38,7 @@ from gate.io import interrupts
 from gate.io.cliargs import check_redis_url
 
 if TYPE_CHECKING:  # the run machinery loads only once a run has passed its argument checks
-    from gate.run.runner import RunRequest
+    from gate.run.request import RunRequest
 
 EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still returning from a removed container
 
@@ -260,7 +260,7 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
     _distinct(outputs, {**_inputs(args), **({"--sign-key": sign_key} if sign_key else {})})
     for field, path in outputs.items():
         check_writable(path, field)
-    from gate.run.runner import RunRequest  # last: a refused argument never loads the run machinery
+    from gate.run.request import RunRequest  # last: a refused argument never loads the run machinery
 
     return RunRequest(
         suite=args.suite,

@@ -33,7 +33,8 @@ from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
 from gate.run.nightly import NightlyOutcome, settle_pair
 from gate.run.progress import NO_PROGRESS, Progress
-from gate.run.runner import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, file_books, run_gate
+from gate.run.request import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, file_books
+from gate.run.runner import run_gate
 
 
 def run_baseline(

@@ -1,7 +1,9 @@
 """`gate run`: seal check → plan → executor → fold → policy → card, once, with no retries.
 
 Everything with a side effect (files, the executor, the clock, the run id) is gathered here and
-passed into the pure core as values. `python -m gate.run` is the same command as `gate run`.
+passed into the pure core as values: what is refused before any container (gate.run.admission), the
+trials (gate.run.trials), the commit of books and card (gate.run.commit). `python -m gate.run` is the
+same command as `gate run`.
 """
 
 from __future__ import annotations
@@ -9,94 +11,42 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import structlog
 
 from gate.core.card.calibration import deadline_source
-from gate.core.card.card import VerdictCard
 from gate.core.card.evidence import TrialRecord
-from gate.core.card.stamp import RunFacts, stamp, verdict_lines
+from gate.core.card.stamp import RunFacts, verdict_lines
 from gate.core.errors import SealDriftError, UsageError
-from gate.core.policy.freezes import FreezeFile, resolve
-from gate.core.policy.ledger import Ledger
-from gate.core.policy.policy import Decision, decide
+from gate.core.policy.freezes import resolve
 from gate.core.suite.plan import check_fixtures
 from gate.core.suite.selection import select_ids
-from gate.core.suite.suite import ImageSource, PropertySpec, Suite
+from gate.core.suite.suite import PropertySpec, Suite
 from gate.core.suite.trial import Side, TrialSpec
-from gate.core.verdicts.bands import SamplerWindow
 from gate.core.verdicts.paired import PairedRule
-from gate.core.verdicts.verdict import Verdict
-from gate.io.artifacts import card_bytes, check_writable, write_card
-from gate.io.cardsig import drop_stale_signature, run_signing_key, write_signature
+from gate.io.artifacts import check_writable
 from gate.io.checkproc import JudgeFactory, judging
-from gate.io.evidence import check_store, evidence_dir, write_evidence
+from gate.io.evidence import write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
-from gate.io.interrupts import held
-from gate.io.journal import check_journal_place, journal_path
-from gate.io.keys import SigningKey
-from gate.io.ledgerfile import FileBooks
-from gate.io.patchedtree import PatchedTree, check_fits, read_patched_tree
-from gate.io.proposals import check_proposal_paths, write_proposals
-from gate.io.reports import ReportTargets, write_reports
-from gate.io.snapshot import LocalInputs, check_outside_tree
+from gate.io.snapshot import LocalInputs
 from gate.io.state import BooksStore
-from gate.io.treeselect import TreeSelection, tree_selection
+from gate.run.admission import Admitted, admit
+from gate.run.commit import commit
 from gate.run.durable import RunJournal, SpecOf, journal_header
-from gate.run.executor import Executor, opened
+from gate.run.executor import opened
 from gate.run.flicker import with_base_reruns
 from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
-from gate.run.pairedbase import base_inputs, paired_base
+from gate.run.pairedbase import base_inputs
 from gate.run.progress import NO_PROGRESS, Progress
+from gate.run.request import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, card_of, file_books
 from gate.run.runhistory import run_history
 from gate.run.trials import all_harness, execute, planner_for
 
 log = structlog.get_logger("gate.run")
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    suite: Path
-    workdir: Path
-    fixture: Path | None
-    seal: Path | None  # None: the suite's `[suite] seal`
-    card: Path | None  # None: the suite's `[suite] card` (filled in once the oracle is read)
-    retries: int = 0
-    base: str | None = None
-    ledger: Path | None = None
-    new_ledger: bool = False  # --new-ledger: the books may (and must) not exist yet
-    image: str | None = None  # --image: the sandbox image tag (refused when the suite names its own)
-    cross_check: float | None = None  # --cross-check: the share of trials run again elsewhere (None: the suite's)
-    calibration: Path | None = None
-    calibrated_deadlines: bool = True  # False for `gate baseline`, which measures instead
-    reports: ReportTargets = field(default_factory=ReportTargets)  # JUnit XML / Markdown, written right after the card
-    properties: tuple[str, ...] = ()  # --property: run only these ids (with `keyword`: either picks)
-    keyword: str | None = None  # -k: run only ids holding this substring or matching this glob
-    sign_key: Path | None = None  # --sign-key: sign the card (its envelope beside it, gate.io.cardsig)
-    unenrolled_workers: bool = False  # trials go over a broker with no worker registry (the card records it)
-    seeds_from: str | None = None  # --replay-seeds: the run whose trial seeds to give (None: this run's own)
-    resume: bool = False  # --resume: continue the interrupted run from its journal (gate.io.journal)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    card: VerdictCard
-    verdicts: tuple[Verdict, ...]
-    freeze_file: FreezeFile | None = None  # as the oracle read it (the nightly pair reads creation times)
-
-
-# Where trials run (the command line picks, with its own settings: broker, jobs, workers…), given the image
-# to run them in: the suite's project image, else --image, else None (the sandbox's own).
-ExecutorFactory = Callable[[str | None], Executor]
-# Finds or builds the suite's project image and returns its ID (the command line picks Docker).
-ImageFactory = Callable[[ImageSource], str]
-# Where the books live, under the suite's terms (the command line picks a file or Redis).
-BooksFactory = Callable[[RunRequest, Suite], BooksStore]
 
 
 def _to_stderr(line: str) -> None:
@@ -160,12 +110,6 @@ def _with_card(request: RunRequest, oracle: Oracle) -> RunRequest:
     return replace(request, card=oracle.card)
 
 
-def _card(request: RunRequest) -> Path:
-    # Filled in by `_with_card` before `_run`; a request without one never gets this far.
-    assert request.card is not None, "run_gate resolves the card before the run"
-    return request.card
-
-
 def _run(
     request: RunRequest,
     oracle: Oracle,
@@ -188,29 +132,9 @@ def _run(
     # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
     books = books_factory(request, suite)
     books.check()
-    card_path = _card(request)
-    selection = tree_selection(suite, request.workdir, suite_file=request.suite)
-    check_outside_tree(card_path, request.workdir, selection, field="--card")
-    # The evidence store beside the card is an output too: inside the tree it must be left out like the card.
-    store = evidence_dir(card_path)
-    check_outside_tree(store, request.workdir, selection, field="--card")
-    check_store(store, "--card")
-    check_proposal_paths(card_path, request.workdir, selection)
-    for flag, path in request.reports.outputs().items():
-        check_outside_tree(path, request.workdir, selection, field=flag)
-    # The journal is read back by a resume: anywhere in the patch's repository, the patch could have written it.
-    check_journal_place(journal_path(card_path), request.workdir)
-    # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
-    # (a configuration error: nothing runs, no card, no credit), not found out in every container.
-    tree = read_patched_tree(request.workdir, selection)
-    check_fits(tree, suite.config.limits, where=request.workdir)
-    base = paired_base(suite, oracle, selection, shown=request.suite)
-    signer = None
-    if request.sign_key is not None:  # read now: a key the sandbox could reach is refused before any trial
-        signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
-    image = _run_image(request, oracle.image, image_factory)
+    admitted = admit(request, oracle, suite, image_factory)
     # Read (and locked) before any container starts; a resume keeps the interrupted run's id.
-    journal = RunJournal.start(card_path, resume=request.resume, note=note)
+    journal = RunJournal.start(card_of(request), resume=request.resume, note=note)
     try:
         return _journaled(
             request,
@@ -220,16 +144,11 @@ def _run(
             chosen=chosen,
             started=started,
             books=books,
-            selection=selection,
-            tree=tree,
-            base=base,
-            signer=signer,
-            store=store,
+            admitted=admitted,
             executor_factory=executor_factory,
             now=now,
             run_id=journal.run_id or run_id or uuid.uuid4().hex,
             emit=emit,
-            image=image,
             progress=progress,
             judge_factory=judge_factory,
             note=note,
@@ -247,23 +166,19 @@ def _journaled(
     chosen: tuple[str, ...] | None,
     started: datetime,
     books: BooksStore,
-    selection: TreeSelection,
-    tree: PatchedTree,
-    base: PatchedTree | None,
-    signer: SigningKey | None,
-    store: Path,
+    admitted: Admitted,
     executor_factory: ExecutorFactory,
     now: Callable[[], datetime],
     run_id: str,
     emit: Callable[[str], None],
-    image: str | None,
     progress: Progress,
     judge_factory: JudgeFactory,
     note: Callable[[str], None],
 ) -> RunResult:
+    selection, image = admitted.selection, admitted.image
     whole, fixture_root, expected = oracle.suite, oracle.fixture_root, oracle.expected
     clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
-    card_path = _card(request)
+    card_path = card_of(request)
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
     # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included. The
     # check process loads the checks meanwhile too; it is killed and reaped when the run ends.
@@ -310,9 +225,9 @@ def _journaled(
 
         with (
             LocalInputs(
-                request.workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits
+                request.workdir, fixtures, tree=admitted.tree, overrides=oracle.overrides, limits=suite.config.limits
             ) as inputs,
-            base_inputs(oracle, base, fixtures, suite) as base_side,
+            base_inputs(oracle, admitted.base, fixtures, suite) as base_side,
         ):
             facts = replace(facts, tree_digest=inputs.tree_digest)
             trees = {Side.PATCH: inputs.tree_digest}
@@ -356,42 +271,25 @@ def _journaled(
         facts, verdicts, oracle=oracle, selection=selection, fixtures=fixtures, partial=chosen is not None
     )
     # Every judged trial kept by content before the card that binds their digest is written.
-    facts = replace(facts, evidence=write_evidence(store, records), flake_history=recorded.note)
+    facts = replace(facts, evidence=write_evidence(admitted.store, records), flake_history=recorded.note)
 
-    def settle(ledger: Ledger, window: SamplerWindow) -> tuple[Decision, Ledger, SamplerWindow]:
-        decision = decide(
-            verdicts,
-            frozen=facts.freezes.frozen,
-            ledger=ledger,
-            window=window,
-            now=started,
-            max_fault_share=suite.config.ledger.max_fault_share,
-            oracle_edits=facts.oracle_edits,
-        )
-        if chosen is not None:
-            # A partial run (-k/--property) cannot be accepted, so it must not spend the credits or
-            # fill the sampler window a whole run will be judged by: decided against the books, not written.
-            return decision, ledger, window
-        return decision, decision.ledger.pruned(started), decision.window
-
-    # The commit: the books and the card that agrees with them are written whole. Ctrl-C is held from
-    # here (a run waiting for another's books still stops at once: nothing is written while it waits).
+    # The commit (gate.run.commit): the books and the card that agrees with them are written whole, Ctrl-C
+    # held (a run waiting for another's books still stops at once: nothing is written while it waits).
     if (summary := journal.summary()) is not None:
         note(summary)
     log.info("run.commit", run_id=facts.run_id, books=books.where)
-    with held():
-        journal.commit()  # from here on a resume of this run is refused: its books may be written
-        # Read, decide and write as one atomic step: a concurrent run's entries are in what `settle` reads.
-        decision = books.update(settle, history=recorded.update if recorded.entries else None)
-        card = stamp(facts, verdicts, decision)
-        write_proposals(card_path, card)  # before the card, so the card never names a file not yet there
-        if signer is None:
-            drop_stale_signature(card_path)  # an earlier run's envelope would only confuse a reader
-        write_card(card_path, card)
-        if signer is not None:
-            write_signature(card_path, card, card_bytes(card), signer)
-        write_reports(card, request.reports, records)
-        journal.done()
+    card = commit(
+        facts,
+        verdicts,
+        records,
+        books=books,
+        history=recorded.update if recorded.entries else None,
+        partial=chosen is not None,
+        journal=journal,
+        card_path=card_path,
+        signer=admitted.signer,
+        reports=request.reports,
+    )
     # What `gate accept` will say of this card on this tree: one answer, by accept's own path.
     verdict = forecast(card, card_path, oracle, tree_digest=facts.tree_digest, now=now())
     for line in verdict_lines(card, card_path, verdict):
@@ -420,26 +318,3 @@ def _spec_of(facts: RunFacts, trees: Mapping[Side, str]) -> SpecOf:
 
 def _only(suite: Suite, chosen: tuple[str, ...]) -> tuple[PropertySpec, ...]:
     return tuple(p for p in suite.properties if p.id in chosen)
-
-
-def _run_image(request: RunRequest, source: ImageSource | None, image_factory: ImageFactory | None) -> str | None:
-    """The image trials run in: the suite's project image (built from the base's definition), else --image."""
-    if source is None:
-        return request.image
-    if request.image:
-        raise UsageError(f"the suite names its image ([suite.image] {source.label}); drop --image", field="--image")
-    if image_factory is None:
-        raise UsageError("the suite names a project image, but this command cannot build images")
-    return image_factory(source)
-
-
-def file_books(request: RunRequest, suite: Suite) -> BooksStore:
-    """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
-    path = request.ledger or _card(request).parent / "ledger.json"
-    # Checked here too: beside a card the suite names, the command line could not check it.
-    check_writable(path, "--ledger")
-    # The books and their lock file change after the run, so inside the tree they must be outputs.
-    selection = tree_selection(suite, request.workdir, suite_file=request.suite)
-    for written in (path, path.with_name(path.name + ".lock")):
-        check_outside_tree(written, request.workdir, selection, field="--ledger")
-    return FileBooks(path, suite.config.ledger, suite.config.sampler, create=request.new_ledger)

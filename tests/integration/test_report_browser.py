@@ -21,7 +21,8 @@ from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.io.artifacts import read_card, write_card
 from gate.io.fixtures import seal_tree, write_seal_file
-from gate.run.runner import RunRequest, run_gate
+from gate.run.request import RunRequest
+from gate.run.runner import run_gate
 
 # One worker takes the whole module (--dist loadgroup): the module's `report` and headless `browser` are made once.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report_browser")]

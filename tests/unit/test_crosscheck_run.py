@@ -17,7 +17,7 @@ from gate.core.trust.crosscheck import Settled
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
 from gate.run.crosscheck import LOCAL_NOTE
-from gate.run.runner import RunResult
+from gate.run.request import RunResult
 
 from .mini_suite import SAFETY, STAT, Suite, build_suite, run, run_request, stdout
 from .mini_suite import good as good3

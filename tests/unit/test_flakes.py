@@ -25,7 +25,7 @@ from gate.core.suite.trial import FaultOrigin, FileChange, Observation, TrialSpe
 from gate.core.verdicts.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.snapshot import tree_digest
-from gate.run.runner import RunRequest, RunResult
+from gate.run.request import RunRequest, RunResult
 
 from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
 from .mini_suite import CHECKS_PY, CONTRACT, GATE_TOML, INVOICE, NOW, QUERY, RUN_ID, SAFETY, build_suite, good, run

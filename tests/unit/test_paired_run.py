@@ -23,7 +23,7 @@ from gate.core.verdicts.verdict import Kind
 from gate.io.evidence import verified_records
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.journal import journal_path
-from gate.run.runner import RunRequest, RunResult
+from gate.run.request import RunRequest, RunResult
 
 from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
 from .html_page import Page

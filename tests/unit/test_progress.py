@@ -21,7 +21,8 @@ from gate.core.verdicts.verdict import Kind, OutcomeKind
 from gate.io.checkproc import in_process
 from gate.run.baseline import run_baseline
 from gate.run.progress import NO_PROGRESS, Progress
-from gate.run.runner import RunResult, run_gate
+from gate.run.request import RunResult
+from gate.run.runner import run_gate
 
 from .mini_suite import CONTRACT, NOW, RUN_ID, SAFETY, STAT, Handler, Suite, build_suite, good
 

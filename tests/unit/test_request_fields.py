@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import gate.run
-from gate.run.runner import RunRequest
+from gate.run.request import RunRequest
 
 RUN = Path(gate.run.__file__).parent
 

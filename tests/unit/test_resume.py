@@ -18,7 +18,8 @@ from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.io.checkproc import in_process
 from gate.io.journal import STATE_ENV, journal_path, read_journal
-from gate.run.runner import RunResult, run_gate
+from gate.run.request import RunResult
+from gate.run.runner import run_gate
 
 from .mini_suite import CONTRACT, NOW, RUN_ID, STAT, Handler, Suite, build_suite, good, stdout
 

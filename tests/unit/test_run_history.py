@@ -26,7 +26,8 @@ from gate.io.checkproc import in_process
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
-from gate.run.runner import RunRequest, RunResult, run_gate
+from gate.run.request import RunRequest, RunResult
+from gate.run.runner import run_gate
 
 from .git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
 from .mini_suite import CHECKS_PY, CONTRACT, GATE_TOML, INVOICE, NOW, QUERY, good, run_request, stdout

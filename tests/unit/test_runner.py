@@ -20,7 +20,7 @@ from gate.core.suite.trial import FaultOrigin, FileChange, Observation, TrialSpe
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
-from gate.run.runner import RunRequest, RunResult
+from gate.run.request import RunRequest, RunResult
 
 from .mini_suite import (
     CONTRACT,
