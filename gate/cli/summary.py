@@ -52,6 +52,7 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
         _text(
             f"probegate {card.gate_version}  run {card.run_id[:12]}  seal {card.fixture.seal[:16]}"
             f"  image {card.image_id[7:19] or '-'}  work copies {card.work_copy or '-'}"
+            + (f"  interpreter warm ({card.hash_seeds} hash seeds)" if card.interpreter == "warm" else "")
         )
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)

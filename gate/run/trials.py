@@ -11,13 +11,13 @@ from dataclasses import replace
 
 from gate.core.card.card import DeadlineSource, HarnessEvent
 from gate.core.card.evidence import TrialRecord
-from gate.core.card.stamp import RunFacts, work_copy_facts
+from gate.core.card.stamp import RunFacts, interpreter_facts, work_copy_facts
 from gate.core.checks import Trial
 from gate.core.errors import HarnessError, UsageError
 from gate.core.suite.fold import fold_tallies
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec, Suite
-from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
+from gate.core.suite.trial import Interpreter, Observation, Side, TrialKey, TrialSpec
 from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
 from gate.io.checkproc import TrialJudge
@@ -107,6 +107,7 @@ def execute(
         events.append(HarnessEvent(kind="mixed_images", detail=f"trials ran in {len(images)} images: {images}"))
     work_copy, copy_events = work_copy_facts(observed)
     events.extend(copy_events)
+    interpreter, hash_seeds = interpreter_facts(o for t in tallies for o in t.observations)
     calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
     folded = fold_tallies(tallies, manifest, calibrated=calibrated)
     image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
@@ -116,6 +117,8 @@ def execute(
         durations=folded.durations,
         image_id=image_id,
         work_copy=work_copy,
+        interpreter=interpreter,
+        hash_seeds=hash_seeds,
         workers=checked.workers,
         assigned=assigned_trials(executor, facts.run_id),
         cross_check=checked.summary,
@@ -154,6 +157,7 @@ def planner_for(
         suite_file=str(suite.path),
         image_id=facts.image_id,
         pythonpath=suite.config.pythonpath,
+        interpreter=Interpreter(suite.config.interpreter),
         new_canary=lambda: secrets.token_hex(16),
         seeds_from=facts.seeds_from,
         stored_canary=stored_canary or (lambda _property, _index, _side: None),

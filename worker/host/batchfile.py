@@ -78,5 +78,7 @@ def batch_file(pending: list[TrialSpec]) -> dict:
         "lower": LOWER,
         "scratch": SCRATCH,
         "frozen_epoch": pending[0].clock.frozen_at.timestamp(),
+        # "fresh" or "warm" (worker/box/warm.py); the whole batch shares it (gate.core.suite.batching).
+        "interpreter": pending[0].interpreter.value,
         "trials": trials,
     }

@@ -29,7 +29,15 @@ IN_DIR = f"{MOUNT}/in"
 LOWER, SCRATCH = f"{MOUNT}/lower", f"{MOUNT}/scratch"
 BOX = Path(__file__).resolve().parents[1] / "box"  # the stdlib-only code mounted into the container
 HELPERS = tuple(
-    BOX / name for name in ("fsdiff.py", "lowerview.py", "probeproc.py", "workdir.py", "overlay.py", "nsfilter.py")
+    BOX / name
+    for name in (
+        "fsdiff.py",
+        "lowerview.py",
+        "probeproc.py",
+        "workdir.py",
+        "overlay.py",
+        "nsfilter.py",
+    )
 )
 EOF = object()  # the stream ended: the container exited or was removed
 IDLE_S = 60.0  # the supervisor exits after this long without a batch (see worker/host/warm.py)
@@ -205,6 +213,8 @@ def report_observation(
         writes=tuple(FileChange(path=w["path"], change=w["change"]) for w in report["writes"]),
         work_copy=report.get("work_copy"),
         work_copy_note=report.get("work_copy_note") or work_copy_note,
+        interpreter=report.get("interpreter"),
+        hash_seed=report.get("hash_seed"),
     )
 
 

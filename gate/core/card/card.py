@@ -130,6 +130,11 @@ class VerdictCard(BaseModel):
     # or None (no trial said: a card from before the modes, or no trial ran). Why copy ran where
     # overlay was wanted is a harness event of kind "work_copy".
     work_copy: Literal["overlay", "copy", "mixed"] | None = None
+    # How the probes' Python started: "fresh", "warm" (forked from a pre-imported parent), "mixed", or
+    # None (no trial said). In warm mode, how many distinct PYTHONHASHSEEDs (parents) the trials saw;
+    # each trial's own is in its record.
+    interpreter: Literal["fresh", "warm", "mixed"] | None = None
+    hash_seeds: int = Field(0, ge=0)
     retry_count: int = Field(ge=0)
     base_rev: str | None = None
     new_oracle_edits: tuple[str, ...] = ()

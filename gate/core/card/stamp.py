@@ -53,6 +53,8 @@ class RunFacts:
     base_reruns: Mapping[str, BaseRerun] = field(default_factory=dict)  # property id -> its rerun on the base
     flake_files: FlakeFiles | None = None
     work_copy: str | None = None  # "overlay", "copy" or "mixed" (work_copy_facts)
+    interpreter: str | None = None  # "fresh", "warm" or "mixed" (interpreter_facts)
+    hash_seeds: int = 0  # distinct warm parents' PYTHONHASHSEEDs
     flake_history: str = ""  # what the run added to the flake history, or why nothing (gate.run.runhistory)
     workers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # property id -> worker -> trials
     assigned: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # property id -> enrolled name -> trials
@@ -109,6 +111,8 @@ def stamp(facts: RunFacts, verdicts: Sequence[Verdict], decision: Decision) -> V
         unenrolled_workers=facts.unenrolled_workers,
         seeds_from=facts.seeds_from,
         work_copy=facts.work_copy,
+        interpreter=facts.interpreter,
+        hash_seeds=facts.hash_seeds,
         retry_count=facts.retries,
         base_rev=facts.base,
         new_oracle_edits=facts.oracle_edits,
@@ -143,6 +147,20 @@ def work_copy_facts(observations: Iterable[Observation]) -> tuple[str | None, tu
     mode = modes.pop() if len(modes) == 1 else ("mixed" if modes else None)
     events = tuple(HarnessEvent(kind="work_copy", detail=f"copy mode: {note}"[:300]) for note in notes)
     return mode, events
+
+
+def interpreter_facts(observations: Iterable[Observation]) -> tuple[str | None, int]:
+    """Which interpreter mode the trials ran in ("fresh", "warm", "mixed", or None when none said), and
+    how many distinct warm parents' hash seeds they saw."""
+    modes: set[str] = set()
+    seeds: set[int] = set()
+    for obs in observations:
+        if obs.interpreter is not None:
+            modes.add(obs.interpreter.value)
+        if obs.hash_seed is not None:
+            seeds.add(obs.hash_seed)
+    mode = modes.pop() if len(modes) == 1 else ("mixed" if modes else None)
+    return mode, len(seeds)
 
 
 def verdict_lines(card: VerdictCard, card_path: Path, acceptance: Acceptance) -> list[str]:

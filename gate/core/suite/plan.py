@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gate.core.errors import SuiteError
 from gate.core.suite.suite import PropertySpec
-from gate.core.suite.trial import MAX_SEED, ClockSpec, Limits, Side, TrialSpec
+from gate.core.suite.trial import MAX_SEED, ClockSpec, Interpreter, Limits, Side, TrialSpec
 
 SEED_DOMAIN = "probegate/trial-seed/v1"
 
@@ -41,6 +41,7 @@ class Planner:
     suite_file: str = "gate.toml"
     image_id: str = ""  # when set, a worker whose image differs refuses the trial
     pythonpath: tuple[str, ...] = ()
+    interpreter: Interpreter = Interpreter.FRESH
     new_canary: Callable[[], str] = lambda: ""  # the runner injects a fresh secret per trial
     seeds_from: str | None = None  # whose trial seeds to give (`gate run --replay-seeds`); None: this run's
     # A resumed run's trials keep the canary their stored observation was made with (None: a fresh one).
@@ -70,6 +71,7 @@ class Planner:
                 image_id=self.image_id,
                 pythonpath=self.pythonpath,
                 side=self.side,
+                interpreter=self.interpreter,
             )
             for index in range(start, start + count)
         ]

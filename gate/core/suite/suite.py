@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,19 @@ class ImageSource:
     label: str
 
 
+_PYTHON = re.compile(r"python(3(\.[0-9]+)?)?")
+
+
+def warm_refusal(probe: tuple[str, ...]) -> str | None:
+    """Why a warm interpreter cannot run `probe` (None: it can): only `python3 SCRIPT [ARGS]` and
+    `python3 -m MODULE [ARGS]` start the way a forked child can reproduce."""
+    if not _PYTHON.fullmatch(Path(probe[0]).name):
+        return f"runs Python probes only; the probe starts with {probe[0]!r}, not python3"
+    if len(probe) < 2 or (probe[1].startswith("-") and probe[1] != "-m") or (probe[1:2] == ("-m",) and len(probe) < 3):
+        return "needs a probe of the form 'python3 SCRIPT [ARGS]' or 'python3 -m MODULE [ARGS]'"
+    return None
+
+
 class SuiteConfig(BaseModel):
     model_config = _STRICT
     name: str = "suite"
@@ -189,6 +203,9 @@ class SuiteConfig(BaseModel):
     exclude: tuple[str, ...] = ()
     # Folders of the patched tree put on the probe's PYTHONPATH (e.g. "src" for a src/ layout).
     pythonpath: tuple[str, ...] = ()
+    # "fresh": each trial a new `python3`; "warm": each trial a child forked from a parent that
+    # pre-imported the image's distributions (docs/sandbox.md#warm-interpreter-trials).
+    interpreter: Literal["fresh", "warm"] = "fresh"
     image: ImageConfig | None = None
     # The share of safety/contract trials run again on a second worker (at least one per property
     # when above 0); a local pool has no second worker and cross-checks nothing.
@@ -219,6 +236,12 @@ class SuiteConfig(BaseModel):
         if any("\0" in arg for arg in value):
             raise ValueError("holds a NUL byte, which no command line can carry")
         return value
+
+    @model_validator(mode="after")
+    def _warm_runs_python(self) -> SuiteConfig:
+        if self.interpreter == "warm" and warm_refusal(self.probe):
+            raise ValueError(f'interpreter = "warm" {warm_refusal(self.probe)}')
+        return self
 
     @field_validator("pythonpath")
     @classmethod

@@ -114,6 +114,13 @@ def _side_when_base(data: Any) -> Any:
     return data
 
 
+def _left_out(data: Any, name: str, unsaid: tuple[Any, ...]) -> Any:
+    """A dump without `name` where it holds one of the `unsaid` values (what it was before the field)."""
+    if isinstance(data, dict) and name in data and data[name] in unsaid:
+        del data[name]
+    return data
+
+
 # Trial seeds are below 2**53: a card's and a record's numbers stay exact in every JSON reader.
 MAX_SEED = 2**53 - 1
 
@@ -132,6 +139,17 @@ class Limits(BaseModel):
     file_size_mb: int = Field(64, ge=1)  # RLIMIT_FSIZE: no single file the probe writes grows past it
     nofile: int = Field(256, ge=32)  # RLIMIT_NOFILE for the supervisor and the probe
     tree_files: int = Field(20_000, ge=1)  # files (and symlinks) a patched tree may hold
+
+
+class Interpreter(StrEnum):
+    """How a probe's Python starts: a fresh interpreter per trial, or a child forked from a warm
+    parent that pre-imported the image's own distributions (worker/box/warmparent.py)."""
+
+    FRESH = "fresh"
+    WARM = "warm"
+
+
+MAX_HASH_SEED = 2**32 - 1  # PYTHONHASHSEED's range
 
 
 class TrialSpec(BaseModel):
@@ -160,10 +178,14 @@ class TrialSpec(BaseModel):
     pythonpath: tuple[str, ...] = ()
     # The tree this trial runs on: a paired property's base trials carry Side.BASE and the base's tree.
     side: Side = Side.PATCH
+    # The suite's `interpreter`: part of the spec (and so of its digest and its batch), so a card's
+    # trials say which mode ran them.
+    interpreter: Interpreter = Interpreter.FRESH
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _side_when_base(handler(self))
+        # A fresh interpreter's spec dumps (and digests) as before the modes; a warm one says so.
+        return _left_out(_side_when_base(handler(self)), "interpreter", (Interpreter.FRESH, "fresh"))
 
     @property
     def key(self) -> TrialKey:
@@ -246,10 +268,16 @@ class Observation(BaseModel):
     work_copy: WorkCopy | None = None
     work_copy_note: str = ""
     side: Side = Side.PATCH  # the spec's: a worker answers for the tree it was sent
+    # The mode the probe's Python ran in (None: the sandbox did not say), and in warm mode the
+    # parent's PYTHONHASHSEED: the one thing a warm child cannot draw afresh (str/bytes hashes, set order).
+    interpreter: Interpreter | None = None
+    hash_seed: int | None = Field(None, ge=0, le=MAX_HASH_SEED)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        return _side_when_base(handler(self))
+        # Unsaid, the mode and the seed are left out: records stored before the modes keep their bytes.
+        data = _left_out(_side_when_base(handler(self)), "interpreter", (None,))
+        return _left_out(data, "hash_seed", (None,))
 
     @property
     def key(self) -> TrialKey:

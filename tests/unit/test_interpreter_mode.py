@@ -1,0 +1,73 @@
+"""The suite's interpreter mode: validated, carried into every spec, its digest and batch, the batch
+file and the card."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from gate.core.card.stamp import interpreter_facts
+from gate.core.suite.batching import batch_key
+from gate.core.suite.journal import spec_digest
+from gate.core.suite.suite import SuiteConfig, warm_refusal
+from gate.core.suite.trial import Interpreter, Observation
+from gate.core.testing import make_spec
+from worker.host.batchfile import batch_file
+
+
+def test_the_default_is_a_fresh_interpreter() -> None:
+    """A suite that names no mode runs each probe in a fresh interpreter."""
+    assert SuiteConfig().interpreter == "fresh"
+    assert make_spec().interpreter is Interpreter.FRESH
+
+
+@pytest.mark.parametrize(
+    "probe", [("python3", "probe.py"), ("python", "p.py", "-v"), ("/usr/bin/python3.13", "-m", "pkg.probe")]
+)
+def test_warm_takes_a_python_script_or_module(probe: tuple[str, ...]) -> None:
+    """`python3 SCRIPT` and `python3 -m MODULE` probes may run warm."""
+    assert warm_refusal(probe) is None
+    assert SuiteConfig(probe=probe, interpreter="warm").interpreter == "warm"
+
+
+@pytest.mark.parametrize(
+    ("probe", "why"),
+    [(("sh", "probe.sh"), "Python probes only"), (("python3", "-c", "pass"), "SCRIPT"), (("python3", "-m"), "MODULE")],
+)
+def test_warm_refuses_what_a_fork_cannot_start(probe: tuple[str, ...], why: str) -> None:
+    """A probe that is not Python, or starts Python with options, is refused in warm mode, saying why."""
+    with pytest.raises(ValidationError, match=why):
+        SuiteConfig(probe=probe, interpreter="warm")
+    assert SuiteConfig(probe=probe).interpreter == "fresh"  # the fresh mode runs any command
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    """Only "fresh" and "warm" are modes."""
+    with pytest.raises(ValidationError):
+        SuiteConfig(interpreter="hot")  # type: ignore[arg-type]
+
+
+def test_the_mode_is_in_the_spec_digest_and_the_batch_key() -> None:
+    """A warm trial's spec differs from the fresh one's in its digest, so a journal or card tells them apart,
+    and the two never share a batch."""
+    fresh, warm = make_spec(), make_spec(interpreter=Interpreter.WARM)
+    assert spec_digest(fresh) != spec_digest(warm)
+    assert batch_key(fresh) != batch_key(warm)
+
+
+def test_the_batch_file_names_the_mode() -> None:
+    """The supervisor learns the mode from the batch file."""
+    assert batch_file([make_spec(interpreter=Interpreter.WARM)])["interpreter"] == "warm"
+    assert batch_file([make_spec()])["interpreter"] == "fresh"
+
+
+def _obs(index: int, mode: Interpreter | None, seed: int | None) -> Observation:
+    return Observation.of(make_spec(index), interpreter=mode, hash_seed=seed)
+
+
+def test_the_card_says_the_mode_and_how_many_hash_seeds() -> None:
+    """The card's interpreter is the trials' one mode, or mixed; it counts distinct warm parents' seeds."""
+    warm = [_obs(0, Interpreter.WARM, 7), _obs(1, Interpreter.WARM, 7), _obs(2, Interpreter.WARM, 9)]
+    assert interpreter_facts(warm) == ("warm", 2)
+    assert interpreter_facts([*warm, _obs(3, Interpreter.FRESH, None)]) == ("mixed", 2)
+    assert interpreter_facts([_obs(0, None, None)]) == (None, 0)
