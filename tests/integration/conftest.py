@@ -25,7 +25,7 @@ from gate_runs import ExampleRuns
 from run_containers import containers_of
 
 from gate.core.errors import HarnessError, SandboxError
-from gate.core.suite.trial import ClockSpec, Inputs, Limits, Observation, TrialSpec
+from gate.core.suite.trial import ClockSpec, Inputs, Interpreter, Limits, Observation, TrialSpec
 from gate.core.testing import make_spec
 from gate.io.snapshot import world_readable
 from worker.host.engine import DEFAULT_IMAGE, resolve_image_id
@@ -147,6 +147,12 @@ def work_copy() -> str | None:
 
 
 @pytest.fixture
+def interpreter() -> str:
+    """The interpreter mode `make_trial` gives its specs; modules that must prove both modes override it."""
+    return "fresh"
+
+
+@pytest.fixture
 def sandbox(docker_client: docker.DockerClient, sandbox_image: str, work_copy: str | None) -> DockerSandbox:
     return DockerSandbox(client=docker_client, worker_id="pytest", work_copy=work_copy)
 
@@ -244,7 +250,7 @@ MakeTrial = Callable[..., tuple[TrialSpec, MemoryInputs]]
 
 
 @pytest.fixture
-def make_trial(tmp_path: Path, run_id: str) -> MakeTrial:
+def make_trial(tmp_path: Path, run_id: str, interpreter: str) -> MakeTrial:
     """Build a tree with the given probe source and return (spec, inputs) for one trial of it."""
     counter = iter(range(10_000))
 
@@ -271,6 +277,7 @@ def make_trial(tmp_path: Path, run_id: str) -> MakeTrial:
             deadline_s=deadline_s,
             clock=ClockSpec(frozen_at=FROZEN_AT, zone=zone),
             limits=limits or Limits(),
+            interpreter=Interpreter(interpreter),
         )
         return spec, inputs
 

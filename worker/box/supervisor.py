@@ -12,6 +12,7 @@ host reads the lines as they come and enforces deadlines itself too.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -28,10 +29,14 @@ if not __package__:
 try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import snapshot
     from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
+    from warmclient import ParentLost, WarmParents
+    from warmplan import Probe, pythonpath, shadowed
     from workdir import COPY, WorkDir
 except ImportError:  # imported on the host as worker.box.supervisor
     from worker.box.fsdiff import snapshot
     from worker.box.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
+    from worker.box.warmclient import ParentLost, WarmParents
+    from worker.box.warmplan import Probe, pythonpath, shadowed
     from worker.box.workdir import COPY, WorkDir
 
 PR_SET_DUMPABLE = 4
@@ -51,6 +56,24 @@ def harden() -> None:
     # probe cannot interrupt us; Python's own SIGINT handler would let it.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
+
+
+def kill_others(spare: int) -> None:
+    """SIGKILL and reap every process but ourselves and `spare` (the warm parent), which kill(-1)
+    would take too: by /proc, round after round until none is left (a fork bomb forks meanwhile)."""
+    for _ in range(1000):
+        others = [int(n) for n in os.listdir("/proc") if n.isdigit() and int(n) not in (1, os.getpid(), spare)]
+        if not others:
+            return
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        while True:  # orphans are ours to reap; never block on the parent, which lives on
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
 
 
 def kill_everything() -> None:
@@ -121,39 +144,47 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
     cap = int(trial["output_cap_bytes"])
     out, err = Stream(cap, canary.encode()), Stream(cap, canary.encode())
     ooms = oom_kills()
-    with open(trial["stdin"], "rb") as stdin:
-        started = time.monotonic()
-        proc = spawn(trial["argv"], stdin, work, env, batch["oom_fd"])
-    timed_out, (_, status, usage) = pump(proc, out, err, float(trial["deadline_s"]), started)
-    duration = time.monotonic() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never tries to reap it again
-    # Orphans (other sessions included) could keep the pipes open or keep writing files.
-    kill_everything()
-    drain(proc.stdout.fileno(), out)
-    drain(proc.stderr.fileno(), err)
-    proc.stdout.close()
-    proc.stderr.close()
+    warm = batch.get("interpreter") == "warm"
+    parent_s = 0.0
+    if warm:
+        parent_s, timed_out, code, usage, duration = run_warm(batch, trial, work, env, out, err)
+    else:
+        _parents.stop()  # none in a fresh container; kill_everything() below would end it anyway
+        with open(trial["stdin"], "rb") as stdin:
+            started = time.monotonic()
+            proc = spawn(trial["argv"], stdin, work, env, batch["oom_fd"])
+        timed_out, (_, status, rusage) = pump(proc, out, err, float(trial["deadline_s"]), started)
+        duration = time.monotonic() - started
+        usage = (rusage.ru_utime, rusage.ru_stime, rusage.ru_maxrss)
+        code = proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never tries to reap it again
+        # Orphans (other sessions included) could keep the pipes open or keep writing files.
+        kill_everything()
+        drain(proc.stdout.fileno(), out)
+        drain(proc.stderr.fileno(), err)
+        proc.stdout.close()
+        proc.stderr.close()
     detect_started = time.monotonic()
     try:
         writes = workdir.changes(work_before, others_before, roots)
     except OSError as exc:
         raise PatchFault(f"the probe's writes could not be read back: {type(exc).__name__}: {exc}") from exc
-    code = proc.returncode
     return {
         "exit_code": code if code >= 0 else None,
         "signal": -code if code < 0 else None,
         "timed_out": timed_out,
         "oom_killed": ooms >= 0 and oom_kills() > ooms,
         "duration_s": round(duration, 6),
-        "rusage_user_s": round(usage.ru_utime, 6),
-        "rusage_sys_s": round(usage.ru_stime, 6),
-        "max_rss_kb": int(usage.ru_maxrss),
+        "rusage_user_s": round(usage[0], 6),
+        "rusage_sys_s": round(usage[1], 6),
+        "max_rss_kb": int(usage[2]),
         "canary_seen": out.canary_seen or err.canary_seen,
         "stdout": out.report(),
         "stderr": err.report(),
         "writes": writes,
         "work_copy": workdir.mode,
         "work_copy_note": workdir.note,
+        "interpreter": "warm" if warm else "fresh",
+        "hash_seed": _parents.hash_seed if warm else None,
         # Where the trial's time went, for benchmarks/trial_overhead.py: once per container (setup)
         # and per trial (its work dir, the probe, the write detection; reset is added after it).
         "steps_s": {
@@ -162,9 +193,38 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
             "setup": round(workdir.setup_s, 6),
             "layer": round(layer_s, 6),
             "probe": round(duration, 6),
+            **({"parent": round(parent_s, 6)} if warm else {}),
             "detect": round(time.monotonic() - detect_started, 6),
         },
     }
+
+
+_parents = WarmParents()
+
+
+def run_warm(
+    batch: dict, trial: dict, work: str, env: dict[str, str], out: Stream, err: Stream
+) -> tuple[float, bool, int, tuple[float, float, int], float]:
+    """Run the trial's probe in a child of the warm parent: (seconds spent starting a parent, timed
+    out, exit code, usage, duration). The probe breaking its parent is a PatchFault."""
+    probe = Probe(trial["argv"], work)
+    # The names the tree shadows where this probe looks first; the parent must not have imported them.
+    skip = shadowed([probe.first_path(), *pythonpath(env)])
+    parent_s = _parents.ready(trial["argv"][0], env, skip)
+    request = {"argv": trial["argv"], "env": env, "cwd": work}
+    try:
+        with open(trial["stdin"], "rb") as stdin:
+            deadline_s = float(trial["deadline_s"])
+            timed_out, status, usage, pipes, duration = _parents.run(request, stdin, out, err, deadline_s)
+    except ParentLost as exc:
+        _parents.stop()
+        kill_everything()
+        raise PatchFault(f"the probe broke its warm parent: {exc}") from None
+    kill_others(_parents.pid or -1)
+    for fd, stream in zip(pipes, (out, err), strict=True):
+        drain(fd, stream)
+        os.close(fd)
+    return parent_s, timed_out, os.waitstatus_to_exitcode(status), usage, duration
 
 
 def emit(report: dict) -> None:

@@ -37,6 +37,9 @@ HELPERS = tuple(
         "workdir.py",
         "overlay.py",
         "nsfilter.py",
+        "warmplan.py",
+        "warmparent.py",
+        "warmclient.py",
     )
 )
 EOF = object()  # the stream ended: the container exited or was removed

@@ -1,0 +1,178 @@
+"""The supervisor's side of warm-interpreter trials: it starts a warm parent (worker/box/warmparent.py)
+with a fresh PYTHONHASHSEED, hands it each trial's descriptors, pumps the child's pipes under the
+deadline, and replaces the parent after PARENT_TRIALS trials, when the tree shadows other names, or
+when it is lost.
+
+Stdlib-only, mounted read-only beside supervisor.py and imported by it inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import time
+
+try:  # inside the sandbox: siblings in the same read-only mount
+    from probeproc import CHUNK, PIPE_SIZE, Stream
+except ImportError:  # imported on the host as worker.box.warmclient
+    from worker.box.probeproc import CHUNK, PIPE_SIZE, Stream
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Trials per parent. Hash randomisation is fixed when an interpreter starts, so each parent is one
+# PYTHONHASHSEED: 16 gives a 200-trial property 13 seeds, at a parent start (~40-60 ms in the sandbox
+# image) shared by 16 trials (benchmarks/warm_interpreter.py measures it).
+PARENT_TRIALS = 16
+READY_S = 60.0  # a parent's start under load (the image's imports included)
+REPORT_S = 10.0  # how long a parent may take to answer after its child's end or a deadline kill
+MAX_HASH_SEED = 2**32 - 1
+# The parent's own environment: what the container gives the probe, minus anything of a trial.
+PARENT_ENV = ("PATH", "HOME", "LANG", "TZ", "FAKETIME_DONT_FAKE_MONOTONIC", "FAKETIME_DISABLE_SHM")
+
+
+class ParentLost(Exception):
+    """The warm parent ended or stopped answering while a trial ran: the probe's doing (it can signal
+    the parent, as the same user), never a result to report as the probe's exit."""
+
+
+class WarmParents:
+    """One warm parent at a time for this supervisor, replaced as the module docstring says."""
+
+    def __init__(self, trials_per_parent: int = PARENT_TRIALS) -> None:
+        self.trials_per_parent = trials_per_parent
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.skip: frozenset[str] = frozenset()
+        self.served = 0
+        self.hash_seed = 0
+        self.imported: list[str] = []
+        self.refused: list[str] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def ready(self, python: str, env: dict[str, str], skip: set[str]) -> float:
+        """Make sure a parent fit for a trial runs (started with `python` in `env`'s PATH, never having
+        imported a name in `skip`); returns the seconds spent starting one (0.0 when reused)."""
+        if self.proc is not None and self.served < self.trials_per_parent and frozenset(skip) == self.skip:
+            return 0.0
+        self.stop()
+        started = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.hash_seed = 1 + int.from_bytes(os.urandom(4), "big") % MAX_HASH_SEED  # 0 would turn it off
+        parent_env = {key: env[key] for key in PARENT_ENV if key in env}
+        parent_env.update(PYTHONHASHSEED=str(self.hash_seed), PYTHONDONTWRITEBYTECODE="1")
+        argv = [python, "-s", "-P", f"{HERE}/warmparent.py", str(theirs.fileno()), ",".join(sorted(skip))]
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                env=parent_env,
+                pass_fds=(theirs.fileno(),),
+            )
+        finally:
+            theirs.close()
+        self.sock, self.skip, self.served = ours, frozenset(skip), 0
+        try:
+            hello = self._answer(READY_S)
+        except ParentLost as exc:
+            raise OSError(f"warm parent did not start: {exc}") from None
+        if not hello.get("ready"):
+            self.stop()
+            raise OSError(f"warm parent did not start: {hello}")
+        self.imported, self.refused = list(hello["imported"]), list(hello["refused"])
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        """End the parent (it holds no trial's state: nothing to wait for)."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def run(
+        self, request: dict, stdin, out: Stream, err: Stream, deadline_s: float
+    ) -> tuple[bool, int, tuple[float, float, int], tuple[int, int], float]:
+        """Run one trial in a child of the parent: (timed_out, wait status, (user s, sys s, max rss kB),
+        the read ends of stdout and stderr (for draining after), duration). Raises ParentLost."""
+        assert self.sock is not None
+        self.served += 1
+        memfd = os.memfd_create("probegate-request", os.MFD_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        for fd in (out_r, err_r):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(fd, 1031, PIPE_SIZE)  # F_SETPIPE_SZ
+        started = time.monotonic()
+        try:
+            os.write(memfd, json.dumps(request).encode())
+            socket.send_fds(self.sock, [b"go"], [memfd, stdin.fileno(), out_w, err_w])
+        except OSError as exc:
+            raise ParentLost(f"the warm parent took no trial: {exc}") from exc
+        finally:
+            for fd in (memfd, out_w, err_w):
+                os.close(fd)
+        pid = self._answer(REPORT_S).get("pid")
+        if not isinstance(pid, int):
+            raise ParentLost("the warm parent forked no child")
+        timed_out, answer = self._pump(pid, {out_r: out, err_r: err}, started, deadline_s)
+        duration = time.monotonic() - started
+        usage = (float(answer["user"]), float(answer["sys"]), int(answer["rss"]))
+        return timed_out, int(answer["status"]), usage, (out_r, err_r), duration
+
+    def _pump(self, pid: int, streams: dict[int, Stream], started: float, deadline_s: float) -> tuple[bool, dict]:
+        """Drain the pipes until the parent reports the child's end, or kill the child's process group
+        at the deadline and then take the parent's report."""
+        assert self.sock is not None
+        control = self.sock.fileno()
+        poller = select.poll()
+        for fd in (*streams, control):
+            poller.register(fd, select.POLLIN)
+        timed_out = False
+        while True:
+            left = started + deadline_s - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready = poller.poll(left * 1000)
+            if any(fd == control for fd, _ in ready):
+                return False, self._answer(REPORT_S)
+            for fd, _ in ready:
+                chunk = os.read(fd, CHUNK)
+                if chunk:
+                    streams[fd].feed(chunk)
+                else:
+                    poller.unregister(fd)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        return timed_out, self._answer(REPORT_S)
+
+    def _answer(self, timeout_s: float) -> dict:
+        assert self.sock is not None
+        self.sock.settimeout(timeout_s)
+        try:
+            data = self.sock.recv(1 << 20)
+        except OSError as exc:
+            self.stop()
+            raise ParentLost(f"the warm parent did not answer: {type(exc).__name__}: {exc}") from exc
+        if not data:
+            self.stop()
+            raise ParentLost("the warm parent ended while a trial ran")
+        answer = json.loads(data)
+        if "error" in answer:
+            self.stop()
+            raise ParentLost(f"the warm parent refused the trial: {answer['error']}")
+        return answer
