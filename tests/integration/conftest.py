@@ -167,14 +167,20 @@ def check_mode(obs: Observation, work_copy: str | None) -> None:
     pytest.fail(f"asked for {work_copy} work copies, the trial ran in {obs.work_copy}")
 
 
+def check_interpreter(spec: TrialSpec, obs: Observation) -> None:
+    """Fail unless a trial that ran says it ran in the interpreter mode its spec asked for."""
+    assert obs.fault is not None or obs.interpreter is spec.interpreter, (spec.interpreter, obs.interpreter)
+
+
 @pytest.fixture
 def run_batch(sandbox: DockerSandbox, work_copy: str | None) -> Callable[[list[TrialSpec], Inputs], list[Observation]]:
     """sandbox.run_batch, failing the test when a trial ran in another mode than `work_copy` asked for."""
 
     def run(specs: list[TrialSpec], inputs: Inputs) -> list[Observation]:
         observed = sandbox.run_batch(specs, inputs)
-        for obs in observed:
+        for spec, obs in zip(specs, observed, strict=True):
             check_mode(obs, work_copy)
+            check_interpreter(spec, obs)
         return observed
 
     return run
@@ -197,6 +203,7 @@ def observe(sandbox: DockerSandbox, work_copy: str | None) -> Callable[[TrialSpe
         [obs] = sandbox.run_batch([spec], inputs)
         assert obs.fault is None, obs.fault
         check_mode(obs, work_copy)
+        check_interpreter(spec, obs)
         return obs
 
     return run

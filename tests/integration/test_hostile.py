@@ -35,10 +35,21 @@ def batch(make_trial, probe: str, n: int, **kw) -> tuple[list[TrialSpec], object
     return [first, *rest], inputs
 
 
-@pytest.fixture(params=["overlay", "copy"])
-def work_copy(request) -> str:
-    """Every hostile probe runs in both work copy modes: copy-on-write overlays and the forced fallback."""
+@pytest.fixture(params=["overlay", "copy", "overlay+warm"])
+def mode(request) -> str:
+    """Every hostile probe runs in both work copy modes (copy-on-write overlays and the forced fallback)
+    with a fresh interpreter, and with overlays in a warm interpreter's child (docs/sandbox.md)."""
     return request.param
+
+
+@pytest.fixture
+def work_copy(mode: str) -> str:
+    return mode.partition("+")[0]
+
+
+@pytest.fixture
+def interpreter(mode: str) -> str:
+    return "warm" if mode.endswith("+warm") else "fresh"
 
 
 @pytest.fixture(autouse=True)
