@@ -87,6 +87,21 @@ def test_installed_names_come_from_top_level_or_record(tmp_path: Path) -> None:
     assert installed([str(tmp_path), str(tmp_path / "absent")]) == ["_yaml", "dateutil", "six", "yaml"]
 
 
+def test_an_installed_package_brings_its_public_submodules(tmp_path: Path) -> None:
+    """dateutil's tz and parser are candidates after dateutil; its tests and private modules are not."""
+    info = tmp_path / "python_dateutil-2.9.dist-info"
+    info.mkdir()
+    (info / "top_level.txt").write_text("dateutil\n")
+    package = tmp_path / "dateutil"
+    (package / "tz").mkdir(parents=True)
+    (package / "tests").mkdir()
+    for name in ("__init__.py", "parser.py", "_common.py", "tz/__init__.py", "tests/__init__.py"):
+        (package / name).write_text("")
+    assert candidates([str(tmp_path)], skip=set())[:3] == ["dateutil", "dateutil.parser", "dateutil.tz"]
+    assert "dateutil.tests" not in candidates([str(tmp_path)], skip=set())
+    assert "dateutil" not in candidates([str(tmp_path)], skip={"dateutil"})
+
+
 def test_candidates_skip_the_trees_names_and_private_ones(tmp_path: Path) -> None:
     """The parent tries the image's names then the common standard modules, never a shadowed or private one."""
     info = tmp_path / "PyYAML-6.0.dist-info"

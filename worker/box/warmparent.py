@@ -22,6 +22,8 @@ import sys
 BASELINE = frozenset(sys.modules)  # what the bare interpreter loaded before us: a fresh probe has it too
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import warnings  # noqa: E402
+
 import warmplan  # noqa: E402  (after our folder is on sys.path, and before any pre-import)
 
 sys.path.remove(HERE)
@@ -51,7 +53,9 @@ def preimport(names: list[str], skip: set[str]) -> tuple[list[str], list[str]]:
 OURS = frozenset(sys.modules) - BASELINE  # warmplan and what it needed: no child keeps them
 BASE_PATH = list(sys.path)
 SKIP = {name for name in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if name}
-IMPORTED, REFUSED = preimport(warmplan.candidates(BASE_PATH, SKIP), SKIP)
+with warnings.catch_warnings():  # on leaving, the registries reset: a child's warnings still show
+    warnings.simplefilter("ignore")
+    IMPORTED, REFUSED = preimport(warmplan.candidates(BASE_PATH, SKIP), SKIP)
 # A child keeps only these: the bare interpreter's modules and the pre-imports, never the parent's tools.
 WARM = frozenset(sys.modules) - OURS
 

@@ -50,6 +50,9 @@ PYTHONS = ("python", "python3")
 # A suffix that makes a file in a sys.path folder importable under its stem.
 _MODULE_SUFFIXES = (".py", ".pyc", ".pyw", ".so")
 _NOT_MODULES = ("__pycache__", "bin", "..", ".", "")
+# Submodules never pre-imported: tests and build tools (slow, and nothing a probe runs), and shims
+# that warn on import (the warning would then never reach the probe's stderr).
+_NOT_PREIMPORTED = frozenset({"tests", "test", "testing", "conftest", "setup", "f2py", "distutils", "matlib"})
 
 
 class Probe:
@@ -143,11 +146,34 @@ def _top_level(info: str) -> set[str]:
     return set()
 
 
+def submodules(path: list[str], package: str) -> list[str]:
+    """The public direct submodules of an installed package (dateutil.tz, dateutil.parser, ...): a
+    probe imports those, not just the package. Tests, build tools and deprecated shims stay out."""
+    for folder in path:
+        where = os.path.join(folder, package)
+        if os.path.isfile(os.path.join(where, "__init__.py")):
+            try:
+                entries = sorted(os.listdir(where))
+            except OSError:
+                return []
+            names = (module_name(entry) for entry in entries)
+            return [f"{package}.{name}" for name in dict.fromkeys(names) if name and _public(name)]
+    return []
+
+
+def _public(name: str) -> bool:
+    return not name.startswith("_") and name not in _NOT_PREIMPORTED
+
+
 def candidates(path: list[str], skip: set[str]) -> list[str]:
-    """What the parent tries to pre-import: the image's distributions, then the common standard modules,
-    never a name in `skip` (the tree's) nor one the interpreter has not got."""
-    wanted = [*installed(path), *STDLIB]
-    return [name for name in dict.fromkeys(wanted) if name not in skip and not name.startswith("_")]
+    """What the parent tries to pre-import: the image's distributions (each with its public direct
+    submodules), then the common standard modules, never a name in `skip` (the tree's) nor a private one."""
+    wanted = []
+    for name in installed(path):
+        if name not in skip and not name.startswith("_"):
+            wanted += [name, *submodules(path, name)]
+    wanted += [name for name in STDLIB if name not in skip]
+    return list(dict.fromkeys(wanted))
 
 
 def top(name: str) -> str:
