@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -135,6 +136,15 @@ def script_accept(
     return done
 
 
+def warm_example(dest: Path) -> Path:
+    """A copy of the invoice example whose suite runs its probes in warm interpreters."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    suite = dest / "gate.toml"
+    suite.write_text(suite.read_text().replace("[suite]\n", '[suite]\ninterpreter = "warm"\n', 1))
+    return dest
+
+
 class ExampleRuns:
     """The invoice example's patches, each run once per pytest session in each work copy mode and shared by
     every xdist worker through `root`: the first test to ask runs it (holding its lock), the others read it."""
@@ -144,8 +154,9 @@ class ExampleRuns:
         root.mkdir(parents=True, exist_ok=True)
 
     def get(self, patch: str, mode: str = "default") -> Run:
-        """`patch` run with the default work copy mode (`default`) or with copy mode forced (`copy`); the
-        noisy sampler on its pinned seeds (`seeds_for`)."""
+        """`patch` run with the default work copy mode (`default`), with copy mode forced (`copy`), or with
+        warm interpreters (`warm`: the suite's `interpreter = "warm"`); the noisy sampler on its pinned
+        seeds (`seeds_for`)."""
         where = self.root / mode / patch
         where.mkdir(parents=True, exist_ok=True)
         with FileLock(where / "run.lock", timeout=600):
@@ -154,7 +165,8 @@ class ExampleRuns:
             env = {k: v for k, v in os.environ.items() if k != "PROBEGATE_WORK_COPY"}
             if mode == "copy":
                 env["PROBEGATE_WORK_COPY"] = "copy"
-            run = gate_run(EXAMPLE, patch, where / "verdict-card.json", *seeds_for(patch), env=env, new_ledger=True)
+            source = warm_example(where / "example") if mode == "warm" else EXAMPLE
+            run = gate_run(source, patch, where / "verdict-card.json", *seeds_for(patch), env=env, new_ledger=True)
             run.save(where / "run.json")
             return run
 

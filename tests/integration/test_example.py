@@ -38,6 +38,19 @@ def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs
     assert not any(e["kind"] == "work_copy" for e in run.card["harness_events"])
 
 
+@pytest.mark.parametrize("patch", PATCHES)
+def test_every_patch_earns_the_same_kinds_with_warm_interpreters(example_runs: ExampleRuns, patch: str) -> None:
+    """Each patch gets the same kinds and exit code with warm interpreters as with fresh ones, and the
+    warm card says so and counts its parents' hash seeds."""
+    run, warm = example_runs.get(patch), example_runs.get(patch, "warm")
+    assert (warm.kinds(), warm.code) == (run.kinds(), run.code)
+    if run.card["interpreter"] is None:  # no trial ran (a drifted fixture)
+        assert warm.card["interpreter"] is None
+        return
+    assert (run.card["interpreter"], run.card["hash_seeds"]) == ("fresh", 0)
+    assert warm.card["interpreter"] == "warm" and warm.card["hash_seeds"] >= 1
+
+
 @pytest.fixture
 def example(tmp_path: Path) -> Path:
     dest = tmp_path / "invoice"
