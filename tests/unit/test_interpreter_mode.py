@@ -3,14 +3,16 @@ file and the card."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from pydantic import ValidationError
 
 from gate.core.card.stamp import interpreter_facts
 from gate.core.suite.batching import batch_key
-from gate.core.suite.journal import spec_digest
+from gate.core.suite.journal import canonical, spec_digest
 from gate.core.suite.suite import SuiteConfig, warm_refusal
-from gate.core.suite.trial import Interpreter, Observation
+from gate.core.suite.trial import Interpreter, Observation, TrialSpec
 from gate.core.testing import make_spec
 from worker.host.batchfile import batch_file
 
@@ -71,3 +73,18 @@ def test_the_card_says_the_mode_and_how_many_hash_seeds() -> None:
     assert interpreter_facts(warm) == ("warm", 2)
     assert interpreter_facts([*warm, _obs(3, Interpreter.FRESH, None)]) == ("mixed", 2)
     assert interpreter_facts([_obs(0, None, None)]) == (None, 0)
+
+
+def test_records_from_before_the_modes_keep_their_digests() -> None:
+    """A fresh spec digests as it did before the key existed, and an observation that says no mode dumps
+    without the new keys, so stored journals and evidence records still match their digests."""
+    spec = make_spec()
+    data = spec.model_dump(mode="json")
+    assert "interpreter" not in data and spec_digest(spec) == hashlib.sha256(canonical(data)).hexdigest()
+    warm = make_spec(interpreter=Interpreter.WARM)
+    assert TrialSpec.model_validate_json(warm.model_dump_json()) == warm
+    assert TrialSpec.model_validate_json(spec.model_dump_json()) == spec
+    unsaid = Observation.of(spec).model_dump(mode="json")
+    assert "interpreter" not in unsaid and "hash_seed" not in unsaid
+    said = Observation.of(spec, interpreter=Interpreter.WARM, hash_seed=7)
+    assert Observation.model_validate_json(said.model_dump_json()) == said
