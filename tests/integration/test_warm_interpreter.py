@@ -131,3 +131,49 @@ def test_a_probe_cannot_read_its_parent_and_killing_it_costs_its_own_trial(run_b
     assert observed[0].fault is None and observed[0].stdout.data == b"PermissionError PermissionError\n"
     assert observed[1].fault_origin is FaultOrigin.PATCH and "warm parent" in (observed[1].fault or "")
     assert [o.fault for o in observed[2:]] == [None, None]
+
+
+FIDELITY = {
+    "probe.py": (
+        "import sys\nprint(__name__, __file__, sys.argv, sys.path[0])\nfrom pkg import fail\nfail.now(sys.argv[1:])\n"
+    ),
+    "pkg/__init__.py": "",
+    "pkg/fail.py": (
+        "import sys\n"
+        "def now(args):\n"
+        "    if args == ['raise']:\n"
+        "        raise ValueError('from the probe')\n"
+        "    if args == ['message']:\n"
+        "        sys.exit('a message')\n"
+        "    sys.exit(int(args[0]) if args else 0)\n"
+    ),
+    "pkg/main.py": "import sys\nprint(__name__, sys.argv, sys.path[0])\n",
+}
+
+
+@pytest.mark.parametrize("interpreter", ["fresh"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("python3", "probe.py"),
+        ("python3", "probe.py", "raise"),
+        ("python3", "probe.py", "message"),
+        ("python3", "probe.py", "300"),
+        ("python3", "-m", "pkg.main", "x"),
+    ],
+)
+def test_a_warm_child_exits_and_prints_as_a_fresh_interpreter(run_batch, make_trial, interpreter, argv) -> None:
+    """The same probe, command line and fixture give byte-identical stdout and stderr and the same exit
+    status in both modes: __name__, __file__, argv and sys.path[0], a traceback, sys.exit with a message
+    or a number past 255, and `python3 -m`."""
+    spec, inputs = make_trial(FIDELITY["probe.py"], extra={k: v for k, v in FIDELITY.items() if k != "probe.py"})
+    fresh = spec.model_copy(update={"probe_argv": argv})
+    warm = fresh.model_copy(update={"interpreter": Interpreter.WARM, "trial_index": 1})
+    seen = run_batch([fresh], inputs) + run_batch([warm], inputs)
+    assert [o.fault for o in seen] == [None, None]
+    assert [o.interpreter for o in seen] == [Interpreter.FRESH, Interpreter.WARM]
+    assert seen[0].exit_code == seen[1].exit_code
+    assert seen[0].stdout.data == seen[1].stdout.data and seen[0].stderr.data == seen[1].stderr.data, (
+        seen[0].stderr.data,
+        seen[1].stderr.data,
+    )

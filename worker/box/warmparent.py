@@ -131,7 +131,7 @@ def report_exception(exc: BaseException) -> None:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename in OWN_FILES:
         tb = tb.tb_next
-    sys.excepthook(type(exc), exc, tb)
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # the hook prints the exception's own traceback
 
 
 def become_probe(fds: list[int], sock: socket.socket) -> int:
