@@ -177,3 +177,14 @@ def test_a_warm_child_exits_and_prints_as_a_fresh_interpreter(run_batch, make_tr
         seen[0].stderr.data,
         seen[1].stderr.data,
     )
+
+
+@pytest.mark.parametrize("interpreter", ["warm"])
+def test_a_tree_of_more_names_than_a_command_line_holds_still_runs_warm(run_batch, make_trial, interpreter):
+    """15,000 top-level modules in the tree (about 200 KB of names, past one argument's 128 KiB) reach
+    the parent whole: the trial runs, and the tree's json.py among them still wins."""
+    extra = {f"module_{i:05d}.py": "" for i in range(15_000)}
+    extra["json.py"] = "def dumps(value):\n    return 'tree json'\n"
+    spec, inputs = make_trial("import json\nprint(json.dumps(1))\n", extra=extra, deadline_s=10)
+    [obs] = run_batch([spec], inputs)
+    assert obs.fault is None and obs.stdout.data == b"tree json\n", (obs.fault, obs.stderr.data)

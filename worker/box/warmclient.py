@@ -68,7 +68,10 @@ class WarmParents:
         self.hash_seed = 1 + int.from_bytes(os.urandom(4), "big") % MAX_HASH_SEED  # 0 would turn it off
         parent_env = {key: env[key] for key in PARENT_ENV if key in env}
         parent_env.update(PYTHONHASHSEED=str(self.hash_seed), PYTHONDONTWRITEBYTECODE="1")
-        argv = [python, "-s", "-P", f"{HERE}/warmparent.py", str(theirs.fileno()), ",".join(sorted(skip))]
+        names = os.memfd_create("probegate-skip")  # inherited through pass_fds
+        os.write(names, "\n".join(sorted(skip)).encode())
+        os.lseek(names, 0, os.SEEK_SET)
+        argv = [python, "-s", "-P", f"{HERE}/warmparent.py", str(theirs.fileno()), str(names)]
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -77,10 +80,11 @@ class WarmParents:
                 stderr=subprocess.DEVNULL,
                 cwd="/",
                 env=parent_env,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(), names),
             )
         finally:
             theirs.close()
+            os.close(names)
         self.sock, self.skip, self.served = ours, frozenset(skip), 0
         try:
             hello = self._answer(READY_S)

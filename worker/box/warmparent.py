@@ -1,10 +1,10 @@
 """The warm parent: a Python that pre-imports the image's own modules once, then forks one child per
 trial that becomes the probe as a fresh `python3` would have started it.
 
-Run by the supervisor (worker/box/warmclient.py) as `python3 -s -P warmparent.py FD SKIP` with an
+Run by the supervisor (worker/box/warmclient.py) as `python3 -s -P warmparent.py FD SKIP_FD` with an
 environment of its own making, in `/`: no PYTHONPATH, no user site, no script folder, so nothing of
 the patched tree is on sys.path while it imports (no module, sitecustomize or .pth of the tree can
-run here). SKIP names the top-level modules the tree shadows: never pre-imported, nor is anything
+run here). SKIP_FD holds the top-level modules the tree shadows: never pre-imported, nor is anything
 whose import pulls one in. FD is a SOCK_SEQPACKET socket: per trial the supervisor sends four file
 descriptors (the request in a memfd, stdin, stdout, stderr); the parent forks, answers {"pid"}, reaps
 the child and answers {"status", "user", "sys", "rss"}. The request (argv, environment, canary)
@@ -52,7 +52,19 @@ def preimport(names: list[str], skip: set[str]) -> tuple[list[str], list[str]]:
 
 OURS = frozenset(sys.modules) - BASELINE  # warmplan and what it needed: no child keeps them
 BASE_PATH = list(sys.path)
-SKIP = {name for name in (sys.argv[2] if len(sys.argv) > 2 else "").split(",") if name}
+
+
+def read_skip(fd: int) -> set[str]:
+    """The shadowed names, one a line, from the memfd the supervisor passed (a tree may hold more names
+    than one command-line argument can carry)."""
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return {name for name in b"".join(chunks).decode().split("\n") if name}
+
+
+SKIP = read_skip(int(sys.argv[2]))
 with warnings.catch_warnings():  # on leaving, the registries reset: a child's warnings still show
     warnings.simplefilter("ignore")
     IMPORTED, REFUSED = preimport(warmplan.candidates(BASE_PATH, SKIP), SKIP)
