@@ -24,9 +24,13 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def example_repo(dest: Path, patch: str = "good") -> str:
-    """Create the repository at `dest` with `patch` committed over the base; returns the base commit."""
+def example_repo(dest: Path, patch: str = "good", *, interpreter: str | None = None) -> str:
+    """Create the repository at `dest` with `patch` committed over the base; returns the base commit.
+    `interpreter` sets the base suite's `[suite] interpreter` ("warm" or "fresh")."""
     shutil.copytree(EXAMPLE / "repo", dest, symlinks=True)
+    if interpreter is not None:
+        suite = dest / "gate.toml"
+        suite.write_text(suite.read_text().replace("[suite]\n", f'[suite]\ninterpreter = "{interpreter}"\n', 1))
     git(dest, "init", "-q", "-b", "main")
     git(dest, "add", "-A")
     git(dest, "commit", "-qm", "base: windowcal with its probegate suite")

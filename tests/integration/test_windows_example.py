@@ -48,11 +48,12 @@ def gate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def run_patch(tmp_path: Path, patch: str, *extra: str) -> tuple[int, int, dict]:
-    """Commit `patch` over the example's base, then `gate run --base` and `gate accept --base` in the repo
-    (no --seal or --card: gate.toml names them); (run exit, accept exit, card)."""
+def run_patch(tmp_path: Path, patch: str, *extra: str, interpreter: str | None = None) -> tuple[int, int, dict]:
+    """Commit `patch` over the example's base (its suite's interpreter mode set when given), then `gate run
+    --base` and `gate accept --base` in the repo (no --seal or --card: gate.toml names them); (run exit,
+    accept exit, card)."""
     repo = tmp_path / f"repo-{patch}"
-    base = example_repo(repo, patch)
+    base = example_repo(repo, patch, interpreter=interpreter)
     ran = gate(repo, "run", "--base", base, "--new-ledger", *extra)
     card = json.loads((repo / CARD).read_text())
     accepted = gate(repo, "accept", "--base", base, *(a for a in extra if a == UNENROLLED))
@@ -83,6 +84,17 @@ def test_each_patch_earns_its_kind_through_the_local_pool(
         assert card["work_copy"] == "copy", card["harness_events"]
     if patch == "edits_lock":
         assert card["new_oracle_edits"] == ["requirements.lock"]
+
+
+@pytest.mark.parametrize("patch", sorted(EXPECTED))
+def test_each_patch_earns_its_kind_with_warm_interpreters(
+    patch: str, tmp_path: Path, windows_project_image: str
+) -> None:
+    """With `interpreter = "warm"` (the project image's PyYAML and dateutil pre-imported), each patch gets
+    the exit codes and kind of the example's table, and the card says the trials ran warm."""
+    ran, accepted, card = run_patch(tmp_path, patch, interpreter="warm")
+    assert_earned(patch, ran, accepted, card)
+    assert card["interpreter"] == "warm" and card["hash_seeds"] >= 1, card["harness_events"]
 
 
 @pytest.fixture
