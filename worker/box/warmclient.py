@@ -62,7 +62,9 @@ class WarmParents:
     def ready(self, python: str, env: dict[str, str], skip: set[str]) -> float:
         """Make sure a parent fit for a trial runs (started with `python` in `env`'s PATH, never having
         imported a name in `skip`); returns the seconds spent starting one (0.0 when reused)."""
-        if self.proc is not None and self.served < self.trials_per_parent and frozenset(skip) == self.skip:
+        fit = self.served < self.trials_per_parent and frozenset(skip) == self.skip
+        # A parent gone between trials (nothing of a trial runs then) is replaced, never blamed on the next one.
+        if self.proc is not None and fit and self.proc.poll() is None:
             return 0.0
         self.stop()
         started = time.monotonic()
