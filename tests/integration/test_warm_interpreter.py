@@ -88,8 +88,8 @@ ORDER = """
 
 
 def test_set_order_differs_across_parents_and_each_trial_says_its_seed(run_batch, make_trial, interpreter):
-    """Warm trials record their parent's PYTHONHASHSEED; trials of one parent share a set order, and the
-    parents (replaced every PARENT_TRIALS trials) give different ones. Fresh trials record no seed."""
+    """Warm trials record their parent's PYTHONHASHSEED, trials of one parent share a set order and the
+    parents (replaced every PARENT_TRIALS trials) give different ones, while fresh trials record no seed."""
     first, inputs = make_trial(ORDER, deadline_s=5)
     count = 2 * PARENT_TRIALS + 2
     observed = run_batch([first.model_copy(update={"trial_index": i}) for i in range(count)], inputs)
