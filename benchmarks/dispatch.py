@@ -52,9 +52,9 @@ from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
 from gate.run.crosscheck import cross_check, new_seed
 from gate.run.executor import LocalExecutor
-from worker.celery.dispatch import CeleryExecutor
-from worker.celery.signing import sign_result
-from worker.celery.wire import encode_batch, encode_observations
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.wire import encode_batch, encode_observations
+from worker.celery.worker.signing import sign_result
 from worker.host.nullsandbox import NullSandbox
 
 
@@ -133,7 +133,7 @@ def main() -> int:
             [
                 sys.executable,
                 "-m",
-                "worker.celery.cli",
+                "worker.celery.worker.cli",
                 "serve",
                 "--broker",
                 url,
@@ -234,7 +234,7 @@ def main() -> int:
 
 def sign_and_verify(size: int, rounds: int = 200) -> tuple[float, float]:
     """Seconds to sign one batch's result of `size` observations, and to verify it, medians of `rounds`."""
-    import worker.celery.signing as signing
+    import worker.celery.worker.signing as signing
 
     signing._key = key = SigningKey.generate()
     batch = [make_spec(i, run_id="sig", tree_digest="t", fixture_digest="f") for i in range(size)]

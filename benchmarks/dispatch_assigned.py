@@ -32,7 +32,7 @@ from dispatch_setup import enrolled_roster, specs  # noqa: E402
 from gate.core.suite.trial import Limits  # noqa: E402
 from gate.io.keys import public_path  # noqa: E402
 from gate.io.snapshot import LocalInputs  # noqa: E402
-from worker.celery.dispatch import CeleryExecutor  # noqa: E402
+from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
 from worker.host.engine import DEFAULT_IMAGE  # noqa: E402
 
 NAMES = ("bench0", "bench1")  # enrolled_roster names the keys bench0, bench1 in this order

@@ -38,8 +38,8 @@ from gate.core.trust.assignment import Rotation, assign
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
 from gate.run.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
-from worker.celery.app import VISIBILITY_TIMEOUT_S
-from worker.celery.dispatch import CeleryExecutor
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import VISIBILITY_TIMEOUT_S
 
 RULE = FixedRule()  # the default band
 DEFAULT_SHARE = 0.05  # `[suite] cross_check`'s default

@@ -31,9 +31,9 @@ import docker  # noqa: E402
 import redis  # noqa: E402
 from celery_helpers import RedisServer, RegistryServer  # noqa: E402
 
-from worker.celery.blobs import RedisBlobStore  # noqa: E402
-from worker.celery.imagepublish import publish_chunks, push_to_registry  # noqa: E402
-from worker.celery.images import ensure_image  # noqa: E402
+from worker.celery.coordinator.imagepublish import publish_chunks, push_to_registry  # noqa: E402
+from worker.celery.shared.blobs import RedisBlobStore  # noqa: E402
+from worker.celery.worker.imagefetch import ensure_image  # noqa: E402
 from worker.host.engine import DEFAULT_IMAGE, docker_client, load_image, save_image  # noqa: E402
 
 

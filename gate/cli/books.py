@@ -1,5 +1,5 @@
 """Choosing where the books live: `--ledger FILE` (default `ledger.json` beside the card) or
-`--ledger redis://…` / `rediss://…`, the one place that may pick the Redis store from `worker`."""
+`--ledger redis://…` / `rediss://…`, the one place that may pick the Redis store (gate.io.redisbooks)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def books_factory(args: argparse.Namespace) -> BooksFactory:
 
         return file_books
     # Late import: redis loads only for a run that keeps its books there.
-    from worker.celery.books import RedisBooks, split_books_url
+    from gate.io.redisbooks import RedisBooks, split_books_url
 
     split_books_url(url)  # a URL redis cannot parse is a usage error now, not after the trials
 

@@ -54,7 +54,7 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
     --queue`. With a worker registry only signed results of enrolled workers count. Imported late so
     that neither docker nor celery loads unless a run needs it."""
     if placement.broker:
-        from worker.celery.dispatch import CeleryExecutor
+        from worker.celery.coordinator.dispatch import CeleryExecutor
 
         options = {"image": image} if image else {}
         return CeleryExecutor(

@@ -1,5 +1,5 @@
 """`gate workers enrol | list | revoke`: the coordinator's registry of worker keys, and with
-`--redis-admin-url` each worker's own broker credential (a Redis ACL user, worker.celery.acl).
+`--redis-admin-url` each worker's own broker credential (a Redis ACL user, worker.celery.coordinator.acl).
 
     gate workers enrol worker.pub --name box1 [--redis-admin-url redis://:ADMIN@HOST:6379/0]
     gate workers list
@@ -105,7 +105,7 @@ def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
     from gate.io.workers import load_roster, save_roster
 
     roster = load_roster(path, missing_ok=True)
-    from worker.celery.acl import acl_user  # late: redis loads only when a broker user is made
+    from worker.celery.coordinator.acl import acl_user  # late: redis loads only when a broker user is made
 
     worker = EnrolledWorker(
         name=name,
@@ -120,7 +120,7 @@ def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
         raise UsageError(str(exc), file=str(path)) from None
     row = _row(worker)
     if admin:
-        from worker.celery.acl import create_worker_user
+        from worker.celery.coordinator.acl import create_worker_user
 
         user, row["broker_url"], kept = create_worker_user(admin, name, key.key_id)
         if not kept:
@@ -145,7 +145,7 @@ def _revoke(path: Path, name: str, admin: str | None) -> int:
     save_roster(path, updated)  # first: its results are refused even if the broker is unreachable
     row = _row(updated.by_key(worker.key_id) or worker)
     if worker.acl_user and admin:
-        from worker.celery.acl import delete_worker_user
+        from worker.celery.coordinator.acl import delete_worker_user
 
         row["connections_closed"], kept = delete_worker_user(admin, worker.acl_user)
         if not kept:

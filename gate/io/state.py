@@ -1,7 +1,7 @@
 """The gate's books that outlive a run: the harness-credit ledger and the sampler window.
 
 They live in a store that consecutive CI jobs share (a locked file, `gate.io.ledgerfile`; Redis,
-`worker.celery.books`) behind `BooksStore`: `check()` before any container, then one atomic
+`gate.io.redisbooks`) behind `BooksStore`: `check()` before any container, then one atomic
 `update(fn)` at decision time, so two runs on one store never lose each other's entries. This
 module holds the protocol, the encoding every store shares, and the refusals they all give.
 """

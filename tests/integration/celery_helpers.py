@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from gate.io.keys import public_path, write_new_key
-from worker.celery.app import make_app
+from worker.celery.shared.app import make_app
 
-WORKER = [sys.executable, "-m", "worker.celery.cli"]
+WORKER = [sys.executable, "-m", "worker.celery.worker.cli"]
 
 # Below the kernel's ephemeral range (32768-60999 by default): no outgoing connection is ever given one
 # of these as its local port, so a server that lets go of its port for a restart can bind it again.

@@ -22,9 +22,9 @@ from typing import Any
 
 from gate import __version__
 from gate.core.suite.trial import Captured, Observation, TrialSpec
-from worker.celery.app import TASK_RUN_BATCH, direct_queue, make_app
-from worker.celery.blobs import BlobInputs, RedisBlobStore
-from worker.celery.wire import decode_batch, encode_observations
+from worker.celery.shared.app import TASK_RUN_BATCH, direct_queue, make_app
+from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
+from worker.celery.shared.wire import decode_batch, encode_observations
 from worker.host.sandbox import DockerSandbox
 
 
@@ -80,7 +80,7 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
     identity = name.replace("%h", socket.gethostname())
     if key:
         os.environ["PROBEGATE_WORKER_KEY"] = key
-        from worker.celery.signing import sign_result, worker_key
+        from worker.celery.worker.signing import sign_result, worker_key
     os.environ["PROBEGATE_WORKER_ID"] = identity
     app = make_app(broker)
     app.conf.include = []  # the honest run_batch must not be registered in this process

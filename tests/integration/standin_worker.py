@@ -25,8 +25,8 @@ from gate import __version__
 from gate.core.suite.trial import Observation
 from gate.core.trust.enrolment import ResultSignature, result_message, spec_digest
 from gate.io.keys import load_signing_key
-from worker.celery.app import TASK_RUN_BATCH, make_app
-from worker.celery.wire import decode_batch, encode_observations
+from worker.celery.shared.app import TASK_RUN_BATCH, make_app
+from worker.celery.shared.wire import decode_batch, encode_observations
 
 app = make_app(os.environ["PROBEGATE_BROKER"], visibility_timeout_s=30)
 app.conf.include = []  # the honest run_batch must not be registered here: it would answer under the same name

@@ -13,7 +13,7 @@ from test_crosscheck_celery import start_fabricator
 from test_enrol import Fleet, broker, fleet, gate, public_key, run_trials
 
 from gate.io.workers import load_roster
-from worker.celery.dispatch import CeleryExecutor
+from worker.celery.coordinator.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from celery_helpers import RedisServer
 from gate.core.errors import SandboxError
 from gate.io.fixtures import seal_tree
 from gate.io.patchedtree import laid_out, seal_patched
-from worker.celery.blobs import BlobInputs, RedisBlobStore, pack_tree, upload
+from worker.celery.shared.blobs import BlobInputs, RedisBlobStore, pack_tree, upload
 
 pytestmark = pytest.mark.integration
 

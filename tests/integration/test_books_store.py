@@ -1,4 +1,4 @@
-"""The books where consecutive CI jobs see them: the Redis store (worker.celery.books.RedisBooks) on a
+"""The books where consecutive CI jobs see them: the Redis store (gate.io.redisbooks.RedisBooks) on a
 private redis-server refuses what the file store refuses and loses nothing to concurrent updates; an
 unreachable Redis refuses the run with exit 2 before any container; and two concurrent `gate run`
 processes on one ledger (file or Redis) both land their window entries."""
@@ -34,7 +34,7 @@ from gate.core.policy.history import HistoryEntry, record
 from gate.core.policy.ledger import Ledger
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.verdicts.bands import SamplerWindow
-from worker.celery.books import RedisBooks, split_books_url
+from gate.io.redisbooks import RedisBooks, split_books_url
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from celery_helpers import RedisServer, Workers
 from gate.core.suite.trial import TrialSpec
 from gate.core.testing import make_specs
 from gate.io.snapshot import LocalInputs
-from worker.celery.app import TASK_RUN_BATCH, make_app, queue_for
-from worker.celery.dispatch import CeleryExecutor
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import TASK_RUN_BATCH, make_app, queue_for
 from worker.host.engine import DEFAULT_IMAGE
 
 pytestmark = pytest.mark.integration

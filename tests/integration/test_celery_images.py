@@ -24,11 +24,11 @@ from gate.core.errors import SandboxError
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from gate.core.testing import make_specs
 from gate.io.snapshot import LocalInputs
-from worker.celery import imagepublish
-from worker.celery.blobs import RedisBlobStore
-from worker.celery.dispatch import CeleryExecutor
-from worker.celery.imagechunks import ImageManifest
-from worker.celery.images import manifest_name
+from worker.celery.coordinator import imagepublish
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.blobs import RedisBlobStore
+from worker.celery.shared.imagechunks import ImageManifest
+from worker.celery.shared.imagenames import manifest_name
 from worker.host.engine import has_image
 
 pytestmark = pytest.mark.integration
@@ -155,7 +155,7 @@ def test_a_second_run_reuses_the_cached_image(base_worker, redis_server: RedisSe
 
 def waiting_for(workers: Workers, name: str, image_id: str, timeout: float = 60) -> None:
     """Wait until worker `name` waits for `image_id` to be published: it holds the image's fetch lock
-    (worker.celery.images.ensure_image), taken once it found the image missing from its engine."""
+    (worker.celery.worker.imagefetch.ensure_image), taken once it found the image missing from its engine."""
     lock = workers.tmp / f"cache-{name}" / "images" / f"{image_id.removeprefix('sha256:')}.lock"
     give_up = time.monotonic() + timeout
     while not lock.exists():

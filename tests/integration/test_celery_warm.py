@@ -19,7 +19,7 @@ from run_containers import containers_created, containers_of, gone_within
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.testing import make_specs
 from gate.io.snapshot import LocalInputs
-from worker.celery.dispatch import CeleryExecutor
+from worker.celery.coordinator.dispatch import CeleryExecutor
 
 pytestmark = pytest.mark.integration
 

@@ -30,9 +30,9 @@ from gate.core.testing import make_specs
 from gate.io.keys import write_new_key
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import load_roster
-from worker.celery.app import direct_queue
-from worker.celery.dispatch import CeleryExecutor
-from worker.celery.results import result_key
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import direct_queue
+from worker.celery.shared.results import result_key
 
 pytestmark = pytest.mark.integration
 HERE = Path(__file__).resolve().parent

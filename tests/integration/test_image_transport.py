@@ -17,10 +17,11 @@ from celery_helpers import RedisServer, RegistryServer
 from image_builds import ImageMaker, rewrite_save, saved
 
 from gate.core.errors import SandboxError
-from worker.celery.blobs import BLOB_TTL_S, RedisBlobStore
-from worker.celery.imagechunks import ImageManifest, pack, pieces
-from worker.celery.imagepublish import publish_chunks, push_to_registry
-from worker.celery.images import ensure_image, manifest_name, registry_name, registry_repository
+from worker.celery.coordinator.imagepublish import publish_chunks, push_to_registry
+from worker.celery.shared.blobs import BLOB_TTL_S, RedisBlobStore
+from worker.celery.shared.imagechunks import ImageManifest, pack, pieces
+from worker.celery.shared.imagenames import manifest_name, registry_name, registry_repository
+from worker.celery.worker.imagefetch import ensure_image
 from worker.host.engine import has_image, push_image, tag_image
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from gate.io.fixtures import seal_tree
 from gate.io.patchedtree import copy_tree, laid_out, link_problem, read_patched_tree, scan_tree, seal_patched
 from gate.io.snapshot import LocalInputs, lay_over, tree_digest, world_readable
 from gate.io.treeselect import select_paths
-from worker.celery.dispatch import CeleryExecutor
+from worker.celery.coordinator.dispatch import CeleryExecutor
 
 __all__ = ["isolated_git"]  # the autouse fixture (git without the user's or the system's configuration)
 

@@ -14,7 +14,7 @@ import pytest
 from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, NOISY_SEEDS, Run, gate_run
 
-from worker.celery.app import SHARED_QUEUE
+from worker.celery.shared.app import SHARED_QUEUE
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from gate.core.errors import RET_HARNESS, RET_OK, RET_USAGE
 
 pytestmark = pytest.mark.integration
 
-WORKER = [sys.executable, "-m", "worker.celery.cli"]
+WORKER = [sys.executable, "-m", "worker.celery.worker.cli"]
 
 
 def test_preflight_passes_on_the_sandbox_image(sandbox_image: str) -> None:

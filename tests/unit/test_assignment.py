@@ -24,9 +24,9 @@ from gate.core.trust.enrolment import (
     spec_digest,
 )
 from gate.io.keys import SigningKey
-from worker.celery.app import SHARED_QUEUE, direct_queue
-from worker.celery.dispatch import CeleryExecutor
-from worker.celery.wire import encode_batch, encode_observations
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import SHARED_QUEUE, direct_queue
+from worker.celery.shared.wire import encode_batch, encode_observations
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PROPS = st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=60)
@@ -157,7 +157,7 @@ def test_a_validly_signed_result_from_another_enrolled_worker_is_refused() -> No
 
 
 def sign_with(key: SigningKey, task_id: str, payload: dict, observations: str) -> dict:
-    """The signature a worker holding `key` attaches (worker.celery.signing.sign_result, with this key)."""
+    """The signature a worker holding `key` attaches (worker.celery.worker.signing.sign_result, with this key)."""
     digest = spec_digest(payload)
     signature = key.sign(result_message(task_id, digest, observations)).hex()
     return ResultSignature(key_id=key.key_id, batch_id=task_id, spec_digest=digest, signature=signature).model_dump()

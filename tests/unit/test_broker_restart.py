@@ -14,9 +14,9 @@ import redis.exceptions
 from gate import __version__
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import make_specs
-from worker.celery import dispatch, gathering
-from worker.celery.dispatch import CeleryExecutor
-from worker.celery.wire import decode_batch, encode_observations
+from worker.celery.coordinator import dispatch, gathering
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.wire import decode_batch, encode_observations
 
 
 class Sent:

@@ -1,5 +1,5 @@
-"""A worker under its own ACL user (worker.celery.acl): it finds it may not read the shared queue, and the
-coordinator counts it on the shared queue when a roster is in force."""
+"""A worker under its own ACL user (worker.celery.coordinator.acl): it finds it may not read the shared queue
+(worker.celery.worker.confinement), and the coordinator counts it on the shared queue when a roster is in force."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import redis
 
 from gate.core.errors import BrokerError
 from gate.core.trust.enrolment import Roster
-from worker.celery import acl
-from worker.celery.app import SHARED_QUEUE, direct_queue
-from worker.celery.dispatch import CeleryExecutor
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import SHARED_QUEUE, direct_queue
+from worker.celery.worker import confinement
 
 OWN = direct_queue("ef" * 32)
 
@@ -45,19 +45,19 @@ def test_a_worker_finds_out_whether_it_is_confined(
     outcomes: tuple[Any, ...], expected: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """NOPERM on the shared queue means a worker's own user; an answer means a user that may read it."""
-    monkeypatch.setattr(acl.redis.Redis, "from_url", lambda *a, **k: _Redis(*outcomes))
-    monkeypatch.setattr(acl.time, "sleep", lambda s: None)
+    monkeypatch.setattr(confinement.redis.Redis, "from_url", lambda *a, **k: _Redis(*outcomes))
+    monkeypatch.setattr(confinement.time, "sleep", lambda s: None)
     notes: list[str] = []
-    assert acl.confined("redis://u:p@h/0", SHARED_QUEUE, note=notes.append) is expected
+    assert confinement.confined("redis://u:p@h/0", SHARED_QUEUE, note=notes.append) is expected
     assert len(notes) == (1 if len(outcomes) > 1 else 0)
 
 
 def test_refused_credentials_stop_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """A revoked worker's user is gone: its start fails with one line instead of waiting forever."""
     refused = redis.exceptions.AuthenticationError("WRONGPASS invalid username-password pair")
-    monkeypatch.setattr(acl.redis.Redis, "from_url", lambda *a, **k: _Redis(refused))
+    monkeypatch.setattr(confinement.redis.Redis, "from_url", lambda *a, **k: _Redis(refused))
     with pytest.raises(BrokerError, match="refused this worker's credentials"):
-        acl.confined("redis://u:p@h/0", SHARED_QUEUE)
+        confinement.confined("redis://u:p@h/0", SHARED_QUEUE)
 
 
 def test_a_confined_worker_serves_the_shared_queue_only_with_a_roster() -> None:

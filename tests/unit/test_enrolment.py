@@ -28,8 +28,8 @@ from gate.core.trust.enrolment import (
 )
 from gate.io.keys import SigningKey, write_new_key
 from gate.io.workers import RegistryFileError, load_roster, save_roster, verify_pem
-from worker.celery.signing import sign_result
-from worker.celery.wire import encode_batch, encode_observations
+from worker.celery.shared.wire import encode_batch, encode_observations
+from worker.celery.worker.signing import sign_result
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -128,7 +128,7 @@ class TestCheckResult:
 
 def test_worker_signature_checks_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a worker's task attaches verifies at the coordinator for the batch it was handed, and only that."""
-    import worker.celery.signing as signing
+    import worker.celery.worker.signing as signing
 
     monkeypatch.setattr(signing, "_key", None)
     monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "w.key"))

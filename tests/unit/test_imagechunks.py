@@ -12,7 +12,7 @@ import zlib
 import pytest
 
 from gate.core.errors import SandboxError
-from worker.celery.imagechunks import MAX_IMAGE_BYTES, ImageManifest, check_save_stream, pack, pieces
+from worker.celery.shared.imagechunks import MAX_IMAGE_BYTES, ImageManifest, check_save_stream, pack, pieces
 
 IMAGE = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64

@@ -32,11 +32,11 @@ ALLOWED: dict[tuple[str, str], str] = {
         "wraps a descriptor Beneath.open made non-blocking",
     ("gate/io/patchedtree.py", 'with open(beneath.open(rel), "rb") as source, open(target, "xb") as copy:'):
         "a non-blocking descriptor, and a new file in the gate's own snapshot",
-    ("worker/celery/blobs.py", "data = cached.read_bytes()"): "the worker's own blob cache, checked by digest",
-    ("worker/celery/blobs.py", 'with open(beneath.open(rel), "rb") as handle:'):
+    ("worker/celery/shared/blobs.py", "data = cached.read_bytes()"): "the worker's own blob cache, checked by digest",
+    ("worker/celery/shared/blobs.py", 'with open(beneath.open(rel), "rb") as handle:'):
         "wraps a descriptor Beneath.open made non-blocking",
-    ("worker/celery/images.py", 'with path.open("a") as handle:'): "the worker's own lock file (flock)",
-    ("worker/celery/stopping.py", 'fields = stat.read_text().rsplit(")", 1)[1].split()'): "/proc/<pid>/stat",
+    ("worker/celery/worker/imagefetch.py", 'with path.open("a") as handle:'): "the worker's own lock file (flock)",
+    ("worker/celery/worker/stopping.py", 'fields = stat.read_text().rsplit(")", 1)[1].split()'): "/proc/<pid>/stat",
     ("worker/host/runcontainers.py", "if (opt / name).read_bytes() != source.read_bytes():"):
         "the standing pool's staged copy of our own supervisor code",
     ("worker/host/images.py", 'files[f"wheels/tools/{pip_wheel}"] = (wheels / "tools" / pip_wheel).read_bytes()'):

@@ -13,8 +13,8 @@ from gate.cli.init import render
 from gate.cli.main import main
 from gate.core.errors import RET_OK
 from gate.core.suite.trial import FaultOrigin, Observation
-from worker.celery import cli as worker_cli
-from worker.celery.wire import encode_batch, version_refusal
+from worker.celery.shared.wire import encode_batch, version_refusal
+from worker.celery.worker import cli as worker_cli
 from worker.host.engine import DEFAULT_IMAGE
 from worker.host.imagesetup import definition_dir, definition_problems, definition_tag
 
@@ -82,8 +82,8 @@ def test_a_batch_from_another_version_is_refused_naming_both(make_specs) -> None
 def test_a_result_from_a_worker_of_another_version_is_refused_naming_both(make_specs, theirs) -> None:
     """Adversarial: a result whose worker runs another probegate (or too old a one to say) counts for
     nothing: every trial is a harness fault of unknown origin naming both versions, and a harness event."""
-    from worker.celery.answers import Answers
-    from worker.celery.wire import encode_observations
+    from worker.celery.coordinator.answers import Answers
+    from worker.celery.shared.wire import encode_observations
 
     specs = make_specs(2, run_id="r")
     passing = [Observation.of(s, exit_code=0, duration_s=0.1) for s in specs]
@@ -131,8 +131,8 @@ def test_the_pull_request_job_runs_the_doctor_on_its_base_before_the_run() -> No
 def test_the_worker_task_refuses_another_versions_batch_before_running_anything(make_specs, tmp_path, monkeypatch):
     """run_batch answers a batch of another version with one harness fault per trial naming both
     versions (signed like any result), without touching a sandbox."""
-    from worker.celery import signing, tasks
-    from worker.celery.wire import decode_observations
+    from worker.celery.shared.wire import decode_observations
+    from worker.celery.worker import signing, tasks
 
     monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "worker.key"))
     monkeypatch.setattr(signing, "_key", None)

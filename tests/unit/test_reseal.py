@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gate.core.suite.seal import Seal, describe_change
-from worker.celery.app import TASK_RESEAL
-from worker.celery.beat import BEAT_ENTRY, NIGHTLY_CRON
+from worker.celery.shared.app import TASK_RESEAL
+from worker.celery.worker.beat import BEAT_ENTRY, NIGHTLY_CRON
 
 ROOT = Path(__file__).resolve().parents[2]
 A, B, C, D = ("a" * 64, "b" * 64, "c" * 64, "d" * 64)
@@ -66,7 +66,7 @@ def test_report_is_json() -> None:
 def test_beat_schedule_entry_is_nightly_at_0317() -> None:
     """beat_schedule runs probegate.reseal at 03:17 daily with the two paths as args."""
     crontab = pytest.importorskip("celery.schedules").crontab
-    from worker.celery.beat import beat_schedule
+    from worker.celery.worker.beat import beat_schedule
 
     entry = beat_schedule("/srv/f", "/srv/s")[BEAT_ENTRY]
     assert entry["task"] == TASK_RESEAL == "probegate.reseal"
@@ -78,7 +78,7 @@ def test_beat_schedule_entry_is_nightly_at_0317() -> None:
 def test_beat_schedule_routes_to_a_named_queue() -> None:
     """With queue= the entry carries options.queue, so a worker consuming only that queue gets it."""
     pytest.importorskip("celery")
-    from worker.celery.beat import beat_schedule
+    from worker.celery.worker.beat import beat_schedule
 
     entry = beat_schedule("/srv/f", "/srv/s", queue="probegate.img")[BEAT_ENTRY]
     assert entry["options"] == {"queue": "probegate.img"}

@@ -1,4 +1,4 @@
-"""Where a batch's result lives (worker.celery.results): under the direct queue it was sent to, or Celery's
+"""Where a batch's result lives (worker.celery.shared.results): under the direct queue it was sent to, or Celery's
 plain key for any other queue; the worker's backend picks the place from the message's routing key."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from worker.celery.app import SHARED_QUEUE, direct_queue, make_app
-from worker.celery.results import PlacedResults, read_ready, result_key, result_place
+from worker.celery.shared.app import SHARED_QUEUE, direct_queue, make_app
+from worker.celery.shared.results import PlacedResults, read_ready, result_key, result_place
 
 OWN = direct_queue("cd" * 32)
 

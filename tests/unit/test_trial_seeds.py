@@ -19,7 +19,7 @@ from gate.core.suite.trial import MAX_SEED, ClockSpec, FaultOrigin, Observation
 from gate.core.testing import make_spec, make_specs
 from gate.core.verdicts.verdict import Kind
 from gate.io.evidence import verified_records
-from worker.celery.wire import decode_batch, encode_batch
+from worker.celery.shared.wire import decode_batch, encode_batch
 from worker.host.batchfile import probe_env
 
 from .mini_suite import NOW, RUN_ID, STAT, Suite, build_suite, but, good, run

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gate.core.errors import UsageError
-from worker.celery.images import registry_repository
-from worker.celery.tasks import MAX_IMAGE_WAIT_S, bounded_wait
+from worker.celery.shared.imagenames import registry_repository
+from worker.celery.worker.tasks import MAX_IMAGE_WAIT_S, bounded_wait
 
 
 @pytest.mark.parametrize(

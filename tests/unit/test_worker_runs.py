@@ -1,10 +1,10 @@
-"""worker.celery.runs: a worker process opens a run on its first batch and closes it once idle or at exit."""
+"""worker.celery.worker.runs: a worker process opens a run on its first batch and closes it once idle or at exit."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.celery.runs import OpenRuns, run_idle_s
+from worker.celery.worker.runs import OpenRuns, run_idle_s
 
 
 class Recorder:

@@ -70,8 +70,8 @@ def test_worker_acl_rules_are_narrow() -> None:
     command; its URL carries its own user and password in place of the admin's."""
     from urllib.parse import urlsplit
 
-    from worker.celery.acl import worker_rules, worker_url
-    from worker.celery.app import direct_queue
+    from worker.celery.coordinator.acl import worker_rules, worker_url
+    from worker.celery.shared.app import direct_queue
 
     key_id = "ab" * 32
     own = direct_queue(key_id)
@@ -103,8 +103,8 @@ def test_worker_acl_rules_are_narrow() -> None:
 
 def test_gate_worker_key(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`gate-worker key` makes the key on first use (0600) and prints the same public key and id after."""
-    import worker.celery.signing as signing
-    from worker.celery.cli import main as worker_main
+    import worker.celery.worker.signing as signing
+    from worker.celery.worker.cli import main as worker_main
 
     monkeypatch.setattr(signing, "_key", None)
     monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "w.key"))  # restored after: --key sets it

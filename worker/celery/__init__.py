@@ -1,3 +1,5 @@
-"""Celery over Redis: the app both sides share, the worker's task and open runs, the wire format,
-the content-addressed blob store, the coordinator's executor and the `gate-worker` command.
+"""Celery over Redis, in three folders: `coordinator/` (the coordinator's executor, who runs what, which
+answers count, gathering, control, image publication, broker users), `worker/` (the worker's task, its open
+runs, `gate-worker`) and `shared/` (the app, broker faults, the wire format, result places, blobs, image
+chunks and names), which both sides import and which imports neither.
 """

@@ -35,7 +35,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def spec_digest(batch: Mapping[str, Any]) -> str:
-    """sha256 hex of a batch payload (worker.celery.wire.encode_batch) in canonical JSON."""
+    """sha256 hex of a batch payload (worker.celery.shared.wire.encode_batch) in canonical JSON."""
     return hashlib.sha256(canonical_json(dict(batch))).hexdigest()
 
 

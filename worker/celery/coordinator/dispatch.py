@@ -2,7 +2,7 @@
 
 Same interface as the local pool (`run(specs, inputs)` yields observations), so nothing above
 the executor knows which one ran. Inputs are uploaded by content first. The run's image is
-published once, in the background from `open` on (see worker.celery.imagepublish), so any worker
+published once, in the background from `open` on (see worker.celery.coordinator.imagepublish), so any worker
 can fetch what it lacks; batches go at once to the shared queue (or a pinned one), and a worker
 that holds the image runs them without waiting for that. Results are folded as they arrive. A
 batch that never reports (worker gone, broker restarted without persistence) turns into harness
@@ -10,9 +10,9 @@ faults after the result timeout: the run ends as harness_error, never as a false
 keep a run's containers warm between its batches; `close` broadcasts that the run is over so
 every worker removes them at once.
 
-With a worker registry (`enrolled`) the coordinator decides who runs what (worker.celery.assigner) and takes
-only results signed by the key each batch was sent to (worker.celery.answers). Results are gathered through broker
-outages and restarts (worker.celery.gathering); workers are found and told of a run's end by worker.celery.control.
+With a worker registry (`enrolled`) the coordinator decides who runs what (assigner.py) and takes only results
+signed by the key each batch was sent to (answers.py). Results are gathered through broker outages and restarts
+(gathering.py); workers are found and told of a run's end by control.py, all beside this module.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from gate.core.suite.batching import batches
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.core.trust.enrolment import Roster
 from gate.io.snapshot import LocalInputs
-from worker.celery.answers import Answers
-from worker.celery.app import SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, direct_queue, make_app
-from worker.celery.assigner import Assigner
-from worker.celery.blobs import BlobStore, RedisBlobStore, upload
-from worker.celery.broker import broker_call
-from worker.celery.control import WorkerControl
-from worker.celery.gathering import BROKER_WAIT_S, Gathering
-from worker.celery.imagepublish import RunImages
-from worker.celery.wire import encode_batch
+from worker.celery.coordinator.answers import Answers
+from worker.celery.coordinator.assigner import Assigner
+from worker.celery.coordinator.control import WorkerControl
+from worker.celery.coordinator.gathering import BROKER_WAIT_S, Gathering
+from worker.celery.coordinator.imagepublish import RunImages
+from worker.celery.shared.app import SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, direct_queue, make_app
+from worker.celery.shared.blobs import BlobStore, RedisBlobStore, upload
+from worker.celery.shared.broker import broker_call
+from worker.celery.shared.wire import encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
 MAX_BATCH = 1000
@@ -114,7 +114,7 @@ class CeleryExecutor:
 
     def abort(self, run_id: str) -> None:
         """Stop the run now: batches not started are revoked, running ones are stopped in their worker
-        process (which removes its containers, worker.celery.tasks), and every worker removes the run's
+        process (which removes its containers, worker.celery.worker.tasks), and every worker removes the run's
         containers. Waits for no publication and at most ABORT_WAIT_S for the broker."""
         self.control.stop(self.gathering.take_run(run_id), ABORT_WAIT_S / 2)
         self.control.end_run(run_id, ABORT_WAIT_S / 2)
@@ -231,9 +231,9 @@ class CeleryExecutor:
         only; empty without a roster, where batches go to the shared queue)."""
         return self.assigner.assigned(run_id)
 
-    # The executor as gathering's Outbox (worker.celery.gathering).
+    # The executor as gathering's Outbox (worker.celery.coordinator.gathering).
     def answered(self, task_id: str, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
-        """The observations that count from a batch's result meta (worker.celery.answers)."""
+        """The observations that count from a batch's result meta (worker.celery.coordinator.answers)."""
         roster, assigned = self.assigner.roster, self.assigner.key(task_id)
         return self.answers.observations(batch, meta, task_id, roster, assigned)
 

@@ -1,7 +1,7 @@
 """Run images travel to workers by content: the coordinator's side. It publishes the run's image
 once per run, in the background from the moment the run opens, so batches never wait for it: a
 worker that already holds the image runs them at once, and one that lacks it waits for the
-publication (the batch says so) and then fetches it (worker.celery.images).
+publication (the batch says so) and then fetches it (worker.celery.worker.imagefetch).
 
 With a registry configured the image is pushed as `<registry>/probegate/project:<id prefix>` and
 its manifest digest named in the blob store; otherwise its `docker save` stream goes into the blob
@@ -21,10 +21,10 @@ import docker
 
 from gate.core.card.card import HarnessEvent
 from gate.core.errors import GateError, SandboxError
-from worker.celery.blobs import BlobStore, RedisBlobStore
-from worker.celery.broker import broker_call
-from worker.celery.imagechunks import CHUNK_BYTES, ImageManifest, pack, pieces
-from worker.celery.images import failure_name, manifest_name, registry_name, registry_repository
+from worker.celery.shared.blobs import BlobStore, RedisBlobStore
+from worker.celery.shared.broker import broker_call
+from worker.celery.shared.imagechunks import CHUNK_BYTES, ImageManifest, pack, pieces
+from worker.celery.shared.imagenames import failure_name, manifest_name, registry_name, registry_repository
 from worker.host.engine import (
     DEFAULT_IMAGE,
     docker_client,
@@ -36,7 +36,7 @@ from worker.host.engine import (
 )
 
 PACK_THREADS = 2  # zlib and Redis release the GIL: packing one chunk overlaps storing the last
-# RedisBlobStore's key for a blob (worker/celery/blobs.py): restarting a chunk's TTL needs no upload.
+# RedisBlobStore's key for a blob (worker/celery/shared/blobs.py): restarting a chunk's TTL needs no upload.
 _BLOB_KEY = "probegate:blob:{}"
 
 

@@ -6,8 +6,8 @@ consumes its own) of those workers; `direct_queues` those of every worker, asked
 sent (a worker that died mid-run is then not among them). A broadcast to every worker waits out its whole reply
 window (1 s: who else would answer is not known), so each is made once per executor; the follow-up to the
 workers `discover` found returns as soon as each has answered. With a roster and the shared queue, a worker
-confined to its own direct queue (its own ACL user, worker.celery.acl) serves the run too: the coordinator
-assigns it batches on that queue (worker.celery.assigner). Telling workers to stop or to end a run never
+confined to its own direct queue (its own ACL user, worker.celery.coordinator.acl) serves the run too: the coordinator
+assigns it batches on that queue (worker.celery.coordinator.assigner). Telling workers to stop or to end a run never
 raises and waits a bounded time: a broker outage must not change the verdict, nor hold up Ctrl-C.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 from celery import Celery
 
 from gate.core.errors import BrokerError
-from worker.celery.app import CONTROL_CLOSE_RUN, DIRECT_PREFIX, SHARED_QUEUE, STOP_SIGNAL
-from worker.celery.broker import broker_call
+from worker.celery.shared.app import CONTROL_CLOSE_RUN, DIRECT_PREFIX, SHARED_QUEUE, STOP_SIGNAL
+from worker.celery.shared.broker import broker_call
 
 # A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
 CLOSE_EXPIRES_S = 300.0
@@ -80,7 +80,8 @@ class WorkerControl:
 
     def serves(self, queues: Sequence[dict[str, Any]]) -> bool:
         """Whether a worker consuming `queues` serves this executor: it consumes our queue, or, with a roster
-        and the shared queue, it is confined to its own direct queue (its own ACL user, worker.celery.acl)."""
+        and the shared queue, it is confined to its own direct queue (its own ACL user,
+        worker.celery.coordinator.acl)."""
         names = [q["name"] for q in queues]
         if self.queue in names:
             return True
@@ -93,7 +94,7 @@ class WorkerControl:
 
     def stop(self, tasks: list[str], wait_s: float) -> None:
         """Revoke `tasks` and stop those running in their worker process (which removes its containers,
-        worker.celery.tasks), waiting at most `wait_s` for the broker."""
+        worker.celery.worker.tasks), waiting at most `wait_s` for the broker."""
 
         def revoke() -> None:
             with contextlib.suppress(BrokerError), broker_call("revoking the run's batches"):

@@ -24,7 +24,7 @@ from typing import Any
 from celery.signals import worker_process_init, worker_shutting_down
 
 EXIT_AFTER_S = 3.0  # from the signal to the worker's exit, at the latest
-STOPPING_SIGNAL = signal.SIGUSR2  # billiard keeps SIGUSR1 for soft time limits (worker.celery.app.STOP_SIGNAL)
+STOPPING_SIGNAL = signal.SIGUSR2  # billiard keeps SIGUSR1 for soft time limits (worker.celery.shared.app.STOP_SIGNAL)
 
 
 class WorkerStopping(KeyboardInterrupt):

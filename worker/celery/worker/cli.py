@@ -8,8 +8,9 @@
 `serve` checks Docker, finds or builds the sandbox image as `gate setup` does, proves the
 frozen clock and the closed network with a preflight probe, removes containers a dead worker on
 this host left behind, then consumes the shared queue (or the one `--queue` pins), its image's
-queue and its own direct queue, through which cross-checks reach it (worker.celery.app.direct_queue); a
-worker whose broker user is its own (`gate workers enrol`, worker.celery.acl) consumes that direct queue alone.
+queue and its own direct queue, through which cross-checks reach it (worker.celery.shared.app.direct_queue);
+a worker whose broker user is its own (`gate workers enrol`, worker.celery.coordinator.acl) consumes that direct
+queue alone.
 A batch names its run's image by ID; one this engine lacks is fetched by content, from `--registry`
 when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
 Every result is signed with this worker's own key (`--key`, default $PROBEGATE_WORKER_KEY or
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GateError as exc:
         print(f"gate-worker: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except interrupts.Interrupted as exc:  # before Celery took over the signals (worker.celery.stopping)
+    except interrupts.Interrupted as exc:  # before Celery took over the signals (worker.celery.worker.stopping)
         print("gate-worker: interrupted", file=sys.stderr)
         return exc.exit_code
 
@@ -122,7 +123,7 @@ def _ensure_image(image: str | None) -> None:
 
 def _worker_key(path: Path | None) -> SigningKey:
     """The key at `path` (or the default), created when missing; later processes find it via the env."""
-    from worker.celery import signing
+    from worker.celery.worker import signing
 
     if path is not None:
         os.environ[signing.ENV_KEY] = str(path.resolve())
@@ -141,14 +142,14 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--concurrency must be at least 1")
     key = _worker_key(args.key)  # before anything else: a bad key file stops the worker here
     print(f"gate-worker: probegate {__version__}, signing results with key {key.key_id}", file=sys.stderr)
-    from worker.celery.runs import run_idle_s
+    from worker.celery.worker.runs import run_idle_s
 
     try:
         run_idle_s()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.registry:
-        from worker.celery.images import registry_repository
+        from worker.celery.shared.imagenames import registry_repository
 
         registry_repository(args.registry)  # refuses a malformed one before anything starts
     from worker.host.engine import DEFAULT_IMAGE
@@ -178,12 +179,12 @@ def _serve(args: argparse.Namespace) -> int:
             **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
         }
     )
-    from worker.celery.acl import confined
-    from worker.celery.app import SHARED_QUEUE, direct_queue, make_app, queue_for
+    from worker.celery.shared.app import SHARED_QUEUE, direct_queue, make_app, queue_for
+    from worker.celery.worker.confinement import confined
 
     own, trials = direct_queue(key.key_id), args.queue or SHARED_QUEUE
     # A worker under its own ACL user (`gate workers enrol`) may take batches from its own queue alone: it
-    # consumes that queue only, and keeps its unacknowledged batches to itself (worker.celery.acl).
+    # consumes that queue only, and keeps its unacknowledged batches to itself (worker.celery.coordinator.acl).
     alone = confined(args.broker, trials, note=lambda line: print(f"gate-worker: {line}", file=sys.stderr))
     if alone:
         print(f"gate-worker: this broker user may take batches only from {own}: consuming it alone", file=sys.stderr)
@@ -212,8 +213,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _beat(args: argparse.Namespace) -> int:
-    from worker.celery.app import SHARED_QUEUE, make_app, queue_for
-    from worker.celery.beat import beat_schedule
+    from worker.celery.shared.app import SHARED_QUEUE, make_app, queue_for
+    from worker.celery.worker.beat import beat_schedule
 
     app = make_app(args.broker)
     # The check runs on any worker, or on one started for --image when given.

@@ -2,7 +2,7 @@
 and a Redis visibility timeout that the coordinator's batch sizing respects.
 
 A worker started by `gate-worker serve` builds it from PROBEGATE_BROKER; the coordinator builds
-its own with `make_app(url)`. Tasks live in `worker.celery.tasks` and are addressed by name.
+its own with `make_app(url)`. Tasks live in `worker.celery.worker.tasks` and are addressed by name.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from celery import Celery
 VISIBILITY_TIMEOUT_S = float(os.environ.get("PROBEGATE_VISIBILITY_TIMEOUT", "600"))
 TASK_RUN_BATCH = "probegate.run_batch"
 TASK_RESEAL = "probegate.reseal"
-# Remote-control command the coordinator broadcasts when a run ends (handled in worker.celery.runs).
+# Remote-control command the coordinator broadcasts when a run ends (handled in worker.celery.worker.runs).
 CONTROL_CLOSE_RUN = "probegate_close_run"
 # What a revoke with terminate sends the pool process running a stopped run's batch: billiard turns
 # SIGUSR1 into SoftTimeLimitExceeded there, which the task catches to remove its containers itself.
@@ -26,7 +26,7 @@ STOP_SIGNAL = "SIGUSR1"
 
 
 # Every worker consumes this queue: a batch names its run's image by ID, and a worker that lacks
-# that image fetches it by content (worker.celery.images), so any worker can serve any run.
+# that image fetches it by content (worker.celery.worker.imagefetch), so any worker can serve any run.
 SHARED_QUEUE = "probegate.trials"
 
 
@@ -48,8 +48,8 @@ def direct_queue(key_id: str) -> str:
     return f"{DIRECT_PREFIX}{readable}.{hashlib.sha256(key_id.encode()).hexdigest()[:12]}"
 
 
-# Celery's Redis result backend, storing a direct queue's results under that queue (worker.celery.results).
-RESULTS_BACKEND = "worker.celery.results:PlacedResults"
+# Celery's Redis result backend, storing a direct queue's results under that queue (worker.celery.shared.results).
+RESULTS_BACKEND = "worker.celery.shared.results:PlacedResults"
 
 
 def unacked_keys(queue: str) -> dict[str, str]:
@@ -63,7 +63,10 @@ def make_app(
     """A Celery app over `broker` (redis:// or rediss://) with the result backend on the same Redis.
     `alone`: the one queue this worker consumes, whose unacked messages it alone restores (its own keys)."""
     app = Celery(
-        "probegate", broker=broker, backend=backend or f"{RESULTS_BACKEND}+{broker}", include=["worker.celery.tasks"]
+        "probegate",
+        broker=broker,
+        backend=backend or f"{RESULTS_BACKEND}+{broker}",
+        include=["worker.celery.worker.tasks"],
     )
     timeout = visibility_timeout_s or VISIBILITY_TIMEOUT_S
     transport: dict[str, object] = {

@@ -2,7 +2,7 @@
 answers each batch (gate.core.trust.assignment).
 
 `Assigner` keeps the round of enrolled workers that are up, the key each batch was sent to (only that key's
-signature counts for it, worker.celery.answers), the trials each worker was given per run and property (the
+signature counts for it, worker.celery.coordinator.answers), the trials each worker was given per run and property (the
 card's shares), and moves a lost batch's share when it goes to another enrolled worker. Every batch goes to
 an enrolled worker's direct queue, never to the shared queue. Without a roster it assigns nothing.
 """
@@ -15,7 +15,7 @@ from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import TrialSpec
 from gate.core.trust.assignment import Rotation, assign, reassign
 from gate.core.trust.enrolment import Roster
-from worker.celery.app import direct_queue
+from worker.celery.shared.app import direct_queue
 
 
 class Assigner:

@@ -24,7 +24,7 @@ from celery.worker.control import control_command
 
 from gate.core.errors import SandboxError
 from gate.core.suite.trial import Sandbox
-from worker.celery.app import CONTROL_CLOSE_RUN
+from worker.celery.shared.app import CONTROL_CLOSE_RUN
 from worker.host.engine import docker_client
 from worker.host.sweep import sweep
 from worker.host.warm import HOST_IDLE_S

@@ -5,17 +5,20 @@ encoding as the ledger file, under KEY (default `probegate:books:<suite name>`; 
 another, percent-encoded). It has no TTL: credits carry their own expiry. Each update is one
 WATCH/MULTI/EXEC transaction: read, decide, write, retried (bounded) only when another run wrote
 in between, so concurrent runs lose nothing. A fault talking to Redis is a BrokerError (exit 2).
+The file books are beside it (ledgerfile.py); only the command line picks this store (gate/cli/books.py),
+the one module of gate/io that talks to a service (the `redis-books-picked-by-cli` contract).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from urllib.parse import unquote, urlsplit
 
 import redis
 
-from gate.core.errors import ConfigError, HarnessError, UsageError
+from gate.core.errors import BrokerError, ConfigError, HarnessError, UsageError, reraise_as
 from gate.core.policy.history import History
 from gate.core.policy.ledger import Ledger
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
@@ -31,10 +34,17 @@ from gate.io.state import (
     encode_books,
     missing_books,
 )
-from worker.celery.broker import broker_call
 
 SCHEMES = ("redis://", "rediss://")
+# What a Redis client raises talking to the server; each leaves as BrokerError (worker.celery.shared.broker
+# does the same for the workers' broker, which also speaks through kombu; the books never do).
+_REDIS_ERRORS = (redis.exceptions.RedisError, ConnectionError, OSError)
 ATTEMPTS = 100  # transactions lost to a concurrent writer before giving up; each costs about a millisecond
+
+
+def _redis_call(what: str) -> contextlib.AbstractContextManager[None]:
+    """Talk to Redis; a client fault becomes BrokerError("{what}: reason")."""
+    return reraise_as(BrokerError, what, _REDIS_ERRORS)
 
 
 def is_books_url(text: str) -> bool:
@@ -69,7 +79,7 @@ class RedisBooks:
         self.create = create
 
     def check(self) -> None:
-        with broker_call(f"cannot reach the ledger at {self.where}"):
+        with _redis_call(f"cannot reach the ledger at {self.where}"):
             raw = self._get(self.client)
         if raw is not None and self.create:
             raise books_exist(self.where)
@@ -80,7 +90,7 @@ class RedisBooks:
 
     def update(self, fn: BooksUpdate[T], *, history: HistoryUpdate | None = None) -> T:
         for attempt in range(ATTEMPTS):
-            with broker_call(f"cannot update the ledger at {self.where}"), self.client.pipeline() as pipe:
+            with _redis_call(f"cannot update the ledger at {self.where}"), self.client.pipeline() as pipe:
                 try:
                     pipe.watch(self.key)  # EXEC fails if anyone writes the key from here on
                     books, past = self._read(pipe)

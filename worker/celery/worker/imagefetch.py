@@ -1,14 +1,10 @@
 """Run images travel to workers by content, so any worker can serve any run's image: the worker's
 side. A batch names its run's image by ID; a worker whose engine lacks it fetches it from where
-the coordinator published it (worker.celery.imagepublish): pulled by manifest digest from the
+the coordinator published it (worker.celery.coordinator.imagepublish): pulled by manifest digest from the
 worker's own `--registry`, or rebuilt from the blob store's chunks (verified one by one and as a
 whole, and checked to add one untagged image). Either way the engine must then hold the very ID
-the spec names. Docker's own image store is the cache.
-
-Names in the blob store, per image ID (and run, for a failure):
-  image:<image id>                  → the chunk manifest's digest (worker.celery.imagechunks)
-  registry:<image id>               → the registry manifest's digest (hex) of the pushed image
-  image-failed:<run id>:<image id>  → a blob saying why the coordinator could not publish it
+the spec names. Docker's own image store is the cache. What each is called on the broker and in
+the registry: worker.celery.shared.imagenames.
 
 Whatever fails (unpublished, missing, altered, another image) is a SandboxError or BrokerError
 with a one-line reason, which the caller turns into harness faults: never a run in another image.
@@ -30,35 +26,15 @@ from pathlib import Path
 
 import docker
 
-from gate.core.errors import SandboxError, UsageError
-from worker.celery.blobs import BlobStore
-from worker.celery.imagechunks import CHUNK_BYTES, ImageManifest, check_save_stream
+from gate.core.errors import SandboxError
+from worker.celery.shared.blobs import BlobStore
+from worker.celery.shared.imagechunks import CHUNK_BYTES, ImageManifest, check_save_stream
+from worker.celery.shared.imagenames import failure_name, manifest_name, registry_name, registry_repository
 from worker.host.engine import has_image, load_image, pull_image
 
-REPOSITORY = "probegate/project"  # under the registry: <registry>/probegate/project
 POLL_S = 0.5  # how often a worker waiting for a publication in flight looks again
 FETCH_THREADS = 2  # chunks fetched and unpacked ahead of the one being written (bounds memory too)
-_REGISTRY = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._/-][a-z0-9]+)*)?")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-
-
-def manifest_name(image_id: str) -> str:
-    return f"image:{image_id}"
-
-
-def registry_name(image_id: str) -> str:
-    return f"registry:{image_id}"
-
-
-def failure_name(run_id: str, image_id: str) -> str:
-    return f"image-failed:{run_id}:{image_id}"
-
-
-def registry_repository(registry: str) -> str:
-    """`<registry>/probegate/project` for a registry given as host[:port][/path]; UsageError otherwise."""
-    if not _REGISTRY.fullmatch(registry):
-        raise UsageError(f"--registry must be host[:port][/path] without a scheme, not {registry[:80]!r}")
-    return f"{registry}/{REPOSITORY}"
 
 
 @dataclass(frozen=True)

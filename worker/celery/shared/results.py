@@ -1,6 +1,6 @@
 """Where a batch's result lives. A batch sent to a worker's direct queue is answered under that queue's
 name (`<queue>.results.celery-task-meta-<task id>`), so a worker's broker user may write its own results
-and no other's (worker.celery.acl); a batch from any other queue under Celery's plain key. The worker's
+and no other's (worker.celery.coordinator.acl); a batch from any other queue under Celery's plain key. The worker's
 backend picks the place from the queue the coordinator routed the batch to; the coordinator reads each
 batch's result from the place of the queue it sent the batch to, and nowhere else.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from celery import states
 from celery.backends.redis import RedisBackend
 
-from worker.celery.app import DIRECT_PREFIX
+from worker.celery.shared.app import DIRECT_PREFIX
 
 TASK_KEYPREFIX = "celery-task-meta-"
 _DIRECT = re.compile(re.escape(DIRECT_PREFIX) + r"[A-Za-z0-9_.-]+")

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery.schedules import crontab
 
-from worker.celery.app import TASK_RESEAL
+from worker.celery.shared.app import TASK_RESEAL
 
 NIGHTLY_CRON = "17 3 * * *"  # minute hour day-of-month month day-of-week: 03:17 every day
 BEAT_ENTRY = "probegate-nightly-reseal"

@@ -1,9 +1,9 @@
 """Per-worker broker credentials: one Redis ACL user per worker, which may take batches only from its own
 direct queue and write only its own results (worked out against real workers, see tests/integration/test_enrol.py).
-A worker started under such a user finds it may not read the shared queue and consumes its direct queue
-alone, keeping kombu's unacked bookkeeping under that queue's name (worker.celery.cli, worker.celery.app);
-results of a direct queue's batches live under that queue too (worker.celery.results), where the coordinator
-reads them.
+A worker started under such a user finds it may not read the shared queue (worker.celery.worker.confinement)
+and consumes its direct queue alone, keeping kombu's unacked bookkeeping under that queue's name
+(worker.celery.worker.cli, worker.celery.shared.app); results of a direct queue's batches live under that queue
+too (worker.celery.shared.results), where the coordinator reads them.
 
 Each rule, and why it is there (Q is the worker's direct queue, probegate.direct.<its key id>):
 
@@ -69,16 +69,13 @@ What a hostile worker can still do with what it keeps, and why that buys no deci
 from __future__ import annotations
 
 import secrets
-import time
-from collections.abc import Callable
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
-from gate.core.errors import BrokerError
-from worker.celery.app import direct_queue
-from worker.celery.broker import broker_call
-from worker.celery.results import result_place
+from worker.celery.shared.app import direct_queue
+from worker.celery.shared.broker import broker_call
+from worker.celery.shared.results import result_place
 
 USER_PREFIX = "probegate-worker-"
 COMMANDS = str.split(
@@ -176,27 +173,3 @@ def worker_url(admin_url: str, user: str, password: str) -> str:
     host = parts.hostname or "127.0.0.1"
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-
-
-def confined(url: str, queue: str, note: Callable[[str], None] | None = None) -> bool:
-    """Whether the broker user of `url` is refused `queue` (a worker's own ACL user: it may take batches from
-    its own direct queue alone). An unreachable broker is asked again until it answers (said once through
-    `note`); refused credentials (a revoked worker's, say) raise BrokerError."""
-    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
-    said = False
-    try:
-        while True:
-            try:
-                client.llen(queue)
-                return False
-            except redis.exceptions.NoPermissionError:
-                return True
-            except redis.exceptions.AuthenticationError as exc:
-                raise BrokerError(f"the broker refused this worker's credentials: {exc}") from None
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-                if note is not None and not said:
-                    note(f"the broker is unreachable ({exc}); waiting for it")
-                    said = True
-                time.sleep(2)  # as Celery itself waits for a broker that is not up yet
-    finally:
-        client.close()

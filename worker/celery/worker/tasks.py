@@ -1,8 +1,8 @@
 """The worker's tasks. `probegate.run_batch` runs trial specs through this machine's sandbox and
 returns observations; it runs no suite or check code and judges nothing. Inputs are fetched by
 digest from the blob store and verified before any trial sees them; so is the run's image when
-this engine lacks it (see worker.celery.images). Each batch's run stays open in this process's sandbox
-(warm containers) until it has been idle a while (see worker.celery.runs).
+this engine lacks it (see worker.celery.worker.imagefetch). Each batch's run stays open in this process's sandbox
+(warm containers) until it has been idle a while (see worker.celery.worker.runs).
 
 A pool process proves its worker's default image (the preflight container) as soon as it starts, in the
 background, so a run's first batch does not wait for it; a batch that arrives first waits for that proof.
@@ -27,13 +27,13 @@ from celery.signals import worker_process_init
 from gate import __version__
 from gate.core.errors import GateError
 from gate.core.suite.trial import FaultOrigin, Observation, Sandbox, TrialSpec
-from worker.celery.app import TASK_RESEAL, TASK_RUN_BATCH
-from worker.celery.blobs import BlobInputs, RedisBlobStore
-from worker.celery.images import Fetched, ensure_image
-from worker.celery.runs import open_runs  # also registers the close-run control command in the worker
-from worker.celery.signing import sign_result
-from worker.celery.stopping import WorkerStopping, stoppable  # also: a shutting-down worker stops its batches
-from worker.celery.wire import decode_batch, encode_observations, version_refusal
+from worker.celery.shared.app import TASK_RESEAL, TASK_RUN_BATCH
+from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
+from worker.celery.shared.wire import decode_batch, encode_observations, version_refusal
+from worker.celery.worker.imagefetch import Fetched, ensure_image
+from worker.celery.worker.runs import open_runs  # also registers the close-run control command in the worker
+from worker.celery.worker.signing import sign_result
+from worker.celery.worker.stopping import WorkerStopping, stoppable  # also: a shutting-down worker stops its batches
 
 MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
 _sandbox: Sandbox | None = None
@@ -79,7 +79,7 @@ def cache_dir() -> Path:
 
 def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
     """Make the run's image present on this engine (None: it was, or trials run in no container);
-    `wait_s`: how long its publication may still take (see worker.celery.images.ensure_image)."""
+    `wait_s`: how long its publication may still take (see worker.celery.worker.imagefetch.ensure_image)."""
     global _engine
     if not spec.image_id or os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
         return None
@@ -136,7 +136,7 @@ def bounded_wait(value: object) -> float:
 @shared_task(name=TASK_RUN_BATCH, bind=True)
 def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
     """Run a batch of trial specs; returns the observations, signed with this worker's key over this
-    task's id and the batch as received (worker.celery.signing), whether this was a redelivery and, when
+    task's id and the batch as received (worker.celery.worker.signing), whether this was a redelivery and, when
     this worker had to fetch the run's image first, how. `image_wait_s` > 0: the coordinator was
     still publishing the image when it sent the batch."""
     specs = decode_batch(batch)
@@ -183,7 +183,7 @@ def _result(self: Any, batch: dict[str, Any], observed: list[Observation], fetch
         # Binds these exact bytes to the batch id and spec this worker was handed (gate.core.trust.enrolment).
         "signature": sign_result(self.request.id, batch, observations),
         "worker": worker_id(),
-        "version": __version__,  # the coordinator refuses another version's results (worker.celery.answers)
+        "version": __version__,  # the coordinator refuses another version's results (worker.celery.coordinator.answers)
         "redelivered": bool(delivery.get("redelivered")),
         "fetched": None if fetched is None else {"via": fetched.via, "seconds": round(fetched.seconds, 3)},
     }

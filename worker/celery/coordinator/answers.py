@@ -2,7 +2,7 @@
 
 With a worker registry every result must be signed by an enrolled, unrevoked key over the batch id and
 spec digest this coordinator issued (gate.core.trust.enrolment), and by the key of the worker the batch was
-assigned to (worker.celery.assigner): anything else is a harness event and harness faults for its trials,
+assigned to (worker.celery.coordinator.assigner): anything else is a harness event and harness faults for its trials,
 never an observation. An accepted observation carries the enrolled name as its worker id, whatever the
 worker wrote. `Answers` also remembers which key produced each worker id's results, so a cross-check avoids
 that key's queue whatever the worker calls itself. A result from a worker running another probegate (or one
@@ -19,7 +19,7 @@ from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from gate.core.trust.enrolment import EnrolledWorker, Refusal, Roster, check_assigned, check_result, spec_digest
 from gate.io.workers import verify_pem
-from worker.celery.wire import decode_observations
+from worker.celery.shared.wire import decode_observations
 
 
 class Answers:

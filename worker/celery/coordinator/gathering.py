@@ -2,7 +2,7 @@
 in flight.
 
 `Gathering` keeps, for every batch sent and not yet answered, its run and the queue it went to (its result
-is read from that queue's place, worker.celery.results). It waits out an unreachable broker (at most
+is read from that queue's place, worker.celery.shared.results). It waits out an unreachable broker (at most
 `wait_s`, said on stderr, not counted against the batches' timeout) and asks, about once a second, for the
 server's run id: a Redis that restarted without persistence has a new one and lost every batch, tree and
 image it held, so the unanswered batches are sent again through the `Outbox` (the executor's side). A
@@ -23,8 +23,8 @@ from celery import Celery
 from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
-from worker.celery.broker import broker_call
-from worker.celery.results import read_ready, result_key
+from worker.celery.shared.broker import broker_call
+from worker.celery.shared.results import read_ready, result_key
 
 BROKER_WAIT_S = 120.0  # the most a run waits for an unreachable broker to come back
 EPOCH_CHECK_S = 1.0  # how often a gathering run asks whether the broker restarted (and lost what it held)
@@ -158,7 +158,7 @@ class Gathering:
 
     def _ready(self, pending: set[str], timeout: float) -> dict[str, Any]:
         """Task id -> meta of the pending batches that finished, waiting up to `timeout` for the first. Each is
-        read from the place of the queue it was sent to (worker.celery.results): a direct queue's results
+        read from the place of the queue it was sent to (worker.celery.shared.results): a direct queue's results
         from under that queue alone, where no other worker's broker user can write."""
         keys = {task: result_key(task, self._queue_of.get(task)) for task in pending}
         return read_ready(self.app.backend, keys, timeout, self.poll_s)

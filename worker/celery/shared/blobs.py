@@ -26,7 +26,7 @@ from gate.io.artifacts import write_atomic
 from gate.io.patchedtree import Beneath, laid_out, seal_patched
 from gate.io.snapshot import world_readable
 from gate.io.untar import extract_data
-from worker.celery.broker import broker_call
+from worker.celery.shared.broker import broker_call
 
 BLOB_TTL_S = 24 * 3600
 
