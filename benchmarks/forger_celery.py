@@ -5,7 +5,7 @@ A private redis-server, two enrolled `gate-worker`-speaking processes on real Do
 (`gate-worker serve`) and the stand-in of tests/integration/test_replay_celery.py, which reports the
 expected tool on every tool-choice trial it runs (the model's `all` forger). The invoice example's
 tree is patched so its tool choice is the expected one with probability `--rate` (0.75, just below the
-band of 8 in 10), drawn from the trial's seed exactly as `gate.run.fleet_model.truth` draws it. Each
+band of 8 in 10), drawn from the trial's seed exactly as `support.fleet_model.truth` (tests/support/) draws it. Each
 run is `python -m gate.run --broker --workers REGISTRY --property tool_choice_rate` with fresh seeds,
 `--cross-check 0` and the default share interleaved; a row counts as accepted when its kind is pass.
 The model runs the same row with the primaries batched and assigned as the coordinator sends them
@@ -32,14 +32,15 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' fleet model (support)
 
 from celery_helpers import RedisServer, Workers, enrol  # noqa: E402
 from example_repo import EXAMPLE, example_repo  # noqa: E402
 from forger_statistical import DEFAULT_SHARE, RULE, AssignedFleet, exact_pass, measure  # noqa: E402
+from support.fleet_model import specs_for, truth  # noqa: E402
 from test_replay_celery import STAT, start_statistical_liar  # noqa: E402
 
 from gate.core.suite.plan import trial_seed  # noqa: E402
-from gate.run.fleet_model import specs_for, truth  # noqa: E402
 
 SHARES = (("off (share 0)", 0.0), (f"default ({DEFAULT_SHARE})", DEFAULT_SHARE))
 PATCH = "rate"

@@ -4,7 +4,7 @@ same run; and what the replays cost in extra trials.
 
 Each repetition is one run of a statistical row at the default band (8 hits of 10) through the run's own
 cross-check code (`gate.run.crosscheck`) over an in-process fleet of worker callables
-(`gate.run.fleet_model`: no Docker, no broker); the probe's truth is a draw from each trial's seed, at a
+(`tests/support/fleet_model.py`: no Docker, no broker); the probe's truth is a draw from each trial's seed, at a
 true rate just below the band. Forgers: `all` reports a hit on every statistical trial it runs (its own
 and the replays it is sent: it cannot tell them apart); `enough` knows every trial's truth and flips the
 fewest of its own misses that lift the pooled hits to the band, answering everything else honestly.
@@ -29,15 +29,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' fleet model (support)
 
 from types import SimpleNamespace
+
+from support.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
 
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import TrialSpec
 from gate.core.trust.assignment import Rotation, assign
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
-from gate.run.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.celery.shared.app import VISIBILITY_TIMEOUT_S
 

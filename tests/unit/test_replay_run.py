@@ -1,5 +1,5 @@
 """Statistical replays in the run's own cross-check code, over an in-process fleet of worker callables
-(`gate.run.fleet_model`): adversarial liars on all trials, on just enough, on any set they like (even one
+(`tests/support/fleet_model.py`): adversarial liars on all trials, on just enough, on any set they like (even one
 chosen knowing the seed), a single worker, two workers with no third, and honest fleets."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fleet_model import Answer, FakeFleet, RowResult, run_row, specs_for, truth
 
 from gate.core.suite.trial import TrialSpec
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
-from gate.run.fleet_model import Answer, FakeFleet, RowResult, run_row, specs_for, truth
 
 RULE = FixedRule()
 Truth = Callable[[TrialSpec], bool]  # the default band: 8 hits of 10

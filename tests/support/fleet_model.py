@@ -1,7 +1,8 @@
 """An in-process model of one statistical row over a fleet of worker callables (fakes: no Docker, no
 broker), decided by the run's own cross-check and replay code (`gate.run.crosscheck.cross_check`). The
 bound in docs/distributed.md, `benchmarks/forger_statistical.py` and the adversarial unit tests measure
-the replay rule with it. Nothing in a run uses it.
+the replay rule with it. Nothing in a run uses it: it lives with the tests' support code, not in the
+package.
 
 A worker is a callable `(spec, worker) -> bool`, the hit it reports. The probe's truth is a function of
 the trial's seed (`truth`), as the examples' probes make it: an honest worker reports it.
