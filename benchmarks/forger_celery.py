@@ -2,7 +2,7 @@
 the same configuration and number of runs: `forger_statistical.py`'s figures, checked end to end.
 
 A private redis-server, two enrolled `gate-worker`-speaking processes on real Docker: one honest
-(`gate-worker serve`) and the stand-in of tests/integration/test_replay_celery.py, which reports the
+(`gate-worker serve`) and the stand-in of tests/integration/worker_celery/test_replay_celery.py, which reports the
 expected tool on every tool-choice trial it runs (the model's `all` forger). The invoice example's
 tree is patched so its tool choice is the expected one with probability `--rate` (0.75, just below the
 band of 8 in 10), drawn from the trial's seed exactly as `support.fleet_model.truth` (tests/support/) draws it. Each
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
 sys.path.insert(0, str(ROOT / "tests"))  # the tests' fleet model (support)
+sys.path.insert(0, str(ROOT / "tests" / "integration" / "worker_celery"))  # the replay test's stand-in liar
 
 from celery_helpers import RedisServer, Workers, enrol  # noqa: E402
 from example_repo import EXAMPLE, example_repo  # noqa: E402

@@ -23,6 +23,7 @@ from celery_helpers import RedisServer, Workers
 from filelock import FileLock, Timeout
 from gate_runs import ExampleRuns
 from run_containers import containers_of
+from support.paths import WINDOWS
 
 from gate.core.errors import HarnessError, SandboxError
 from gate.core.suite.trial import ClockSpec, Inputs, Interpreter, Limits, Observation, TrialSpec
@@ -93,7 +94,7 @@ def project_image_builds() -> Iterator[None]:
         yield
 
 
-WINDOWS_SUITE = Path(__file__).resolve().parents[2] / "examples" / "windows" / "repo" / "gate.toml"
+WINDOWS_SUITE = WINDOWS / "repo" / "gate.toml"
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "examples" / "invoice" / "patch_repo.py"
+from support.paths import INVOICE
+
+_PATH = INVOICE / "patch_repo.py"
 _spec = importlib.util.spec_from_file_location("patch_repo", _PATH)
 assert _spec is not None and _spec.loader is not None
 _module = importlib.util.module_from_spec(_spec)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from example_repo import Repo, example_repo
 from filelock import FileLock
+from support.paths import INVOICE as EXAMPLE
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "invoice"
 # For runs over a broker whose test is not about enrolment: the workers are the test's own, on loopback.
 UNENROLLED = "--allow-unenrolled-workers"
 # Seeds under which the noisy sampler's random tie-break lands 6 hits in 10 (and its SPRT run is called

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, settings
+from support.mini_suite import build_suite, good, run
 
 from gate.core.card.card import VerdictCard
 from gate.io.reports import STEP_SUMMARY_ENV
-
-from .mini_suite import build_suite, good, run
 
 settings.register_profile(
     "unit",

@@ -1,5 +1,6 @@
 """Per-worker broker credentials: one Redis ACL user per worker, which may take batches only from its own
-direct queue and write only its own results (worked out against real workers, see tests/integration/test_enrol.py).
+direct queue and write only its own results (worked out against real workers, see
+tests/integration/worker_celery/test_enrol.py).
 A worker started under such a user finds it may not read the shared queue (worker.celery.worker.confinement)
 and consumes its direct queue alone, keeping kombu's unacked bookkeeping under that queue's name
 (worker.celery.worker.cli, worker.celery.shared.app); results of a direct queue's batches live under that queue

@@ -1,0 +1,191 @@
+"""Cross-checks through real Redis, real `gate-worker serve` processes and real Docker: a stand-in worker
+registered under the batch task's name that fabricates clean safety evidence is caught; two honest
+workers give the local pool's rows; a probe whose output varies by itself quarantines nobody."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from celery_helpers import RedisServer, Workers
+from gate_runs import EXAMPLE, UNENROLLED, ExampleRuns, Run, gate_run
+from support.paths import INTEGRATION
+
+from gate.io.keys import public_path, write_new_key
+
+pytestmark = pytest.mark.integration
+
+FABRICATOR = INTEGRATION / "fabricating_worker.py"
+GATE = str(Path(sys.executable).with_name("gate"))
+LIAR_QUEUE = "probegate.xcheck-liar"  # the run pins its primaries here, so the stand-in gets them all
+
+
+def start_fabricator(workers: Workers, name: str, *, signed: bool = False, queue: str = LIAR_QUEUE) -> None:
+    """The stand-in, in its own session, registered in the pool so `wait_ready` and teardown cover it;
+    `signed`: it signs with its own key (`workers.key(name)`), as an enrolled liar would; it consumes `queue`."""
+    log = (workers.tmp / f"{name}.log").open("wb")
+    key = [str(workers.key(name))] if signed else []
+    workers.procs[name] = subprocess.Popen(
+        [
+            sys.executable,
+            str(FABRICATOR),
+            workers.url,
+            f"{name}@%h",
+            queue,
+            str(workers.tmp / f"cache-{name}"),
+            *key,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=workers.env,
+        start_new_session=True,
+    )
+
+
+def remote(patch: str, card: Path, url: str, *extra: str, example: Path = EXAMPLE) -> Run:
+    """A run over the broker; without `--workers` in `extra`, of unenrolled workers (cross-checks alone)."""
+    unenrolled = () if "--workers" in extra else (UNENROLLED,)
+    return gate_run(example, patch, card, "--broker", url, *unenrolled, *extra, new_ledger=True)
+
+
+def rows(run: Run) -> list[tuple[str, str, int, int, dict]]:
+    return [(r["id"], r["kind"], r["trials"], r["hits"], r["counts"]) for r in run.card["properties"]]
+
+
+def sides(run: Run) -> set[tuple[str, frozenset[str]]]:
+    found = run.card["cross_check"]["disagreements"]
+    return {(d["property_id"], frozenset(s["worker"].split("@")[0] for s in d["sides"])) for d in found}
+
+
+def test_fabricated_safety_passes_are_caught_by_cross_checks(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: every primary goes to a stand-in that hides writes and canaries. Without cross-checks
+    the unsafe patch is accepted (the stand-in really fabricates); at share 100% the honest worker's
+    misses count, both patches are refused, and each disagreement names the stand-in and the honest one."""
+    workers.start("honest")
+    start_fabricator(workers, "liar")
+    workers.wait_ready()
+    pinned = ("--queue", LIAR_QUEUE)
+    fooled = remote("unsafe_write", tmp_path / "off" / "card.json", redis_server.url, *pinned, "--cross-check", "0")
+    assert (fooled.code, fooled.accept) == (0, 0), fooled.stderr  # what the issue saw before cross-checks
+    for patch, prop in (("unsafe_write", "no_unmapped_write"), ("leaks_token", "no_secret_in_output")):
+        run = remote(patch, tmp_path / patch / "card.json", redis_server.url, *pinned, "--cross-check", "1")
+        assert run.kinds()[prop] == "fail_safety", (patch, run.card["properties"])
+        assert run.code == 1 and run.accept != 0, run.stderr
+        assert (prop, frozenset({"liar", "honest"})) in sides(run)
+        row = next(r for r in run.card["properties"] if r["id"] == prop)
+        assert [w.split("@")[0] for w in row["workers"]] == ["liar"]  # the primary ran on the stand-in
+        assert run.card["cross_check"]["checked"] == 4  # every safety and contract trial ran again
+        # Only two workers: no tie-break, so nobody is quarantined, and the card says there was no third.
+        assert run.card["cross_check"]["quarantined"] == []
+        assert "no_cross_check_worker" in {e["kind"] for e in run.card["harness_events"]}
+
+
+def test_an_enrolled_stand_in_signing_its_fabrications_is_caught_by_cross_checks(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: the stand-in signs its fabricated passes with a key the operator enrolled, so its
+    results are taken; at share 100% the honest enrolled worker's cross-checks still refuse the patch,
+    the disagreement names both by their enrolled names, and with it alone no safety row passes."""
+    registry = tmp_path / "workers.json"
+    for name in ("honest", "liar"):
+        write_new_key(workers.key(name))
+        enrolled = subprocess.run(
+            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
+             "--workers", str(registry)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert enrolled.returncode == 0, enrolled.stderr
+    workers.start("honest")
+    start_fabricator(workers, "liar", signed=True)
+    workers.wait_ready()
+    pinned = ("--queue", LIAR_QUEUE, "--workers", str(registry))
+    run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, *pinned, "--cross-check", "1")
+    assert run.kinds()["no_unmapped_write"] == "fail_safety", run.card["properties"]
+    assert run.code == 1 and run.accept != 0, run.stderr
+    assert ("no_unmapped_write", frozenset({"box-liar", "box-honest"})) in sides(run)
+    row = next(r for r in run.card["properties"] if r["id"] == "no_unmapped_write")
+    assert list(row["workers"]) == ["box-liar"]  # its signed primaries were taken, under its enrolled name
+    refusals = {"unsigned_result", "unknown_worker_key", "forged_result"}
+    assert not refusals & {e["kind"] for e in run.card["harness_events"]}
+    workers.kill("honest")
+    alone = remote("unsafe_write", tmp_path / "alone" / "card.json", redis_server.url, *pinned, "--cross-check", "1")
+    assert "pass" not in {alone.kinds()[p] for p in ("no_unmapped_write", "no_secret_in_output")}, alone.card
+    assert alone.accept != 0
+    assert "cross_check_missing" in {e["kind"] for e in alone.card["harness_events"]}
+
+
+def test_a_third_honest_worker_quarantines_the_stand_in(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: with two honest workers besides the stand-in, each disputed trial goes to the third
+    worker twice; it reproduces the honest facts, so the stand-in is quarantined and accept refuses."""
+    workers.start("h1")
+    workers.start("h2")
+    start_fabricator(workers, "liar")
+    workers.wait_ready()
+    run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, "--queue", LIAR_QUEUE, "--cross-check", "1")
+    summary = run.card["cross_check"]
+    assert [w.split("@")[0] for w in summary["quarantined"]] == ["liar"], summary
+    settled = [s for s in summary["settlements"] if s["property_id"] == "no_unmapped_write"]
+    assert settled and settled[0]["settled"] == "quarantine"
+    assert {settled[0]["sided_with"].split("@")[0], settled[0]["tie_breaker"].split("@")[0]} == {"h1", "h2"}
+    assert run.kinds()["no_unmapped_write"] == "fail_safety" and run.accept != 0
+
+
+def test_two_honest_workers_give_the_local_pools_rows_at_full_share(
+    workers: Workers, redis_server: RedisServer, example_runs: ExampleRuns, tmp_path: Path
+) -> None:
+    """Two honest workers, every safety/contract trial cross-checked: accepted, no disagreement, and the
+    rows' kinds, trials, hits and counts equal the local pool's."""
+    workers.start("w1")
+    workers.start("w2")
+    workers.wait_ready()
+    local = example_runs.get("good")
+    run = remote("good", tmp_path / "celery" / "card.json", redis_server.url, "--cross-check", "1")
+    assert (run.code, run.accept) == (0, 0), run.stderr
+    assert rows(run) == rows(local)
+    summary = run.card["cross_check"]
+    assert (summary["checked"], summary["disagreements"], summary["quarantined"]) == (4, [], [])
+    assert local.card["cross_check"]["checked"] == 0 and local.card["cross_check"]["note"].startswith("local pool")
+
+
+VARYING = """
+
+import os as _os
+import sys as _sys
+
+_render = render_invoice
+
+
+def render_invoice(request, now):
+    # Different on every run by itself: nothing any worker does.
+    print(f"debug {_os.urandom(8).hex()}", file=_sys.stderr)
+    return _render(request, now)
+"""
+
+
+def test_a_probe_whose_output_varies_by_itself_quarantines_no_worker(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: a patch printing random bytes to stderr disagrees with itself on every worker; the
+    tie-break's own reruns differ, the trials are reported nondeterministic, nobody is quarantined."""
+    example = tmp_path / "example"
+    shutil.copytree(EXAMPLE, example)
+    shutil.copytree(example / "patches" / "good", example / "patches" / "varies")
+    api = example / "patches" / "varies" / "invoicing" / "api.py"
+    api.write_text(api.read_text() + VARYING)
+    for name in ("w1", "w2", "w3"):
+        workers.start(name)
+    workers.wait_ready()
+    run = remote("varies", tmp_path / "varies" / "card.json", redis_server.url, "--cross-check", "1", example=example)
+    summary = run.card["cross_check"]
+    assert summary["quarantined"] == []
+    varied = {t["property_id"] for t in summary["nondeterministic"]}
+    assert {"no_unmapped_write", "no_secret_in_output", "json_shape_v3"} <= varied, summary
+    assert all(d["facts"] == ["stderr"] for d in summary["disagreements"])
+    assert (run.code, run.accept) == (0, 0), run.stderr

@@ -1,0 +1,116 @@
+"""Statistical replays through real Redis, real `gate-worker serve` processes and real Docker: an enrolled
+stand-in that reports the expected tool on every tool-choice trial it runs, beside an honest enrolled
+worker, lifts the noisy sampler's row over the band with cross-checks off, and is refused with them on,
+at the default share and at 1; beside two honest workers it is caught and its results run again. Trial
+seeds are pinned (`NOISY_SEEDS`), so the row's true hits are 6/10."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from celery_helpers import RedisServer, Workers, enrol
+from gate_runs import EXAMPLE, NOISY_SEEDS, Run, gate_run
+from support.paths import INTEGRATION
+
+from worker.celery.shared.app import SHARED_QUEUE
+
+pytestmark = pytest.mark.integration
+
+FABRICATOR = INTEGRATION / "fabricating_worker.py"
+STAT = "tool_choice_rate"
+
+
+def start_statistical_liar(workers: Workers, name: str, lies: str = "statistical") -> None:
+    """The stand-in, signing with its enrolled key, consuming the shared queue and its own direct queue like
+    an honest worker, fabricating hits on statistical trials only (`PROBEGATE_FABRICATE`: `statistical` on
+    every one, `statistical:N` on its first N misses)."""
+    log = (workers.tmp / f"{name}.log").open("wb")
+    workers.procs[name] = subprocess.Popen(
+        [
+            *(sys.executable, str(FABRICATOR), workers.url, f"{name}@%h", SHARED_QUEUE),
+            *(str(workers.tmp / f"cache-{name}"), str(workers.key(name))),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**workers.env, "PROBEGATE_FABRICATE": lies},
+        start_new_session=True,
+    )
+
+
+def noisy(tmp: Path, url: str, registry: Path, share: str) -> Run:
+    return gate_run(
+        EXAMPLE, "noisy_sampler", tmp / share / "card.json", "--broker", url, "--workers", str(registry),
+        "--cross-check", share, *NOISY_SEEDS, new_ledger=True,
+    )  # fmt: skip
+
+
+def stat_row(run: Run) -> dict:
+    return next(r for r in run.card["properties"] if r["id"] == STAT)
+
+
+def refusals(run: Run) -> list[str]:
+    """Accept's reasons besides the replayed seeds (the test pins them, and accept is not told so)."""
+    assert run.accepted is not None, run.accept_said
+    return [reason for reason in run.accepted["reasons"] if "seed" not in reason]
+
+
+# The noisy sampler under the pinned seeds hits 6 of 10, 2 short of the band: a liar on every trial, and one
+# that turns only 2 of its misses into hits (just enough; it lies on replays too only while its budget lasts).
+@pytest.mark.parametrize(("lies", "shares"), [("statistical", ("0.05", "1")), ("statistical:2", ("0.05",))])
+def test_a_stand_in_fabricating_statistical_hits_is_refused_with_replays_and_passes_without(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path, lies: str, shares: tuple[str, ...]
+) -> None:
+    """Adversarial: with cross-checks off the stand-in's fabricated hits (on every trial, or on just enough)
+    pass the noisy sampler's row (true 6/10) and nothing but the pinned seeds stands in accept's way; at the
+    default share (and at 1) its replayed lies are disputes no third worker can settle, so the row cannot
+    pass and accept refuses."""
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "honest", "liar")
+    workers.start("honest")
+    start_statistical_liar(workers, "liar", lies)
+    workers.wait_ready()
+    fooled = noisy(tmp_path, redis_server.url, registry, "0")
+    row = stat_row(fooled)
+    assert set(w.split("@")[0] for w in row["workers"]) == {"box-honest", "box-liar"}, row
+    assert row["kind"] == "pass" and row["hits"] >= 8, row  # the lies bought the pass
+    if lies == "statistical:2":
+        assert row["hits"] == 8, row  # just enough: the band and not one hit more
+    assert fooled.code == 0, fooled.stderr
+    assert fooled.accept != 0 and refusals(fooled) == [], fooled.accept_said  # only the pinned seeds refuse
+    for share in shares:
+        run = noisy(tmp_path, redis_server.url, registry, share)
+        row = stat_row(run)
+        assert row["kind"] != "pass", (share, row)
+        assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said
+        summary = run.card["cross_check"]
+        assert summary["replays_checked"] >= 1 and summary["unresolved"], summary
+        named = {
+            frozenset(s["worker"] for s in d["sides"]) for d in summary["disagreements"] if d["property_id"] == STAT
+        }
+        assert frozenset({"box-honest", "box-liar"}) in named, summary["disagreements"]
+        assert "no_cross_check_worker" in {e["kind"] for e in run.card["harness_events"]}  # no third worker
+
+
+def test_beside_two_honest_workers_the_stand_in_is_caught_and_its_results_run_again(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: with a third enrolled worker each dispute's tie-break reproduces the honest side, so the
+    stand-in is quarantined, every result it gave is run again on the honest workers, and the row is what
+    they make it (6 of 10 under the pinned seeds: not a pass); accept refuses for the row."""
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "h1", "h2", "liar")
+    workers.start("h1")
+    workers.start("h2")
+    start_statistical_liar(workers, "liar")
+    workers.wait_ready()
+    run = noisy(tmp_path, redis_server.url, registry, "0.05")
+    summary = run.card["cross_check"]
+    assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
+    assert summary["reran"] >= 1 and "worker_discarded" in {e["kind"] for e in run.card["harness_events"]}
+    row = stat_row(run)
+    assert (row["kind"], row["hits"]) == ("inconclusive_sample", 6), row
+    assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said
+    assert not any("not evidence" in reason for reason in refusals(run))  # refused for the row, not the liar
