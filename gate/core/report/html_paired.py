@@ -16,21 +16,12 @@ from dataclasses import dataclass
 
 from gate.core.card.card import PropertyRow
 from gate.core.card.evidence import TrialRecord
-from gate.core.report.html_dom import el, html_text, line, num, svg
+from gate.core.report.html_dom import el, html_text, num
+from gate.core.report.html_llr import llr_plot
 from gate.core.suite.trial import Side
 from gate.core.verdicts.paired import PairCounts, PairedRule
 from gate.core.verdicts.pairfold import pair_up
 from gate.core.verdicts.verdict import Outcome
-
-_LABEL_CHARS = 60
-
-# Plot geometry, in SVG user units (as the SPRT plots').
-_WIDTH = 520
-_HEIGHT = 180
-_X0 = 60
-_X1 = 500
-_TOP = 26
-_BOTTOM = 150
 
 
 @dataclass(frozen=True)
@@ -103,45 +94,12 @@ def _note(body: ET.Element, index: int, row: PropertyRow, text: str) -> None:
 def _plot(body: ET.Element, index: int, row: PropertyRow, path: PairedPath) -> None:
     """The path as a polyline, one point per pair, between the worse (A) and no-worse (B) lines."""
     rule = path.rule
-    low = min(rule.lower, *path.points)
-    high = max(rule.upper, *path.points)
-    pad = (high - low) * 0.05
-    low, high = low - pad, high + pad
-    pairs = len(path.points)
-
-    def x(k: int) -> float:
-        return _X0 + k / pairs * (_X1 - _X0)
-
-    def y(llr: float) -> float:
-        return _BOTTOM - (llr - low) / (high - low) * (_BOTTOM - _TOP)
-
-    image = svg(body, f"paired-{index}", _WIDTH, _HEIGHT, "paired log-likelihood ratio after each pair against A and B")
     decision = rule.decide(path.counts)
-    group = el(
-        image,
-        "g",
-        **{"class": "paired-path"},
-        data_property=row.id,
-        data_kind=str(row.kind),
-        data_pairs=str(pairs),
-        data_final_llr=num(path.final),
-        data_upper=num(rule.upper),
-        data_lower=num(rule.lower),
-        data_difference=num(decision.difference),
-        data_decision=str(decision.state),
-    )
-    el(group, "text", html_text(row.id, _LABEL_CHARS), **{"class": "label"}, x="4", y="14")
-    line(group, "axis", _X0, y(0.0), _X1, y(0.0), data_llr="0")
-    line(group, "axis", _X0, _TOP, _X0, _BOTTOM)
-    line(group, "boundary reject", _X0, y(rule.upper), _X1, y(rule.upper), data_llr=num(rule.upper))
-    line(group, "boundary accept", _X0, y(rule.lower), _X1, y(rule.lower), data_llr=num(rule.lower))
-    el(group, "text", f"A {rule.upper:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.upper) + 4))
-    el(group, "text", f"B {rule.lower:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.lower) + 4))
-    el(group, "text", "pair 1", **{"class": "tick"}, x=num(x(1) - 8), y=num(_BOTTOM + 16))
-    el(group, "text", str(pairs), **{"class": "tick"}, x=num(_X1 - 8), y=num(_BOTTOM + 16))
-    points = " ".join(f"{num(x(k))},{num(y(llr))}" for k, llr in enumerate(path.points, start=1))
-    el(group, "polyline", **{"class": "llr"}, points=points)
-    el(group, "circle", **{"class": "llr-end"}, cx=num(x(pairs)), cy=num(y(path.final)), r="3")
+    data = {"kind": str(row.kind), "pairs": str(len(path.points)), "final_llr": num(path.final)}
+    data |= {"upper": num(rule.upper), "lower": num(rule.lower), "difference": num(decision.difference)}
+    data["decision"] = str(decision.state)
+    title = "paired log-likelihood ratio after each pair against A and B"
+    llr_plot(body, f"paired-{index}", row, path.points, (rule.lower, rule.upper), step="pair", title=title, data=data)
     caption = (
         f"{html_text(decision.reason, 600)}. A: worse than the base by {rule.margin}; B: no worse. The run "
         f"checks the test only after each wave of {rule.wave} pairs, so the path may cross a line between checks."

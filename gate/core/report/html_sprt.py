@@ -17,19 +17,10 @@ from dataclasses import dataclass
 
 from gate.core.card.card import PropertyRow
 from gate.core.card.evidence import TrialRecord
-from gate.core.report.html_dom import el, html_text, line, num, svg
+from gate.core.report.html_dom import el, html_text, num
+from gate.core.report.html_llr import LABEL_CHARS, llr_plot
 from gate.core.verdicts.bands import SprtRule, SprtState
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
-
-_LABEL_CHARS = 60  # a property id above its plot
-
-# Plot geometry, in SVG user units.
-_WIDTH = 520
-_HEIGHT = 180
-_X0 = 60  # left of the plot; the boundary labels are drawn before it
-_X1 = 500
-_TOP = 26  # room for the property id
-_BOTTOM = 150  # below: the trial axis labels
 
 
 @dataclass(frozen=True)
@@ -106,44 +97,11 @@ def _note(body: ET.Element, index: int, row: PropertyRow, text: str) -> None:
 def _plot(body: ET.Element, index: int, row: PropertyRow, path: SprtPath) -> None:
     """The path as a polyline, one point per trial, between the reject (A) and accept (B) lines."""
     rule = path.rule
-    low = min(rule.lower, *path.points)
-    high = max(rule.upper, *path.points)
-    pad = (high - low) * 0.05
-    low, high = low - pad, high + pad
-
-    def x(trial: int) -> float:
-        return _X0 + trial / path.trials * (_X1 - _X0)
-
-    def y(llr: float) -> float:
-        return _BOTTOM - (llr - low) / (high - low) * (_BOTTOM - _TOP)
-
-    image = svg(body, f"sprt-{index}", _WIDTH, _HEIGHT, "log-likelihood ratio after each trial against A and B")
-    group = el(
-        image,
-        "g",
-        **{"class": "sprt-path"},
-        data_property=row.id,
-        data_kind=str(row.kind),
-        data_trials=str(path.trials),
-        data_hits=str(path.hits),
-        data_gaps=str(path.gaps),
-        data_final_llr=num(path.final),
-        data_upper=num(rule.upper),
-        data_lower=num(rule.lower),
-        data_decision=path.decision,
-    )
-    el(group, "text", html_text(row.id, _LABEL_CHARS), **{"class": "label"}, x="4", y="14")
-    line(group, "axis", _X0, y(0.0), _X1, y(0.0), data_llr="0")
-    line(group, "axis", _X0, _TOP, _X0, _BOTTOM)
-    line(group, "boundary reject", _X0, y(rule.upper), _X1, y(rule.upper), data_llr=num(rule.upper))
-    line(group, "boundary accept", _X0, y(rule.lower), _X1, y(rule.lower), data_llr=num(rule.lower))
-    el(group, "text", f"A {rule.upper:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.upper) + 4))
-    el(group, "text", f"B {rule.lower:.2f}", **{"class": "tick"}, x="4", y=num(y(rule.lower) + 4))
-    el(group, "text", "trial 1", **{"class": "tick"}, x=num(x(1) - 8), y=num(_BOTTOM + 16))
-    el(group, "text", str(path.trials), **{"class": "tick"}, x=num(_X1 - 8), y=num(_BOTTOM + 16))
-    points = " ".join(f"{num(x(k))},{num(y(llr))}" for k, llr in enumerate(path.points, start=1))
-    el(group, "polyline", **{"class": "llr"}, points=points)
-    el(group, "circle", **{"class": "llr-end"}, cx=num(x(path.trials)), cy=num(y(path.final)), r="3")
+    data = {"kind": str(row.kind), "trials": str(path.trials), "hits": str(path.hits), "gaps": str(path.gaps)}
+    data |= {"final_llr": num(path.final), "upper": num(rule.upper), "lower": num(rule.lower)}
+    data["decision"] = path.decision
+    title = "log-likelihood ratio after each trial against A and B"
+    llr_plot(body, f"sprt-{index}", row, path.points, (rule.lower, rule.upper), step="trial", title=title, data=data)
     el(body, "p", _caption(row, path), **{"class": "sprt-caption"}, data_property=row.id)
 
 
@@ -156,7 +114,7 @@ def _caption(row: PropertyRow, path: SprtPath) -> str:
         "open": "between B and A: undecided before max_trials",
     }
     text = (
-        f"{html_text(row.id, _LABEL_CHARS)}: {path.hits}/{path.trials} hits (p0 {rule.p0}, p1 {rule.p1}), "
+        f"{html_text(row.id, LABEL_CHARS)}: {path.hits}/{path.trials} hits (p0 {rule.p0}, p1 {rule.p1}), "
         f"final llr {path.final:.3f}, {words[path.decision]}. The run checks the test only after each wave "
         f"of {rule.wave} trials and at max_trials {rule.max_trials}, so the path may cross a line between checks."
     )
