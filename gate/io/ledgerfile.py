@@ -52,6 +52,7 @@ class FileBooks:
     ) -> None:
         self.path = path
         self.where = str(path)
+        self.files = (path, path.with_name(path.name + ".lock"))
         self.terms = (ledger, sampler)
         self.create = create
         self.lock_timeout_s = lock_timeout_s
@@ -78,7 +79,7 @@ class FileBooks:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        lock_path = self.files[1]
         try:
             if self.create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import random
 import time
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -73,6 +74,7 @@ class RedisBooks:
         self, url: str, ledger: LedgerConfig, sampler: SamplerConfig, *, suite_name: str, create: bool = False
     ) -> None:
         base, self.key, self.where = split_books_url(url, suite_name)
+        self.files: tuple[Path, ...] = ()  # nothing on this machine
         # Bounded waits: an unreachable host must refuse the run, not hang it.
         self.client = redis.Redis.from_url(base, socket_connect_timeout=5, socket_timeout=15)
         self.terms = (ledger, sampler)

@@ -43,9 +43,11 @@ class Books(BaseModel):
 
 
 class BooksStore(Protocol):
-    """Where the books live. `where` names the store in errors (never a password)."""
+    """Where the books live. `where` names the store in errors (never a password); `files`: the files
+    it writes on this machine (a file and its lock; none for Redis), which must lie outside the tree."""
 
     where: str
+    files: tuple[Path, ...]
 
     def check(self) -> None:
         """Refuse, before any container starts, a store that is missing (unless a new one was asked
@@ -183,6 +185,7 @@ class MemoryBooks:
 
     def __init__(self, ledger: LedgerConfig, sampler: SamplerConfig) -> None:
         self.where = "memory"
+        self.files: tuple[Path, ...] = ()
         self.ledger, self.window = empty_books(ledger, sampler)
         self.history = History()
 

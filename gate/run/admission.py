@@ -1,5 +1,5 @@
 """What `gate run` refuses before any container starts, and what it reads to get there: every output's
-place (card, evidence store, proposals, reports, journal) outside the patched tree, the tree itself read
+place (card, evidence store, books, proposals, reports, journal) outside the patched tree, the tree itself read
 and sized, a paired property's base tree, the signing key and the image the trials run in.
 
 A refusal here is a configuration error: nothing has run, no card is written, no credit is drawn.
@@ -19,6 +19,7 @@ from gate.io.keys import SigningKey
 from gate.io.patchedtree import PatchedTree, check_fits, read_patched_tree
 from gate.io.proposals import check_proposal_paths
 from gate.io.snapshot import check_outside_tree
+from gate.io.state import BooksStore
 from gate.io.treeselect import TreeSelection, tree_selection
 from gate.run.oracle import Oracle
 from gate.run.pairedbase import paired_base
@@ -38,11 +39,16 @@ class Admitted:
     image: str | None
 
 
-def admit(request: RunRequest, oracle: Oracle, suite: Suite, image_factory: ImageFactory | None) -> Admitted:
+def admit(
+    request: RunRequest, oracle: Oracle, suite: Suite, books: BooksStore, image_factory: ImageFactory | None
+) -> Admitted:
     """Check every output's place and read the trees, key and image, refusing before any container."""
     card_path = card_of(request)
     selection = tree_selection(suite, request.workdir, suite_file=request.suite)
     check_outside_tree(card_path, request.workdir, selection, field="--card")
+    # The books and their lock change after the run, so inside the tree they must be outputs.
+    for written in books.files:
+        check_outside_tree(written, request.workdir, selection, field="--ledger")
     # The evidence store beside the card is an output too: inside the tree it must be left out like the card.
     store = evidence_dir(card_path)
     check_outside_tree(store, request.workdir, selection, field="--card")

@@ -16,9 +16,7 @@ from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import check_writable
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
-from gate.io.snapshot import check_outside_tree
 from gate.io.state import BooksStore
-from gate.io.treeselect import tree_selection
 from gate.run.executor import Executor
 
 
@@ -69,12 +67,9 @@ def card_of(request: RunRequest) -> Path:
 
 
 def file_books(request: RunRequest, suite: Suite) -> BooksStore:
-    """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card."""
+    """The default books: a locked JSON file, `--ledger` or `ledger.json` beside the card (it and its lock
+    are outputs: gate.run.admission refuses them inside the tree)."""
     path = request.ledger or card_of(request).parent / "ledger.json"
     # Checked here too: beside a card the suite names, the command line could not check it.
     check_writable(path, "--ledger")
-    # The books and their lock file change after the run, so inside the tree they must be outputs.
-    selection = tree_selection(suite, request.workdir, suite_file=request.suite)
-    for written in (path, path.with_name(path.name + ".lock")):
-        check_outside_tree(written, request.workdir, selection, field="--ledger")
     return FileBooks(path, suite.config.ledger, suite.config.sampler, create=request.new_ledger)

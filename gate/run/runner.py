@@ -132,7 +132,7 @@ def _run(
     # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
     books = books_factory(request, suite)
     books.check()
-    admitted = admit(request, oracle, suite, image_factory)
+    admitted = admit(request, oracle, suite, books, image_factory)
     # Read (and locked) before any container starts; a resume keeps the interrupted run's id.
     journal = RunJournal.start(card_of(request), resume=request.resume, note=note)
     try:
