@@ -4,7 +4,8 @@ answers each batch (gate.core.trust.assignment).
 `Assigner` keeps the round of enrolled workers that are up, the key each batch was sent to (only that key's
 signature counts for it, worker.celery.coordinator.answers), the trials each worker was given per run and property (the
 card's shares), and moves a lost batch's share when it goes to another enrolled worker. Every batch goes to
-an enrolled worker's direct queue, never to the shared queue. Without a roster it assigns nothing.
+an enrolled worker's direct queue, never to the shared queue; both sides of a paired property's pairs go to
+the same one. Without a roster it assigns nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ from gate.core.suite.trial import TrialSpec
 from gate.core.trust.assignment import Rotation, assign, reassign
 from gate.core.trust.enrolment import Roster
 from worker.celery.shared.app import direct_queue
+
+
+def pair_of(batch: Sequence[TrialSpec]) -> tuple[str, str, tuple[int, ...]]:
+    """What a batch's turn in the round is: its run, property and trial indices, whichever tree it runs on
+    (the batching rule chunks a paired wave's base and patch trials alike, index for index)."""
+    return batch[0].run_id, batch[0].property_id, tuple(spec.trial_index for spec in batch)
 
 
 class Assigner:
@@ -64,7 +71,12 @@ class Assigner:
             return [(shared, None)] * len(groups)
         # Every batch is assigned, not only statistical ones: a worker taking safety or contract batches off
         # the shared queue would choose which trials it answers, and one rule for all is the easier to prove.
-        keys, self._rotation = assign(self._rotation, [batch[0].property_id for batch in groups])
+        # A paired property's base batch and the patch batch of the same indices are one turn of the round: both
+        # sides of every pair go to the same worker's direct queue, so a slow or noisy worker hits them alike.
+        turns = {pair_of(batch): batch[0].property_id for batch in groups}
+        chosen, self._rotation = assign(self._rotation, list(turns.values()))
+        by_turn = dict(zip(turns, chosen, strict=True))
+        keys = [by_turn[pair_of(batch)] for batch in groups]
         self._note_shares(groups, keys)
         return [(direct_queue(key), key) for key in keys]
 
