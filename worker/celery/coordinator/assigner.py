@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gate.core.card.card import HarnessEvent
-from gate.core.suite.trial import TrialSpec
+from gate.core.suite.trial import Side, TrialSpec
 from gate.core.trust.assignment import Rotation, assign, reassign
 from gate.core.trust.enrolment import Roster
 from worker.celery.shared.app import direct_queue
@@ -125,7 +125,8 @@ class Assigner:
             worker = self.roster.by_key(key)
             name = worker.name if worker is not None else key[:16]
             row = self._assignments.setdefault(run_id, {}).setdefault(prop, {})
-            row[name] = row.get(name, 0) + len(batch)
+            if batch[0].side is Side.PATCH:  # the row's trials, as its `workers`: a pair's base side went alike
+                row[name] = row.get(name, 0) + len(batch)
             if len(self._rotation.workers) == 1 and (run_id, prop) not in self._lone:
                 self._lone.add((run_id, prop))
                 detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
@@ -133,6 +134,8 @@ class Assigner:
 
     def _move_share(self, batch: Sequence[TrialSpec], old: str, new: str) -> None:
         """Count a reassigned batch's trials under the worker it went to instead of the one that lost it."""
+        if batch[0].side is not Side.PATCH:
+            return
         row = self._assignments.setdefault(batch[0].run_id, {}).setdefault(batch[0].property_id, {})
         row[old] = row.get(old, 0) - len(batch)
         if row[old] <= 0:

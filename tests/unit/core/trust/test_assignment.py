@@ -235,5 +235,6 @@ def test_both_sides_of_a_pair_go_to_the_same_worker_and_pairs_go_round() -> None
             where[spec.side, spec.trial_index] = queue
     assert len(where) == 16 and all(where[Side.BASE, i] == where[Side.PATCH, i] for i in range(8))
     assert len(sends) == 8 and set(where.values()) == {direct_queue(k.key_id) for k in keys.values()}
-    # Batches of 2: four turns of 2 indices (both sides) go round three workers, the first twice.
-    assert sorted(executor.assigned("r1")["p"].values()) == [4, 4, 8]
+    # Batches of 2: four turns of 2 indices (both sides) go round three workers, the first twice; the shares
+    # count the row's trials (the patch side), as its `workers` do.
+    assert sorted(executor.assigned("r1")["p"].values()) == [2, 2, 4]
