@@ -126,9 +126,10 @@ FleetHandler = Callable[[TrialSpec, bytes, str], Observation]
 
 
 class MockFleet:
-    """An executor of named workers: `run` deals specs round-robin over `workers`, `run_elsewhere` sends
-    them all to the first worker outside the avoid set; `handler(spec, fixture, worker)` answers each
-    (its observation gets `worker_id=worker` unless the handler names another: a lying worker may)."""
+    """An executor of named workers: `run` deals specs round-robin over `workers` (both sides of a pair to one,
+    as the Celery executor's assigner does), `run_elsewhere` sends them all to the first worker outside the
+    avoid set; `handler(spec, fixture, worker)` answers each (its observation gets `worker_id=worker` unless
+    the handler names another: a lying worker may)."""
 
     serves_every_tree = True  # answers any tree's specs alike
 
@@ -158,8 +159,10 @@ class MockFleet:
 
     def run(self, specs: Sequence[TrialSpec], inputs: Inputs) -> Iterator[Observation]:
         self.calls.append(("run", len(specs), ()))
-        for n, spec in enumerate(specs):
-            yield self._answer(spec, inputs, self.workers[n % len(self.workers)])
+        turns: dict[tuple[str, int], int] = {}  # a paired property's base and patch trial of an index: one turn
+        for spec in specs:
+            turn = turns.setdefault((spec.property_id, spec.trial_index), len(turns))
+            yield self._answer(spec, inputs, self.workers[turn % len(self.workers)])
 
     def run_elsewhere(
         self, specs: Sequence[TrialSpec], inputs: Inputs, avoid_workers: frozenset[str]

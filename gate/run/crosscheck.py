@@ -116,7 +116,12 @@ def _stat_rows(tallies: Sequence[Tally]) -> dict[str, StatRow]:
         rule = tally.prop.rule()
         if tally.prop.band is Band.STATISTICAL and rule is not None:
             trials = zip(tally.observations, tally.outcomes, strict=True)
-            rows[tally.prop.id] = StatRow(rule, tuple((o.trial_index, o.worker_id, c.kind) for o, c in trials))
+            base = zip(tally.base_observations, tally.base_outcomes, strict=True)
+            rows[tally.prop.id] = StatRow(
+                rule,
+                tuple((o.trial_index, o.worker_id, c.kind) for o, c in trials),
+                tuple((o.trial_index, o.worker_id, c.kind) for o, c in base),
+            )
     return rows
 
 

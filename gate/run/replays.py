@@ -4,6 +4,9 @@ than the one that ran them; a different outcome goes to a third worker, `REPLAY_
 quarantine settled leaves its trial an unproven fault; and every result of a caught worker is run again
 on the others, or, when that cannot be done, becomes an unproven fault.
 
+A paired property's chosen index goes again whole: its base trial and its patch trial, to one worker that ran
+neither (a liar running both sides could otherwise report no difference and have only one side looked at).
+
 A replay is the very `TrialSpec` the primary was (same seed, canary, run and index), sent the same way
 (`Executor.run_elsewhere`, a worker's direct queue), so a worker cannot tell a replay from a primary by
 its content; and the trials to replay are drawn after every primary is in, so a primary cannot know
@@ -15,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gate.core.card.card import HarnessEvent
-from gate.core.suite.trial import FaultOrigin, Observation
+from gate.core.suite.trial import FaultOrigin, Observation, Side
 from gate.core.trust.crosscheck import Pair, Settlement, WorkerDisagreement, settle
 from gate.core.trust.replay import REPLAY_REPRODUCE, Choice, compare, discards, on_rows, unproven
 from gate.core.verdicts.verdict import OutcomeKind
@@ -36,33 +39,50 @@ class Replayed:
 
 
 def replay(step: Step, choice: Choice) -> Replayed:
-    """Replay `choice` on other workers and count each pair's worse outcome in place (rules 2 and 3)."""
+    """Replay `choice` on other workers and count each pair's worse outcome in place (rules 2 and 3); a paired
+    property's chosen index is replayed whole, its base trial beside its patch trial on one other worker."""
     primaries: dict[Key, Observation] = {}
+    avoid: dict[Key, frozenset[str]] = {}
     for property_id, indices in choice.indices.items():
+        paired = step.tallies[property_id].paired
         for index in indices:
             obs, _ = step.counted(property_id, index)
-            primaries[obs.key] = obs
+            pair = [obs]
+            if paired and (base := _base_of(step, property_id, index)) is not None:
+                pair.insert(0, base)  # the base side first, as the waves send them
+            workers = frozenset(o.worker_id for o in pair)  # a liar running either side runs neither replay
+            for one in pair:
+                primaries[one.key], avoid[one.key] = one, workers
     if not primaries:
         return Replayed(0, 0, (), (), ())
-    seconds = step.elsewhere({key: frozenset({obs.worker_id}) for key, obs in primaries.items()}, 1)
+    seconds = step.elsewhere(avoid, 1)
     checked = unchecked = 0
     disagreements: list[WorkerDisagreement] = []
+    on_base: list[WorkerDisagreement] = []
     disputed: dict[Key, tuple[Observation, Observation]] = {}
     for key, obs in primaries.items():
+        side = key[3]
         judged = [(o, c) for o, c in seconds.get(key, []) if c.kind is not OutcomeKind.FAULT]
         if not judged:
-            unchecked += 1
+            unchecked += side is Side.PATCH
             if step.strict:  # an enrolled worker's unchecked word carries nothing (`Step.unproven`)
-                step.unproven(key, obs, step.counted(key[1], key[2])[1])
+                step.unproven(key, obs, step.counted(key[1], key[2], side)[1])
+            continue
+        pair = compare((obs, step.counted(key[1], key[2], side)[1]), judged[0])
+        if side is Side.BASE:
+            # The worse outcome for the patch is the base's better one: rule 2's "worse counts" and rule 3's
+            # "claimed the better outcome" read the other way here, so a base dispute is no proof, only unproven.
+            if pair.disagreement is not None:
+                on_base.append(pair.disagreement)
+                fault(step, key, "base-tree replays disagree: a paired row cannot rest on either")
             continue
         checked += 1
-        pair = compare((obs, step.counted(key[1], key[2])[1]), judged[0])
         step.count(pair)
         if pair.disagreement is not None:
             disagreements.append(pair.disagreement)
             disputed[key] = (obs, judged[0][0])
     settlements: list[Settlement] = []
-    unresolved: list[tuple[str, int]] = []
+    unresolved: list[tuple[str, int]] = [(d.property_id, d.trial_index) for d in on_base]
     if disputed:
         thirds = step.elsewhere(
             {key: frozenset({a.worker_id, b.worker_id}) for key, (a, b) in disputed.items()}, REPLAY_REPRODUCE
@@ -80,7 +100,13 @@ def replay(step: Step, choice: Choice) -> Replayed:
                 key = keys[settlement.property_id, settlement.trial_index]
                 unresolved.append((key[1], key[2]))
                 fault(step, key, f"replays disagree and no tie-break settled it: {settlement.detail}")
-    return Replayed(checked, unchecked, tuple(disagreements), tuple(settlements), tuple(unresolved))
+    return Replayed(checked, unchecked, (*disagreements, *on_base), tuple(settlements), tuple(sorted(set(unresolved))))
+
+
+def _base_of(step: Step, property_id: str, index: int) -> Observation | None:
+    """The counted base-tree observation of a paired property's trial index (None: it never reported)."""
+    tally = step.tallies[property_id]
+    return next((o for o in tally.base_observations if o.trial_index == index), None)
 
 
 def discard(step: Step, liars: frozenset[str]) -> int:
@@ -88,7 +114,7 @@ def discard(step: Step, liars: frozenset[str]) -> int:
     rerun's result in place of the discarded one; a trial no other worker answers is an unproven fault."""
     if not liars:
         return 0
-    counted = [obs for tally in step.tallies.values() for obs in tally.observations]
+    counted = [obs for tally in step.tallies.values() for obs in (*tally.observations, *tally.base_observations)]
     keys = discards(counted, liars)
     if not keys:
         return 0
@@ -117,6 +143,5 @@ def fault(step: Step, key: Key, detail: str) -> None:
     spec = step.sent[key]
     obs = Observation.harness_fault(spec, detail[:300], origin=FaultOrigin.UNKNOWN)
     step.count(Pair(observation=obs, outcome=step.judge(step.tallies[key[1]].prop, obs)))
-    step.events.append(
-        HarnessEvent(kind="replay_unproven", property_id=key[1], detail=f"trial {key[2]}: {detail}"[:300])
-    )
+    trial = f"base trial {key[2]}" if key[3] is Side.BASE else f"trial {key[2]}"
+    step.events.append(HarnessEvent(kind="replay_unproven", property_id=key[1], detail=f"{trial}: {detail}"[:300]))

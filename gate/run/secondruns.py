@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Judge, Tally
-from gate.core.suite.trial import FaultOrigin, Observation, TrialKey, TrialSpec
+from gate.core.suite.trial import FaultOrigin, Observation, Side, TrialKey, TrialSpec
 from gate.core.trust.crosscheck import REPRODUCE, Pair, Settlement, WorkerDisagreement, combine, settle
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
@@ -125,8 +125,9 @@ class Step:
 
     def unproven(self, key: Key, obs: Observation, outcome: Outcome) -> None:
         """An unchecked result from an untrusted worker carries nothing: a miss stays a miss, anything
-        better becomes a fault nobody proved outside the patch (no credit), so the row cannot pass on it."""
-        if outcome.kind is OutcomeKind.MISS:
+        better becomes a fault nobody proved outside the patch (no credit), so the row cannot pass on it. On a
+        paired property's base side the patch gains from a miss: there a hit stays, anything else is the fault."""
+        if outcome.kind is (OutcomeKind.HIT if obs.side is Side.BASE else OutcomeKind.MISS):
             return
         detail = f"cross-check of {obs.worker_id}'s result never came back from another worker"
         fault = Observation.harness_fault(self.sent[key], detail, origin=FaultOrigin.UNKNOWN, worker_id=obs.worker_id)
@@ -134,15 +135,22 @@ class Step:
         event = HarnessEvent(kind="cross_check_missing", property_id=key[1], detail=f"trial {key[2]}: {detail}")
         self.events.append(event)
 
-    def counted(self, property_id: str, trial_index: int) -> tuple[Observation, Outcome]:
-        """The observation and outcome that count for one trial now."""
-        tally = self.tallies[property_id]
-        at = next(i for i, o in enumerate(tally.observations) if o.trial_index == trial_index)
-        return tally.observations[at], tally.outcomes[at]
+    def counted(self, property_id: str, trial_index: int, side: Side = Side.PATCH) -> tuple[Observation, Outcome]:
+        """The observation and outcome that count for one trial (of `side`: a paired property's base trial) now."""
+        observations, outcomes = _side_of(self.tallies[property_id], side)
+        at = next(i for i, o in enumerate(observations) if o.trial_index == trial_index)
+        return observations[at], outcomes[at]
 
     def count(self, pair: Pair) -> None:
-        """Put the pair's counted observation and outcome in place of the trial's in its tally."""
-        tally = self.tallies[pair.observation.property_id]
-        at = next(i for i, o in enumerate(tally.observations) if o.trial_index == pair.observation.trial_index)
-        tally.observations[at] = pair.observation
-        tally.outcomes[at] = pair.outcome
+        """Put the pair's counted observation and outcome in place of the trial's (of its side) in its tally."""
+        observations, outcomes = _side_of(self.tallies[pair.observation.property_id], pair.observation.side)
+        at = next(i for i, o in enumerate(observations) if o.trial_index == pair.observation.trial_index)
+        observations[at] = pair.observation
+        outcomes[at] = pair.outcome
+
+
+def _side_of(tally: Tally, side: Side) -> tuple[list[Observation], list[Outcome]]:
+    """The tally's observations and outcomes of one side (the base side: a paired property's base-tree trials)."""
+    if side is Side.BASE:
+        return tally.base_observations, tally.base_outcomes
+    return tally.observations, tally.outcomes

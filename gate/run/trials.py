@@ -51,8 +51,8 @@ def execute(
         # Before any trial: an executor that cannot lay out the base tree would fault every base trial.
         paired = next(p.id for p in suite.properties if isinstance(p.rule(), PairedRule))
         raise UsageError(
-            f'property {paired} uses rule = "paired", which runs through the local sandbox or pool only for now'
-            " (not over --broker)",
+            f'property {paired} uses rule = "paired", which runs the base tree too: this executor lays out the'
+            " patched tree only",
             field="--broker",
         )
     facts = replace(facts, image=executor.image)

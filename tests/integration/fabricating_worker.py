@@ -6,7 +6,8 @@ Given a KEY file it signs every result with it, as an enrolled worker that lies 
 `PROBEGATE_FABRICATE=statistical` in its environment it leaves safety evidence alone and instead
 reports the expected tool on every tool-choice trial it runs (its own and any replay: it cannot tell
 them apart), as a worker buying a statistical pass would; `statistical:N` turns only its first N misses
-into hits (a liar on just enough trials).
+into hits (a liar on just enough trials). `nodifference` reports the patch side of each pair it runs as
+the base side of the same index went (a paired property's liar: the patch no worse than the base).
 
     python fabricating_worker.py BROKER NAME QUEUE CACHE [KEY]
 """
@@ -17,11 +18,12 @@ import hashlib
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gate import __version__
-from gate.core.suite.trial import Captured, Observation, TrialSpec
+from gate.core.suite.trial import Captured, Observation, Side, TrialSpec
 from worker.celery.shared.app import TASK_RUN_BATCH, direct_queue, make_app
 from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
 from worker.celery.shared.wire import decode_batch, encode_observations
@@ -76,6 +78,25 @@ def fabricate_hit(obs: Observation) -> Observation:
     )
 
 
+class NoDifference:
+    """Reports the patch side of every pair it runs as the base side of the same index went: "no difference",
+    a liar's pass for a patch that is worse than the base. Its batches of a pair come base first (the
+    coordinator sends them so), so the base side's output is at hand when the patch side's is reported."""
+
+    def __init__(self) -> None:
+        self.base: dict[tuple[str, str, int], Observation] = {}  # (run, property, index) -> the base side's
+
+    def __call__(self, spec: TrialSpec, obs: Observation) -> Observation:
+        key = (spec.run_id, spec.property_id, spec.trial_index)
+        if spec.side is Side.BASE:
+            self.base[key] = obs
+            return obs
+        told = self.base.get(key)
+        if told is None or told.fault or obs.fault:
+            return obs
+        return obs.model_copy(update={"stdout": told.stdout, "exit_code": told.exit_code})
+
+
 def main(broker: str, name: str, queue: str, cache: str, key: str | None = None) -> None:
     identity = name.replace("%h", socket.gethostname())
     if key:
@@ -90,7 +111,11 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
     inputs = BlobInputs(RedisBlobStore(broker), Path(cache))
     # PROBEGATE_FABRICATE=statistical: every tool-choice trial a hit; statistical:N: only N misses made hits.
     mode, _, budget = os.environ.get("PROBEGATE_FABRICATE", "").partition(":")
-    hit_maker = HitMaker(int(budget) if budget else None) if mode == "statistical" else None
+    hit_maker: Callable[[TrialSpec, Observation], Observation] | None = (
+        HitMaker(int(budget) if budget else None) if mode == "statistical" else None
+    )
+    if mode == "nodifference":
+        hit_maker = NoDifference()
 
     @app.task(name=TASK_RUN_BATCH, lazy=False)
     def run_batch(batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
@@ -103,7 +128,7 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
         finally:
             for run_id in runs:
                 sandbox.close(run_id)
-        lie = hit_maker if hit_maker is not None else fabricate
+        lie: Callable[[TrialSpec, Observation], Observation] = hit_maker if hit_maker is not None else fabricate
         clean = encode_observations([lie(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
         result = {
             "observations": clean,

@@ -8,10 +8,15 @@ in one place here (the I/O is `gate.run.replays`):
    has seen: `share` of each worker's judged trials of each statistical row (at least one each when
    `share` > 0), and, on a row whose counts would pass, all but `margin` of each worker's hits. So the
    hits of any one worker that no other worker saw could all be misses and the row would still pass.
+   A paired row is replayed by whole pairs (its base trial with its patch trial, on one other worker):
+   every pair with a patch hit or a base miss, the two claims a lie that helps the patch can make; what
+   is left unreplayed (patch missed, base hit) only ever counts against the patch.
 2. What a replay means (`compare`): the same outcome is an agreement and the primary stands; a different
    outcome is a dispute, in which the worse outcome counts and a third worker replays the trial
    `REPLAY_REPRODUCE` times (`gate.core.trust.crosscheck.settle`, the rule of the safety/contract
-   cross-checks: every run must reproduce one side's facts exactly).
+   cross-checks: every run must reproduce one side's facts exactly). On a paired row's base side the
+   conservative outcome is the other way round, so a base trial's dispute gets no tie-break: the trial
+   is left unproven, a fault, and the row cannot pass (`gate.run.replays`).
 3. What a settled dispute means (`on_rows`, `caught`, `unproven`): a quarantine catches the contradicted
    worker when it claimed the better outcome (a lie that could buy a pass) and no dispute on the row
    proved nondeterministic; anything else (no third worker, a nondeterministic probe, a fault, a
@@ -53,10 +58,12 @@ JUDGED = (OutcomeKind.HIT, OutcomeKind.MISS)
 
 @dataclass(frozen=True)
 class StatRow:
-    """One statistical row as the primaries left it: its band rule and each trial's (index, worker, outcome)."""
+    """One statistical row as the primaries left it: its band rule and each trial's (index, worker, outcome);
+    for a paired row also its base-tree trials'."""
 
     rule: BandRule
     trials: tuple[tuple[int, str, OutcomeKind], ...]
+    base: tuple[tuple[int, str, OutcomeKind], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,9 +124,21 @@ def choose_replays(seed: str, rows: Mapping[str, StatRow], share: float) -> Choi
                 more = unchecked[: max(0, len(unchecked) - spare)]
                 picks.update(more)
                 added += len(more)
+        if isinstance(row.rule, PairedRule) and len(judged) == len(row.trials):
+            more = _base_misses(row, picks)  # even with no patch hit: all-miss pairs are ties, and ties pass
+            picks.update(more)
+            added += len(more)
         if picks:
             chosen[property_id] = tuple(sorted(picks))
     return Choice(chosen, added)
+
+
+def _base_misses(row: StatRow, picks: set[int]) -> list[int]:
+    """A paired row's pairs whose base side missed and are not picked yet: a base miss is the base side's lie
+    that helps the patch (it turns a pair the patch lost into a tie), so each is replayed like a patch hit."""
+    if any(k not in JUDGED for _, _, k in row.base):
+        return []  # a base fault or timeout already keeps the row from passing
+    return sorted(i for i, _, k in row.base if k is OutcomeKind.MISS and i not in picks)
 
 
 def compare(first: tuple[Observation, Outcome], second: tuple[Observation, Outcome]) -> Pair:

@@ -22,7 +22,7 @@ from gate.core.report.evidence_view import build_review, by_digest
 from gate.core.report.html import render_html
 from gate.core.report.markdown import md_inline, render_markdown
 from gate.core.suite.trial import Observation, Side, TrialSpec
-from gate.core.testing import MockExecutor
+from gate.core.testing import MockExecutor, MockFleet
 from gate.core.verdicts.verdict import Kind
 from gate.io.evidence import verified_records
 from gate.io.fixtures import seal_tree, write_seal_file
@@ -213,7 +213,7 @@ def test_the_html_report_draws_the_paired_statistic_against_its_bounds(tmp_path:
 
 
 class PatchTreesOnly(MockExecutor):
-    """An executor that lays out the patched tree only (as the Celery executor does for now)."""
+    """An executor that lays out the patched tree only (one that never says it serves every tree)."""
 
     serves_every_tree = False
 
@@ -223,7 +223,7 @@ def test_an_executor_that_cannot_lay_out_the_base_tree_is_refused_before_any_tri
     r = paired_repo(tmp_path)
     asked: list[TrialSpec] = []
     executor = PatchTreesOnly(rates(0.95, 0.95, asked))
-    with pytest.raises(UsageError, match="runs through the local sandbox or pool only") as refused:
+    with pytest.raises(UsageError, match="lays out the patched tree only") as refused:
         run_request(r.request, executor)
     assert refused.value.exit_code == RET_USAGE and asked == []
     assert r.request.card is not None and not r.request.card.exists()
@@ -240,3 +240,76 @@ def test_the_summaries_give_the_base_hits_beside_the_patch_hits(tmp_path: Path) 
     line = next(ln for ln in lines if ln.startswith(f"| {md_inline(STAT)} "))
     assert f"| {row.trials} | {row.hits} (base {base.hit}/{base.trials}) |" in line
     assert "(base " not in next(ln for ln in lines if ln.startswith(f"| {md_inline('invoice_total')} "))
+
+
+def no_difference(base: float, patch: float, liar: str):
+    """A fleet handler: every worker reports the seeded truth (`rates`), except `liar`, which reports the base
+    side's outcome for the patch side of every pair it runs: "no difference"."""
+    truth = rates(base, patch)
+
+    def handler(spec: TrialSpec, fixture: bytes, worker: str) -> Observation:
+        if worker == liar and spec.side is Side.PATCH and spec.property_id == STAT:
+            return truth(spec.model_copy(update={"side": Side.BASE}), fixture).model_copy(update={"side": Side.PATCH})
+        return truth(spec, fixture)
+
+    return handler
+
+
+def fleet_request(r: Repo, share: float) -> RunRequest:
+    return replace(r.request, cross_check=share)
+
+
+def test_a_liar_running_both_sides_buys_the_pass_only_without_replays(tmp_path: Path) -> None:
+    """Adversarial: a worker that runs both sides of its pairs and reports no difference passes a patch at 0.5
+    against a base at 0.95 when it runs every pair and nothing is replayed."""
+    r = paired_repo(tmp_path)
+    fleet = MockFleet(no_difference(0.95, 0.5, "liar"), ["liar"])
+    result = run_request(fleet_request(r, 0.0), fleet, lambda _: None)
+    row = stat_row(result)
+    assert row.kind is Kind.PASS and row.paired is not None and row.paired.pairs.discordant == 0
+
+
+def test_replays_rerun_whole_pairs_elsewhere_and_catch_a_liar_reporting_no_difference(tmp_path: Path) -> None:
+    """Adversarial: beside two honest workers, every pair the liar ran with a patch hit is replayed whole (base
+    and patch trial, on one worker that ran neither); its patch claims are disputes the third worker settles
+    against it, its results are run again, and the row is what the truth makes it: not a pass."""
+    r = paired_repo(tmp_path)
+    fleet = MockFleet(no_difference(0.95, 0.5, "liar"), ["liar", "h1", "h2"])
+    result = run_request(fleet_request(r, 0.05), fleet, lambda _: None)
+    row = stat_row(result)
+    summary = result.card.cross_check
+    assert summary is not None and summary.quarantined == ("liar",) and summary.discarded == ("liar",)
+    assert row.kind is not Kind.PASS and summary.reran >= row.workers["liar"]  # both sides of its pairs again
+    # Each of the liar's pairs had a patch hit or a base miss: all of them went again, both sides, to h1.
+    assert ("h1", 2 * row.workers["liar"], ("liar",)) in fleet.calls
+
+
+def test_with_no_worker_outside_a_pair_its_replays_leave_a_paired_row_unable_to_pass_on_the_liar(
+    tmp_path: Path,
+) -> None:
+    """Adversarial: beside one honest worker, each disputed pair finds no third worker for the tie-break, so the
+    disputed patch trials are unproven faults and the liar's no-difference pairs cannot buy the pass."""
+    r = paired_repo(tmp_path)
+    fleet = MockFleet(no_difference(0.95, 0.5, "liar"), ["liar", "h1"])
+    result = run_request(fleet_request(r, 0.05), fleet, lambda _: None)
+    row = stat_row(result)
+    summary = result.card.cross_check
+    assert row.kind is not Kind.PASS and summary is not None and summary.unresolved
+
+
+def test_a_base_trial_whose_replay_disagrees_is_unproven_and_the_paired_row_cannot_pass(tmp_path: Path) -> None:
+    """Adversarial: a liar reporting misses on the base side (a patch looks better than the base) has those
+    pairs replayed whole; a base dispute gets no tie-break but leaves its base trial an unproven fault."""
+    r = paired_repo(tmp_path)
+    truth = rates(0.95, 0.95)
+
+    def handler(spec: TrialSpec, fixture: bytes, worker: str) -> Observation:
+        if worker == "liar" and spec.side is Side.BASE and spec.property_id == STAT:
+            return Observation.of(spec, exit_code=0, image_id="sha256:mock", stdout=stdout({"tool": "refunds.cancel"}))
+        return truth(spec, fixture)
+
+    result = run_request(fleet_request(r, 0.05), MockFleet(handler, ["liar", "h1", "h2"]), lambda _: None)
+    row = stat_row(result)
+    assert row.kind is not Kind.PASS
+    unproven = [e for e in result.card.harness_events if e.kind == "replay_unproven" and e.property_id == STAT]
+    assert unproven and all(e.detail.startswith("base trial ") for e in unproven)

@@ -27,6 +27,9 @@ class Sent:
 class Inputs:
     snapshot, tree_digest, fixtures = None, "t", {}
 
+    def trees(self) -> dict[str, None]:
+        return {self.tree_digest: self.snapshot}
+
 
 class Broker:
     """The broker as the executor sees it: a run id, batches sent, results read. `down` reads of results

@@ -4,7 +4,8 @@ answers each batch (gate.core.trust.assignment).
 `Assigner` keeps the round of enrolled workers that are up, the key each batch was sent to (only that key's
 signature counts for it, worker.celery.coordinator.answers), the trials each worker was given per run and property (the
 card's shares), and moves a lost batch's share when it goes to another enrolled worker. Every batch goes to
-an enrolled worker's direct queue, never to the shared queue. Without a roster it assigns nothing.
+an enrolled worker's direct queue, never to the shared queue; both sides of a paired property's pairs go to
+the same one. Without a roster it assigns nothing.
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from gate.core.card.card import HarnessEvent
-from gate.core.suite.trial import TrialSpec
+from gate.core.suite.trial import Side, TrialSpec
 from gate.core.trust.assignment import Rotation, assign, reassign
 from gate.core.trust.enrolment import Roster
 from worker.celery.shared.app import direct_queue
+
+
+def pair_of(batch: Sequence[TrialSpec]) -> tuple[str, str, tuple[int, ...]]:
+    """What a batch's turn in the round is: its run, property and trial indices, whichever tree it runs on
+    (the batching rule chunks a paired wave's base and patch trials alike, index for index)."""
+    return batch[0].run_id, batch[0].property_id, tuple(spec.trial_index for spec in batch)
 
 
 class Assigner:
@@ -64,7 +71,12 @@ class Assigner:
             return [(shared, None)] * len(groups)
         # Every batch is assigned, not only statistical ones: a worker taking safety or contract batches off
         # the shared queue would choose which trials it answers, and one rule for all is the easier to prove.
-        keys, self._rotation = assign(self._rotation, [batch[0].property_id for batch in groups])
+        # A paired property's base batch and the patch batch of the same indices are one turn of the round: both
+        # sides of every pair go to the same worker's direct queue, so a slow or noisy worker hits them alike.
+        turns = {pair_of(batch): batch[0].property_id for batch in groups}
+        chosen, self._rotation = assign(self._rotation, list(turns.values()))
+        by_turn = dict(zip(turns, chosen, strict=True))
+        keys = [by_turn[pair_of(batch)] for batch in groups]
         self._note_shares(groups, keys)
         return [(direct_queue(key), key) for key in keys]
 
@@ -113,7 +125,8 @@ class Assigner:
             worker = self.roster.by_key(key)
             name = worker.name if worker is not None else key[:16]
             row = self._assignments.setdefault(run_id, {}).setdefault(prop, {})
-            row[name] = row.get(name, 0) + len(batch)
+            if batch[0].side is Side.PATCH:  # the row's trials, as its `workers`: a pair's base side went alike
+                row[name] = row.get(name, 0) + len(batch)
             if len(self._rotation.workers) == 1 and (run_id, prop) not in self._lone:
                 self._lone.add((run_id, prop))
                 detail = f"every batch went to {name!r}, the only enrolled worker up: the row rests on one worker"
@@ -121,6 +134,8 @@ class Assigner:
 
     def _move_share(self, batch: Sequence[TrialSpec], old: str, new: str) -> None:
         """Count a reassigned batch's trials under the worker it went to instead of the one that lost it."""
+        if batch[0].side is not Side.PATCH:
+            return
         row = self._assignments.setdefault(batch[0].run_id, {}).setdefault(batch[0].property_id, {})
         row[old] = row.get(old, 0) - len(batch)
         if row[old] <= 0:

@@ -50,7 +50,11 @@ class CeleryExecutor:
     """Dispatches trial batches to `gate-worker serve` processes over Redis. `queue` pins batches to
     a fleet started with `--queue` (default: the shared queue every worker consumes); `registry`
     (host[:port]) carries the run's image instead of the blob store; `enrolled` (the worker registry,
-    read at each run) makes signed results from enrolled workers the only ones taken."""
+    read at each run) makes signed results from enrolled workers the only ones taken. Every tree the inputs
+    serve is uploaded (a paired property's base tree beside the patched one), each batch's worker fetching
+    the one its spec names."""
+
+    serves_every_tree = True  # workers fetch each batch's tree by `spec.tree_digest` (BlobInputs.tree_dir)
 
     def __init__(
         self,
@@ -137,8 +141,7 @@ class CeleryExecutor:
             self.images.start(run_id, image_id)
         self._inputs = inputs
         try:
-            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
-            self._uploaded.add(inputs.tree_digest)
+            self._upload(inputs)
             with broker_call("sending batches"):
                 sent = self._send(specs, processes)
         except BrokerError as exc:
@@ -172,14 +175,21 @@ class CeleryExecutor:
         queue = secrets.choice(others)
         self._inputs = inputs
         try:
-            if inputs.tree_digest not in self._uploaded:
-                upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
+            if any(spec.tree_digest not in self._uploaded for spec in specs):
+                self._upload(inputs)
             with broker_call("sending cross-checks"):
                 sent = self._send(specs, 1, queue=queue)
         except BrokerError as exc:
             self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
             return
         yield from self.gathering.gather(sent, self._timeout(specs, 1), self)
+
+    def _upload(self, inputs: LocalInputs) -> None:
+        """Put every tree `inputs` serves (the patched one, a paired property's base tree) and the fixtures
+        where workers fetch them by digest."""
+        for digest, tree in inputs.trees().items():
+            upload(self.blobs, tree, digest, inputs.fixtures if digest == inputs.tree_digest else {})
+            self._uploaded.add(digest)
 
     def direct_queues(self) -> tuple[str, ...]:
         """The direct queues of the workers on the broker (each consumes its own), asked once."""
@@ -240,8 +250,7 @@ class CeleryExecutor:
     def send_inputs_again(self, batches: list[list[TrialSpec]]) -> None:
         """Upload the run's tree and fixtures and publish the batches' images again (the broker lost them)."""
         if (inputs := self._inputs) is not None:
-            upload(self.blobs, inputs.snapshot, inputs.tree_digest, inputs.fixtures)
-            self._uploaded.add(inputs.tree_digest)
+            self._upload(inputs)
         for run_id, image_id in dict.fromkeys((batch[0].run_id, batch[0].image_id) for batch in batches):
             if image_id:
                 self.images.republish(run_id, image_id)

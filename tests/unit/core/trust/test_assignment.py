@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gate import __version__
-from gate.core.suite.trial import FaultOrigin, Observation
+from gate.core.suite.trial import FaultOrigin, Observation, Side
 from gate.core.testing import make_specs
 from gate.core.trust.assignment import Rotation, assign, reassign, shares
 from gate.core.trust.enrolment import (
@@ -26,7 +26,7 @@ from gate.core.trust.enrolment import (
 from gate.io.keys import SigningKey
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.celery.shared.app import SHARED_QUEUE, direct_queue
-from worker.celery.shared.wire import encode_batch, encode_observations
+from worker.celery.shared.wire import decode_batch, encode_batch, encode_observations
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 PROPS = st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=60)
@@ -219,3 +219,22 @@ def test_a_batch_no_worker_answers_ends_as_faults_after_each_was_tried_once() ->
     out = list(executor._gather_assigned(sent, 5.0))
     assert [o.fault_origin for o in out] == [FaultOrigin.HARNESS] * 2
     assert len(sends) == 2 and [e.kind for e in executor.events] == ["batch_reassigned"]
+
+
+def test_both_sides_of_a_pair_go_to_the_same_worker_and_pairs_go_round() -> None:
+    """A paired wave (base and patch trial of each index, interleaved): the base batch and the patch batch of
+    the same indices go to one enrolled worker's direct queue, and the pairs' batches spread over the workers."""
+    executor, keys, sends = routed_executor(("box-a", "box-b", "box-c"), up=("box-a", "box-b", "box-c"))
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
+    base = make_specs(8, run_id="r1", tree_digest="base-tree", side=Side.BASE)
+    patch = make_specs(8, run_id="r1", tree_digest="patch-tree")
+    executor._send([spec for pair in zip(base, patch, strict=True) for spec in pair], 3)
+    where: dict[tuple[Side, int], str] = {}
+    for queue, payload in sends:
+        for spec in decode_batch(payload):
+            where[spec.side, spec.trial_index] = queue
+    assert len(where) == 16 and all(where[Side.BASE, i] == where[Side.PATCH, i] for i in range(8))
+    assert len(sends) == 8 and set(where.values()) == {direct_queue(k.key_id) for k in keys.values()}
+    # Batches of 2: four turns of 2 indices (both sides) go round three workers, the first twice; the shares
+    # count the row's trials (the patch side), as its `workers` do.
+    assert sorted(executor.assigned("r1")["p"].values()) == [2, 2, 4]

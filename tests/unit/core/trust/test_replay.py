@@ -11,6 +11,7 @@ from gate.core.testing import make_spec
 from gate.core.trust.crosscheck import Settled, Settlement, Side, WorkerDisagreement
 from gate.core.trust.replay import StatRow, caught, choose_replays, compare, discards, margin, on_rows, unproven
 from gate.core.verdicts.bands import FixedRule, SprtRule
+from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 
 HIT, MISS = OutcomeKind.HIT, OutcomeKind.MISS
@@ -171,3 +172,18 @@ def test_a_worker_contradicted_on_a_worse_claim_is_not_caught() -> None:
     nothing; with a probe that ignores the seed it is most likely honest, so the dispute stays open."""
     settled = on_rows([quarantine(1, "reported_miss", "reported_hit")], [dispute(1, "reported_hit", "reported_miss")])
     assert caught(settled) == frozenset() and unproven(settled[0])
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=40), st.text(min_size=1, max_size=8))
+def test_a_paired_row_replays_every_pair_with_a_patch_hit_or_a_base_miss(
+    pairs: list[tuple[bool, bool]], seed: str
+) -> None:
+    """Whatever the pairs, the only ones left unreplayed are those the patch lost (patch miss, base hit): every
+    claim a lie that helps the patch can make (a patch hit, a base miss) is replayed."""
+    row = StatRow(
+        PairedRule(margin=0.05, alpha=0.05, beta=0.05, max_pairs=400),
+        tuple((i, "w", HIT if patch else MISS) for i, (_, patch) in enumerate(pairs)),
+        tuple((i, "w", HIT if base else MISS) for i, (base, _) in enumerate(pairs)),
+    )
+    picked = set(choose_replays(seed, {"p": row}, 0.05).indices.get("p", ()))
+    assert {i for i, (base, patch) in enumerate(pairs) if patch or not base} <= picked
