@@ -6,7 +6,9 @@ user, read-only mounts; its /src an empty host dir of its own, filled by the run
 started; its supervisor waits for a first batch. A run connects to the unix socket (same uid only)
 and takes up to N containers of its shape (image ID, limits, work copy mode); the connection is the
 lease (worker/host/poolclient.py): when it closes, however the run ended, the pool removes every
-container handed over on it. A container serves at most one run. The pool refills in the
+container handed over on it. A container serves at most one run. A take names its run, so a
+process that ends the run elsewhere (a gate-worker's close-run command, in a process that holds no
+lease) can have the pool remove the run's containers at once (`end_run`). The pool refills in the
 background, for the shapes the last runs asked for (the shape given at start first).
 
 Leak accounting: the containers carry the pool's pid and host (the dead-process sweep of `gate run`,
@@ -80,6 +82,7 @@ class PoolServer:
         self._ready: dict[PoolShape, list[Ready]] = {}
         self._leased: dict[int, list[Warm]] = {}  # connection number → what it took
         self._lease_started: dict[int, float] = {}
+        self._lease_run: dict[int, str] = {}  # connection number → the run it took for ("" unnamed)
         self._threads: list[threading.Thread] = []
         self._listener: socket.socket | None = None
         self._dir = tempfile.TemporaryDirectory(prefix="probegate-pool-")
@@ -180,12 +183,17 @@ class PoolServer:
                 if uid != os.getuid():
                     return  # another user's process gets nothing, not even an answer
                 conn.settimeout(REQUEST_TIMEOUT_S)
-                shape, count = _request(conn)
+                ask = _read_ask(conn)
+                if "end_run" in ask:
+                    ended = self.end_run(_run_name(ask["end_run"]))
+                    conn.sendall((json.dumps({"ended": ended}) + "\n").encode())
+                    return
+                shape, count, run = _take(ask)
             except (OSError, ValueError, ValidationError, KeyError, TypeError) as exc:
                 with contextlib.suppress(OSError):
                     conn.sendall((json.dumps({"error": str(exc)[:200]}) + "\n").encode())
                 return
-            given = self._hand_out(shape, count, number)
+            given = self._hand_out(shape, count, number, run)
             try:
                 slots = [{"container": w.container.id, "root": str(w.src_dir.parent)} for w in given]
                 conn.sendall((json.dumps({"slots": slots}) + "\n").encode())
@@ -198,11 +206,25 @@ class PoolServer:
                 with self._lock:
                     taken = self._leased.pop(number, [])
                     self._lease_started.pop(number, None)
+                    self._lease_run.pop(number, None)
                 _remove_all(taken)
                 self._wake.set()
                 self._returned.set()
 
-    def _hand_out(self, shape: PoolShape, count: int, number: int) -> list[Warm]:
+    def end_run(self, run: str) -> int:
+        """Remove every container handed out for `run` now, whether or not its leases have closed
+        (they then give back nothing); how many. The run's leases no longer hold refilling back."""
+        with self._lock:
+            numbers = [n for n, r in self._lease_run.items() if r == run]
+            taken = [w for n in numbers for w in self._leased.get(n, [])]
+            for n in numbers:
+                self._leased[n] = []
+                self._lease_started.pop(n, None)
+        _remove_all(taken)
+        self._wake.set()
+        return len(taken)
+
+    def _hand_out(self, shape: PoolShape, count: int, number: int, run: str = "") -> list[Warm]:
         self._wanted(shape)
         given: list[Warm] = []
         with self._lock:
@@ -219,6 +241,8 @@ class PoolServer:
                 given = []
             self._leased[number] = given
             self._lease_started[number] = time.monotonic()
+            if run:
+                self._lease_run[number] = run
         self._wake.set()
         return given
 
@@ -291,7 +315,8 @@ class PoolServer:
         return warm
 
 
-def _request(conn: socket.socket) -> tuple[PoolShape, int]:
+def _read_ask(conn: socket.socket) -> dict:
+    """The connection's one request line, as JSON: a take, or an end_run."""
     line = b""
     while not line.endswith(b"\n") and len(line) < 65536:
         chunk = conn.recv(65536)
@@ -299,10 +324,29 @@ def _request(conn: socket.socket) -> tuple[PoolShape, int]:
             raise ValueError("the connection closed before a request")
         line += chunk
     ask = json.loads(line)
+    if not isinstance(ask, dict):
+        raise ValueError("a request is a JSON object")
+    return ask
+
+
+def _take(ask: dict) -> tuple[PoolShape, int, str]:
+    """A take's shape, count and run (empty when it names none)."""
     count = int(ask["take"])
     if not 0 <= count <= 64:
         raise ValueError(f"take {count}: must be 0..64")
-    return PoolShape(str(ask["image_id"]), Limits.model_validate(ask["limits"]), WorkCopy(ask["work_copy"])), count
+    shape = PoolShape(str(ask["image_id"]), Limits.model_validate(ask["limits"]), WorkCopy(ask["work_copy"]))
+    return shape, count, _run_name(ask.get("run", ""))
+
+
+def _run_name(value: object) -> str:
+    if not isinstance(value, str) or len(value) > 200:
+        raise ValueError("a run is named by a string of at most 200 characters")
+    return value
+
+
+def _request(conn: socket.socket) -> tuple[PoolShape, int, str]:
+    """A take read from the connection (for tests: the server reads the line first, then decides)."""
+    return _take(_read_ask(conn))
 
 
 def _usable(ready: Ready) -> bool:

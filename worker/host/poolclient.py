@@ -4,6 +4,7 @@ not bound to any tree, over a unix socket, and hold the connection for as long a
 The connection is the lease: when it closes (the run closed, or its process died and the kernel
 closed it) the pool removes every container it handed over on it. A container is never given to
 two runs, and never given back. Any failure to reach the pool leaves the run to start its own.
+`end_run` has the pool remove a run's containers from a process that holds none of its leases.
 """
 
 from __future__ import annotations
@@ -48,40 +49,59 @@ class Slot:
     root: Path
 
 
+def _connect(path: Path) -> socket.socket:
+    st = os.stat(path)
+    if st.st_uid != os.getuid():
+        # Another user's socket could hand us containers of its making: never.
+        raise OSError(f"pool socket {path} belongs to uid {st.st_uid}, not to us")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(TAKE_TIMEOUT_S)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _ask(sock: socket.socket, ask: dict) -> dict:
+    """Send one request line and read the pool's one answer line (an error answer is an OSError)."""
+    sock.sendall((json.dumps(ask) + "\n").encode())
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise OSError("the pool closed the connection")
+        line += chunk
+    answer = json.loads(line)
+    if "error" in answer:
+        raise OSError(f"the pool refused: {answer['error']}")
+    return answer
+
+
+def end_run(path: Path, run_id: str) -> int:
+    """Have the pool at `path` remove every container it handed out for `run_id`; how many."""
+    with _connect(path) as sock:
+        return int(_ask(sock, {"end_run": run_id})["ended"])
+
+
 class Lease:
     """One run's connection to the pool; the containers taken on it are the run's until `close`."""
 
     def __init__(self, path: Path) -> None:
-        st = os.stat(path)
-        if st.st_uid != os.getuid():
-            # Another user's socket could hand us containers of its making: never.
-            raise OSError(f"pool socket {path} belongs to uid {st.st_uid}, not to us")
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(TAKE_TIMEOUT_S)
-        try:
-            self._sock.connect(str(path))
-        except OSError:
-            self._sock.close()
-            raise
+        self._sock = _connect(path)
 
-    def take(self, count: int, image_id: str, limits: Limits, work_copy: WorkCopy) -> list[Slot]:
-        """Up to `count` started containers of this image, limits and work copy mode (perhaps none)."""
+    def take(self, count: int, image_id: str, limits: Limits, work_copy: WorkCopy, run_id: str = "") -> list[Slot]:
+        """Up to `count` started containers of this image, limits and work copy mode (perhaps none),
+        for `run_id` (named so that `end_run` can reach them)."""
         ask = {
             "take": count,
             "image_id": image_id,
             "limits": limits.model_dump(mode="json"),
             "work_copy": work_copy.value,
+            "run": run_id,
         }
-        self._sock.sendall((json.dumps(ask) + "\n").encode())
-        line = b""
-        while not line.endswith(b"\n"):
-            chunk = self._sock.recv(65536)
-            if not chunk:
-                raise OSError("the pool closed the connection")
-            line += chunk
-        answer = json.loads(line)
-        if "error" in answer:
-            raise OSError(f"the pool refused: {answer['error']}")
+        answer = _ask(self._sock, ask)
         return [Slot(str(s["container"]), Path(s["root"])) for s in answer["slots"]][:count]
 
     def alive(self) -> bool:

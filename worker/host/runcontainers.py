@@ -58,6 +58,7 @@ class RunContainers:
         self._leases: dict[str, list[Lease]] = {}
         self._leases_lock = threading.Lock()
         self.pool_note = ""  # why the pool gave nothing the last time it failed (tests, benchmarks)
+        self._pool_dry: set[str] = set()  # open runs the pool had nothing for: asked no more
         # Runs told to stop (Ctrl-C): no container is made for them any more, and one whose creation
         # was already on its way when `drop` listed the run's containers is removed by its creator.
         self._aborted: set[str] = set()
@@ -100,8 +101,8 @@ class RunContainers:
                 _removed(starting)
 
     def acquire(self, shape: BoundShape, first: TrialSpec, tree: Path) -> Warm:
-        """A container bound to `shape`: a warm one of the run, a spare started for it, or a new one
-        (created, not yet started)."""
+        """A container bound to `shape`: a warm one of the run, a spare started for it, one from the
+        standing pool (a run nobody prestarted for: a gate-worker's), or a new one (created, not yet started)."""
         if self._idle.is_open(shape.run_id):
             if (warm := self._idle.checkout(shape)) is not None:
                 return warm
@@ -111,6 +112,8 @@ class RunContainers:
                     return _bound(warm, shape, tree)
                 if warm is not None:
                     warm.remove()
+            if (pooled := self._pool_one(shape)) is not None:
+                return _bound(pooled, shape, tree)
         created = self._create(shape.run_id, shape.limits, shape.image_id, first.property_id, first.trial_index)
         return _bound(created, shape, tree)
 
@@ -128,6 +131,7 @@ class RunContainers:
 
     def close(self, run_id: str) -> int:
         """The run is over: remove its warm containers and spares (and any other this process left for it)."""
+        self._pool_dry.discard(run_id)
         warms, spares = self._idle.close(run_id)
         warms += [warm for starting in spares if (warm := _started(starting)) is not None]
         for warm in warms:
@@ -163,6 +167,7 @@ class RunContainers:
         """Close the run at once: make nothing more for it, and remove what it kept without asking
         supervisors to exit (spares still starting are removed by their starters, not waited for)."""
         self._aborted.add(run_id)
+        self._pool_dry.discard(run_id)
         warms, spares = self._idle.close(run_id)
         for starting in spares:
             if starting.done():
@@ -174,9 +179,20 @@ class RunContainers:
         """Whether `drop` stopped this run (its batches then start no container)."""
         return run_id in self._aborted
 
-    def _from_pool(self, run_id: str, limits: Limits, count: int) -> list[Warm]:
-        """Up to `count` started containers from the standing pool, held on a lease of this run;
-        none when there is no pool, it has none of this shape, or anything about it is amiss."""
+    def _pool_one(self, shape: BoundShape) -> Warm | None:
+        """One started container of the batch's image and limits from the standing pool, or None; a
+        run the pool once had nothing for asks no more (its batches start their own)."""
+        if self._pool_path is None or shape.run_id in self._pool_dry:
+            return None
+        [warm] = self._from_pool(shape.run_id, shape.limits, 1, shape.image_id) or [None]
+        if warm is None:
+            self._pool_dry.add(shape.run_id)
+        return warm
+
+    def _from_pool(self, run_id: str, limits: Limits, count: int, image_id: str = "") -> list[Warm]:
+        """Up to `count` started containers from the standing pool (of `image_id`, else this sandbox's
+        image), held on a lease of this run; none when there is no pool, it has none of this shape, or
+        anything about it is amiss."""
         if self._pool_path is None or count <= 0 or self.supervisor != SUPERVISOR or not self._idle.is_open(run_id):
             return []
         try:
@@ -188,8 +204,8 @@ class RunContainers:
             self._leases.setdefault(run_id, []).append(lease)
         mode, note = self._work_copy()
         try:
-            image_id = self._resolve_image()
-            slots = lease.take(count, image_id, limits, mode)
+            image_id = image_id or self._resolve_image()
+            slots = lease.take(count, image_id, limits, mode, run_id=run_id)
             warms = [_pooled(self._client(), run_id, slot, image_id, mode, note) for slot in slots]
         except (OSError, ValueError, KeyError, SandboxError) as exc:
             self.pool_note = f"{type(exc).__name__}: {exc}"

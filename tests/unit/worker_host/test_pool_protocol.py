@@ -1,11 +1,12 @@
 """The standing pool's small protocol, without Docker: where a sandbox looks for the pool, which
-sockets it refuses, and which requests the pool refuses."""
+sockets it refuses, which requests the pool refuses, and how a run's containers are ended by name."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -13,8 +14,8 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.suite.trial import Limits, WorkCopy
-from worker.host.pool import PoolShape, _request
-from worker.host.poolclient import ENV, TAKE_TIMEOUT_S, Lease, default_socket, pool_socket
+from worker.host.pool import PoolServer, PoolShape, Ready, _request
+from worker.host.poolclient import ENV, TAKE_TIMEOUT_S, Lease, default_socket, end_run, pool_socket
 
 
 def test_pool_socket_is_the_option_then_the_env_then_an_existing_default(tmp_path, monkeypatch):
@@ -53,11 +54,12 @@ def _ask(payload: bytes):
         return _request(ours)
 
 
-def test_a_well_formed_request_names_a_shape_and_a_count():
+def test_a_well_formed_request_names_a_shape_a_count_and_a_run():
     """The request's image, limits and work copy mode become the shape of the containers handed out."""
     ask = {"take": 2, "image_id": "sha256:" + "a" * 64, "limits": Limits().model_dump(mode="json"), "work_copy": "copy"}
-    shape, count = _ask((json.dumps(ask) + "\n").encode())
-    assert (shape, count) == (PoolShape("sha256:" + "a" * 64, Limits(), WorkCopy.COPY), 2)
+    assert _ask((json.dumps(ask) + "\n").encode()) == (PoolShape("sha256:" + "a" * 64, Limits(), WorkCopy.COPY), 2, "")
+    named = _ask((json.dumps({**ask, "run": "r-1"}) + "\n").encode())
+    assert named[2] == "r-1"
 
 
 @pytest.mark.parametrize(
@@ -67,10 +69,13 @@ def test_a_well_formed_request_names_a_shape_and_a_count():
         ({"take": -1}, ValueError),
         ({"limits": {"pids": 1}}, ValidationError),
         ({"work_copy": "unconfined"}, ValueError),
+        ({"run": ["r"]}, ValueError),
+        ({"run": "r" * 201}, ValueError),
     ],
 )
 def test_a_request_out_of_bounds_is_refused(change, error):
-    """Too many containers, limits the suite schema refuses, or an unknown work copy mode: refused."""
+    """Too many containers, limits the suite schema refuses, an unknown work copy mode, or a run named by anything
+    but a short string: refused."""
     ask = {"take": 1, "image_id": "x", "limits": Limits().model_dump(mode="json"), "work_copy": "overlay", **change}
     with pytest.raises(error):
         _ask((json.dumps(ask) + "\n").encode())
@@ -91,3 +96,47 @@ def test_a_lease_knows_at_once_whether_its_pool_holds_its_end(tmp_path):
         conn.close()
         assert not lease.alive()
         lease.close()
+
+
+class _Stream:
+    ended = False
+
+    def close(self) -> None:
+        pass
+
+
+class _FakeWarm:
+    """What the pool hands out, without a container: records its removal."""
+
+    def __init__(self, root: Path) -> None:
+        self.stream = _Stream()
+        self.container = type("C", (), {"id": f"c-{root.name}"})()
+        self.src_dir = root / "src"
+        self.removed = threading.Event()
+
+    def remove(self) -> None:
+        self.removed.set()
+
+
+def test_end_run_removes_what_a_run_took_and_no_other_runs(tmp_path):
+    """A process holding no lease ends a run by name: the pool removes that run's containers at once (its
+    lease still open) and leaves another run's alone; the ended lease no longer holds refilling back."""
+    shape = PoolShape("x", Limits(), WorkCopy.COPY)
+    server = PoolServer(tmp_path / "pool.sock", size=0, client=object())
+    server.start()
+    try:
+        warms = [_FakeWarm(tmp_path / name) for name in ("a", "b")]
+        server._shapes.append(shape)
+        server._ready[shape] = [Ready(w) for w in warms]  # type: ignore[misc]
+        mine, theirs = Lease(server.path), Lease(server.path)
+        assert len(mine.take(1, "x", Limits(), WorkCopy.COPY, run_id="run-1")) == 1
+        assert len(theirs.take(1, "x", Limits(), WorkCopy.COPY, run_id="run-2")) == 1
+        assert end_run(server.path, "run-1") == 1
+        assert warms[0].removed.is_set() and not warms[1].removed.is_set()
+        assert len(server._lease_started) == 1  # run-2's lease alone still defers refilling
+        assert end_run(server.path, "nobody") == 0
+        mine.close()
+        theirs.close()
+        assert warms[1].removed.wait(5), "a closed lease gives its containers back for removal"
+    finally:
+        server.stop()

@@ -13,6 +13,10 @@ a worker whose broker user is its own (`gate workers enrol`, worker.celery.coord
 queue alone.
 A batch names its run's image by ID; one this engine lacks is fetched by content, from `--registry`
 when the coordinator pushed it there, else from the blob store. Exit 2 when a check fails.
+`--pool own` keeps a standing pool of started containers (worker.celery.worker.ownpool), `--pool
+SOCKET` takes them from a `gate pool serve` on this machine: a run's first batch here then pays no
+container start. By default the worker uses `gate pool serve`'s default socket when one is there,
+as `gate run` does.
 Every result is signed with this worker's own key (`--key`, default $PROBEGATE_WORKER_KEY or
 ~/.config/probegate/worker.key), created at first start; `key` prints its public half to enrol.
 """
@@ -35,9 +39,14 @@ from gate.io.cliargs import ArgParser, check_redis_url
 
 if TYPE_CHECKING:
     from gate.io.keys import SigningKey
+    from worker.celery.worker.ownpool import OwnPool
 
 BROKER_HELP = "redis:// or rediss:// URL (default $PROBEGATE_BROKER, which keeps the password out of ps)"
 REGISTRY_HELP = "registry host[:port] to pull run images from by digest (default $PROBEGATE_REGISTRY)"
+POOL_HELP = (
+    "'own': keep a standing pool of --concurrency started containers; a socket path: take them from that "
+    "`gate pool serve`; 'off': none (default: $PROBEGATE_POOL, else gate pool serve's default socket if present)"
+)
 KEY_HELP = (
     "this worker's signing key, created when missing (default $PROBEGATE_WORKER_KEY or ~/.config/probegate/worker.key)"
 )
@@ -69,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--name", help="worker name (default probegate-<host>-<pid>)")
     serve.add_argument("--registry", default=os.environ.get("PROBEGATE_REGISTRY") or None, help=REGISTRY_HELP)
     serve.add_argument("--queue", help="consume this queue instead of the shared one: a fleet for pinned runs")
+    serve.add_argument("--pool", help=POOL_HELP)
     beat = sub.add_parser("beat", help="schedule the nightly re-seal check on the broker")
     beat.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
     beat.add_argument("--image", help="the sandbox image whose workers run the check")
@@ -155,6 +165,8 @@ def _serve(args: argparse.Namespace) -> int:
     from worker.host.engine import DEFAULT_IMAGE
 
     image = args.image or DEFAULT_IMAGE
+    pool_env = _pool_option(args.pool)
+    found: dict[str, object] = {}
     if args.sandbox == "docker":
         from worker.host.engine import docker_client
         from worker.host.sweep import sweep_dead_workers
@@ -169,8 +181,12 @@ def _serve(args: argparse.Namespace) -> int:
             f"removed {removed} stale container(s)",
             file=sys.stderr,
         )
+    own = _own_pool(args, found) if args.sandbox == "docker" and args.pool == "own" else None
+    if own is not None:
+        pool_env = str(own.path)
     os.environ.update(
         {
+            **({"PROBEGATE_POOL": pool_env} if pool_env else {}),
             "PROBEGATE_BROKER": args.broker,
             "PROBEGATE_SANDBOX": args.sandbox,
             "PROBEGATE_IMAGE": image,
@@ -194,22 +210,54 @@ def _serve(args: argparse.Namespace) -> int:
     # One identity for the whole worker (every pool process): its observations carry it. Its own direct
     # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
     os.environ.setdefault("PROBEGATE_WORKER_ID", name.replace("%h", socket.gethostname()))
-    app.worker_main(
-        [
-            "worker",
-            "-Q",
-            ",".join(queues),
-            "-c",
-            str(args.concurrency),
-            "-n",
-            name,
-            "--loglevel",
-            "INFO",
-            "--without-gossip",
-            "--without-mingle",
-        ]
-    )
+    try:
+        app.worker_main(
+            [
+                "worker",
+                "-Q",
+                ",".join(queues),
+                "-c",
+                str(args.concurrency),
+                "-n",
+                name,
+                "--loglevel",
+                "INFO",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        )
+    finally:
+        if own is not None:
+            own.stop()
     return RET_OK
+
+
+def _pool_option(value: str | None) -> str:
+    """PROBEGATE_POOL for the pool processes from --pool ("" leaves the environment as it is): a socket
+    must be there already, so a typo is a usage error and not a worker that quietly starts containers."""
+    if value is None or value == "own":
+        return ""
+    if value == "off":
+        return "off"
+    path = Path(value)
+    if not path.is_socket():
+        raise UsageError(f"--pool {value}: no socket there (start `gate pool serve --socket {value}` first)")
+    return str(path.resolve())
+
+
+def _own_pool(args: argparse.Namespace, found: dict[str, object]) -> OwnPool:
+    """Start the worker's own standing pool of --concurrency containers of the preflighted image."""
+    from worker.celery.worker.ownpool import OwnPool
+    from worker.host.sandbox import DockerSandbox
+
+    # The mode the pool processes' sandboxes will ask for (a pool hands out only containers of that shape).
+    mode, _ = DockerSandbox(image=str(found["image_id"]), pool="off").work_copy()
+    own = OwnPool(args.concurrency, str(found["image_id"]), mode)
+    if not own.wait_listening():
+        own.stop()
+        raise UsageError("--pool own: the worker's pool did not start (see the lines above)")
+    print(f"gate-worker: own pool of {args.concurrency} container(s) on {own.path}", file=sys.stderr)
+    return own
 
 
 def _beat(args: argparse.Namespace) -> int:

@@ -4,8 +4,9 @@ coordinator tells a process when a run is over, so a janitor thread closes runs 
 RUN_IDLE_S, and process shutdown closes the rest.
 
 The coordinator's `CeleryExecutor.close` broadcasts CONTROL_CLOSE_RUN; that command runs in the worker's
-main process, which owns no sandbox, so it removes the run's containers on this host by label. The
-pool processes then find their warm containers dead, discard them, and their janitor closes the run.
+main process, which owns no sandbox, so it removes the run's containers on this host by label, and
+has the standing pool (if the worker uses one) remove those it handed out for the run. The pool
+processes then find their warm containers dead, discard them, and their janitor closes the run.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gate.core.errors import SandboxError
 from gate.core.suite.trial import Sandbox
 from worker.celery.shared.app import CONTROL_CLOSE_RUN
 from worker.host.engine import docker_client
+from worker.host.poolclient import end_run, pool_socket
 from worker.host.sweep import sweep
 from worker.host.warm import HOST_IDLE_S
 
@@ -175,5 +177,19 @@ def sweep_run(run_id: str) -> int:
         log.warning("removing containers of run %s failed: %s", run_id, exc)
     finally:
         client.close()
+    removed += end_pooled(run_id)
     log.info("closed run %s: removed %d container(s)", run_id, removed)
     return removed
+
+
+def end_pooled(run_id: str) -> int:
+    """Have this worker's standing pool remove what it handed out for `run_id` (they carry the pool's
+    labels, not the run's); never raises."""
+    path = pool_socket()
+    if path is None:
+        return 0
+    try:
+        return end_run(path, run_id)
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("the pool at %s did not remove run %s's containers: %s", path, run_id, exc)
+        return 0
