@@ -7,9 +7,10 @@ the probe inside one running container (the baseline); a local fresh run (open .
 comes from a standing pool (worker/host/pool.py, as `gate pool serve` keeps it); a distributed fresh run
 through Celery over a private redis-server to a `gate-worker serve --pool own` (concurrency 1: its
 batches run one after another in one container, as the local run's do); and the same through a worker
-without a pool (`--pool off`), which pays the container start in the run. Every pool is full before a
-timed run starts. Prints the ratios against the bare loop and the distributed pooled run against the local
-pooled one (median over rounds: the machine is shared), then the JSON of every figure.
+without a pool (`--pool off`), which pays the container start in the run (the two in alternating order).
+Every pool is full before a timed run starts. Prints each row's ratio to the bare loop and the distributed
+runs' to the local pooled one (median over rounds: the machine is shared), each distributed run's parts
+(the first batch's wait is where a container start shows), then the JSON of every figure.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from worker.celery.shared.app import make_app
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 from worker.host.pool import LABEL_POOL, PoolServer
 from worker.host.sandbox import DockerSandbox
-from worker.host.sweep import sweep, sweep_dead_workers
+from worker.host.sweep import LABEL_RUN, sweep, sweep_dead_workers
 
 LIMITS = Limits()
 QUEUES = {"pool": "bench-worker-pool", "fresh": "bench-worker-fresh"}
@@ -83,19 +84,32 @@ def local_pooled(client, inputs: LocalInputs, n: int, wave: int, path: Path) -> 
     return took
 
 
-def distributed(executor: CeleryExecutor, client, inputs: LocalInputs, n: int) -> float:
-    """A fresh run through Celery (open .. close) to the worker on the executor's queue."""
+def distributed(executor: CeleryExecutor, client, inputs: LocalInputs, n: int) -> dict[str, float]:
+    """A fresh run through Celery (open .. close) to the worker on the executor's queue: its seconds in all
+    and in parts (open, the first batch's observations, every trial, close), and how many containers were
+    created for it (the engine's events by the run's label)."""
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
+    since = time.time()
+    observed: list[Observation] = []
     try:
         started = time.monotonic()
         executor.open(run_id, LIMITS)
-        observed = list(executor.run(specs(run_id, inputs, n), inputs))
+        opened = first = time.monotonic()
+        for obs in executor.run(specs(run_id, inputs, n), inputs):
+            first = first if observed else time.monotonic()
+            observed.append(obs)
+        ran = time.monotonic()
         executor.close(run_id)
-        took = time.monotonic() - started
+        closed = time.monotonic()
     finally:
         sweep(client, run_id)
     checked(observed, n, f"distributed run on {executor.queue}")
-    return took
+    filters = {"type": "container", "event": "create", "label": f"{LABEL_RUN}={run_id}"}
+    created = sum(1 for _ in client.events(since=int(since) - 1, until=int(time.time()) + 1, filters=filters))
+    return {
+        "total": closed - started, "open": opened - started, "first": first - opened, "trials": ran - opened,
+        "close": closed - ran, "created": created,
+    }  # fmt: skip
 
 
 def start_worker(tmp: Path, url: str, name: str, pool: str) -> subprocess.Popen[bytes]:
@@ -128,12 +142,14 @@ def own_pool_socket(tmp: Path) -> str:
     return found.group(1)
 
 
-def wait_pool(client, path: str, timeout: float = 60) -> None:
-    """Until the worker's pool keeps a running container (no timed run starts while it refills)."""
+def wait_pool(client, path: str, but: frozenset[str] = frozenset(), timeout: float = 60) -> frozenset[str]:
+    """Until the worker's pool keeps a running container other than `but` (those a run took); their IDs.
+    No timed run starts while a pool refills: a container start costs the engine's CPU."""
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
-        if client.containers.list(filters={"label": f"{LABEL_POOL}={path}", "status": "running"}, sparse=True):
-            return
+        running = client.containers.list(filters={"label": f"{LABEL_POOL}={path}", "status": "running"}, sparse=True)
+        if ids := frozenset(c.id for c in running) - but:
+            return ids
         time.sleep(0.1)
     raise SystemExit(f"the worker's pool at {path} never filled")
 
@@ -164,6 +180,7 @@ def main() -> int:
     procs = {"pool": start_worker(tmp, url, "pool", "own"), "fresh": start_worker(tmp, url, "fresh", "off")}
     server = PoolServer(tmp / "local-pool.sock", size=1, client=client)
     got: dict[str, list[float]] = {"bare": [], "local": [], "dist_pool": [], "dist_fresh": []}
+    parts: dict[str, list[dict[str, float]]] = {"dist_pool": [], "dist_fresh": []}
     try:
         server.start()
         server.want(image_id, LIMITS, DockerSandbox(client=client).work_copy()[0])
@@ -172,17 +189,23 @@ def main() -> int:
         executors = {name: CeleryExecutor(url, queue=queue, batch_size=args.wave) for name, queue in QUEUES.items()}
         with LocalInputs(tree, {hashlib.sha256(FIXTURE).hexdigest(): FIXTURE}) as inputs:
             distributed(executors["fresh"], client, inputs, args.wave)  # blobs uploaded, image queues known
-            for _ in range(args.repeats):
+            taken: frozenset[str] = frozenset()
+            for round_ in range(args.repeats):
                 run_id = f"bench-{uuid.uuid4().hex[:12]}"
                 try:
                     got["bare"].append(timed_bare_loop(client, image_id, tree, tmp / "bare", args.trials, run_id))
                 finally:
                     sweep(client, run_id)
                 server.wait_full(timeout_s=60)
+                wait_pool(client, path, but=taken)
                 got["local"].append(local_pooled(client, inputs, args.trials, args.wave, server.path))
-                wait_pool(client, path)
-                got["dist_pool"].append(distributed(executors["pool"], client, inputs, args.trials))
-                got["dist_fresh"].append(distributed(executors["fresh"], client, inputs, args.trials))
+                # Which goes first alternates: on a shared machine the load moves within a round too.
+                for kind in ("dist_pool", "dist_fresh")[:: 1 if round_ % 2 else -1]:
+                    server.wait_full(timeout_s=60)  # both pools full again before anything is timed
+                    ready = wait_pool(client, path, but=taken)  # not the one the last pooled run took
+                    taken = ready if kind == "dist_pool" else taken
+                    parts[kind].append(distributed(executors[kind.removeprefix("dist_")], client, inputs, args.trials))
+                    got[kind].append(parts[kind][-1]["total"])
     finally:
         server.stop()
         for proc in procs.values():
@@ -198,6 +221,14 @@ def main() -> int:
         sweep_dead_workers(client)
         shutil.rmtree(tmp, ignore_errors=True)
     report(got, args.trials)
+    for kind, name in (("dist_pool", "with the worker's pool"), ("dist_fresh", "without a pool")):
+        split = "  ".join(
+            f"{k} {1000 * statistics.median(p[k] for p in parts[kind]):.0f}"
+            for k in ("open", "first", "trials", "close")
+        )
+        made = [int(p["created"]) for p in parts[kind]]
+        print(f"distributed run {name}, median ms: {split}; containers created in the run: {made}")
+    print(json.dumps({"seconds": got, "parts": parts}))
     return 0
 
 
@@ -223,7 +254,6 @@ def report(got: dict[str, list[float]], n: int) -> None:
         f"without a pool vs local pooled: {ratio('local', 'dist_fresh'):.2f}; "
         f"the worker's pool saves {1000 * saved:.0f} ms a run"
     )
-    print(json.dumps({k: [round(v, 4) for v in vals] for k, vals in got.items()}))
 
 
 if __name__ == "__main__":

@@ -220,13 +220,24 @@ class IdleContainers:
 
     def checkin(self, warm: Warm) -> bool:
         """Keep `warm` for the next batch of its run; False (the caller removes it) when the run
-        is closed or enough containers already wait."""
+        is closed or enough usable containers already wait. Unusable ones found waiting are removed
+        first: a gate-worker's runs stay open after their containers were removed by the close-run
+        command, and their dead containers must not take the places of the next run's."""
+        stale: list[Warm] = []
         with self._lock:
-            if warm.run_id not in self._open or sum(map(len, self._idle.values())) >= self.max_idle:
+            if warm.run_id not in self._open:
                 return False
-            warm.idle_since = time.monotonic()
-            self._idle.setdefault(warm.shape, []).append(warm)
-            return True
+            if sum(map(len, self._idle.values())) >= self.max_idle:
+                for idle in self._idle.values():
+                    stale += [w for w in idle if not w.usable()]
+                    idle[:] = [w for w in idle if w.usable()]
+            kept = sum(map(len, self._idle.values())) < self.max_idle
+            if kept:
+                warm.idle_since = time.monotonic()
+                self._idle.setdefault(warm.shape, []).append(warm)
+        for dead in stale:
+            dead.remove()
+        return kept
 
     def image_of(self, run_id: str) -> str | None:
         with self._lock:

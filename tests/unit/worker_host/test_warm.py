@@ -1,5 +1,5 @@
 """Binding a started container: its faketimerc is rewritten in place, never truncated, and its
-tree is laid out by links or copies; no Docker needed for these."""
+tree is laid out by links or copies; the idle containers kept between batches. No Docker needed for these."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gate.core.suite.trial import ClockSpec
-from worker.host.warm import UNBOUND_CLOCK, fill_tree, write_in_place
+from gate.core.suite.trial import ClockSpec, Limits
+from worker.host.warm import UNBOUND_CLOCK, BoundShape, IdleContainers, fill_tree, write_in_place
 
 
 def test_rewrite_keeps_the_inode(tmp_path: Path) -> None:
@@ -51,3 +51,44 @@ def test_tree_is_laid_out_whole(tmp_path: Path) -> None:
     assert (dst / "probe.py").read_text() == "print(1)\n"
     assert (dst / "pkg" / "mod.py").read_text() == "X = 1\n"
     assert os.readlink(dst / "link.py") == "probe.py"
+
+
+class _Stream:
+    def __init__(self, ended: bool) -> None:
+        self.ended = ended
+
+
+class _Idle:
+    """A warm container as IdleContainers sees it: its run, shape, stream and whether it was removed."""
+
+    def __init__(self, run_id: str, *, ended: bool = False) -> None:
+        self.run_id = run_id
+        self.shape = BoundShape(run_id, "tree", ClockSpec(frozen_at=datetime(2026, 1, 1, tzinfo=UTC)), Limits(), "img")
+        self.stream = _Stream(ended)
+        self.idle_since = 0.0
+        self.removed = False
+
+    def usable(self) -> bool:
+        return not self.stream.ended
+
+    def remove(self) -> None:
+        self.removed = True
+
+
+def test_dead_containers_of_earlier_runs_give_their_places_to_a_new_runs() -> None:
+    """Earlier runs still open (a worker's janitor has not closed them) whose containers were removed do not keep
+    a new run's container from waiting for its next batch; live ones still count towards the limit."""
+    idle = IdleContainers(max_idle=2)
+    for run_id in ("old-1", "old-2", "new"):
+        idle.open(run_id)
+    dead = [_Idle("old-1"), _Idle("old-2")]
+    assert all(idle.checkin(w) for w in dead)  # type: ignore[arg-type]
+    for w in dead:
+        w.stream.ended = True  # the close-run command removed them
+    fresh = _Idle("new")
+    assert idle.checkin(fresh)  # type: ignore[arg-type]
+    assert all(w.removed for w in dead)
+    assert idle.checkout(fresh.shape) is fresh  # type: ignore[arg-type]
+    live = [_Idle("old-1"), _Idle("old-2")]
+    assert all(idle.checkin(w) for w in live)  # type: ignore[arg-type]
+    assert not idle.checkin(_Idle("new"))  # type: ignore[arg-type]

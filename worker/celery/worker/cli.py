@@ -181,9 +181,9 @@ def _serve(args: argparse.Namespace) -> int:
             f"removed {removed} stale container(s)",
             file=sys.stderr,
         )
-    own = _own_pool(args, found) if args.sandbox == "docker" and args.pool == "own" else None
-    if own is not None:
-        pool_env = str(own.path)
+    kept = _own_pool(args, found) if args.sandbox == "docker" and args.pool == "own" else None
+    if kept is not None:
+        pool_env = str(kept.path)
     os.environ.update(
         {
             **({"PROBEGATE_POOL": pool_env} if pool_env else {}),
@@ -227,8 +227,8 @@ def _serve(args: argparse.Namespace) -> int:
             ]
         )
     finally:
-        if own is not None:
-            own.stop()
+        if kept is not None:
+            kept.stop()
     return RET_OK
 
 
