@@ -86,12 +86,14 @@ def rows(card: dict) -> dict[str, tuple[str, int, int]]:
 
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image: str) -> Iterator[Workers]:
-    """Two gate-workers on a private broker, shared by the module's per-patch comparisons."""
+    """Two gate-workers on a private broker, shared by the module's per-patch comparisons: one takes its
+    containers from a standing pool of its own (`--pool own`), the other starts them per run, so every patch's
+    batches meet both paths."""
     tmp = tmp_path_factory.mktemp("two-workers")
     server = RedisServer(tmp)
     server.start()
     pool = Workers(server.url, tmp)
-    pool.start("w1")
+    pool.start("w1", "--pool", "own")
     pool.start("w2")
     pool.wait_ready()
     yield pool

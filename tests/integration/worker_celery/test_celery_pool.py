@@ -1,7 +1,8 @@
 """A gate-worker's standing pool, through real redis-server, a real `gate-worker serve --pool own` and real
 Docker: a run's batches take the pool's started containers, so the run creates none of its own; its
 observations are those of a fresh container; closing the run removes what it took at once, and the pool
-refills for the next run; the example's patches earn the local pool's kinds through it."""
+refills for the next run. (The example's patches earn the local pool's kinds through a `--pool own` worker in
+test_celery.py, whose fleet has one.)"""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ from pathlib import Path
 
 import pytest
 from celery_helpers import RedisServer, Workers
-from gate_runs import EXAMPLE, PATCHES, UNENROLLED, ExampleRuns, gate_run, seeds_for
 from run_containers import containers_created
-from test_celery import rows
 
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.testing import make_spec
@@ -116,28 +115,3 @@ def test_a_run_through_a_worker_with_a_pool_starts_no_container(
         fresh.close(local)
     assert seen["a"] == seen["b"] == expected
     assert expected[0][:3] == (None, 0, False) and expected[1][1] == 3 and expected[2][2], expected
-
-
-@pytest.mark.parametrize("patch", PATCHES)
-def test_the_examples_patches_earn_the_local_kinds_through_a_worker_with_a_pool(
-    workers: Workers, redis_server: RedisServer, example_runs: ExampleRuns, patch: str, tmp_path: Path, docker_client
-) -> None:
-    """Each example patch earns the same kinds and hit counts through a `--pool own` worker as through the local
-    pool, and the worker's pool handed out containers for it (it refilled after the run)."""
-    workers.start("w1", "--pool", "own", concurrency=2)
-    workers.wait_ready()
-    path = pool_path(workers, "w1")
-    ready(docker_client, path, 2)
-    t0 = time.time()
-    remote = gate_run(
-        EXAMPLE, patch, tmp_path / "card.json", "--broker", redis_server.url, UNENROLLED, *seeds_for(patch),
-        new_ledger=True,
-    )  # fmt: skip
-    local = example_runs.get(patch)
-    assert rows(remote.card) == rows(local.card)
-    assert (remote.code, remote.accept) == (local.code, local.accept)
-    if remote.card["properties"][0]["trials"]:  # drift runs no trial: nothing is taken
-        refills = {"type": "container", "event": "create", "label": f"{LABEL_POOL}={path}"}
-        give_up = time.monotonic() + 60
-        while not any(docker_client.events(since=int(t0) - 1, until=int(time.time()) + 1, filters=refills)):
-            assert time.monotonic() < give_up, "the pool never refilled: the run took nothing from it"
