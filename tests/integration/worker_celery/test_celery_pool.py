@@ -28,7 +28,8 @@ pytestmark = pytest.mark.integration
 PROBES = {  # what each trial runs, and so what its observation must say
     "ok": ("python3", "probe.py"),
     "exit3": ("python3", "-c", "import sys; print('{}'); sys.exit(3)"),
-    "slow": ("python3", "-c", "import time; time.sleep(30)"),
+    # Never exits: the sandbox kills it at the 2 s deadline, so its observation says timed out.
+    "hangs": ("python3", "-c", "import threading; threading.Event().wait()"),
     "stderr": ("python3", "-c", "import sys; sys.stderr.write('said'); print('{\"k\": 1}')"),
 }
 
