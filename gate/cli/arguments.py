@@ -159,6 +159,12 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         run, also="; with --broker only results signed by its enrolled workers count, and a run without one refuses"
     )
     run.add_argument(
+        "--interpreter",
+        choices=("fresh", "warm"),
+        help="run every trial in this interpreter mode, over the suite's `interpreter` (default "
+        "$PROBEGATE_INTERPRETER, else the suite's): compare the modes before switching a suite",
+    )
+    run.add_argument(
         "--allow-unenrolled-workers",
         action="store_true",
         help="with --broker and no worker registry: take any worker's results (a loopback broker on this "

@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from gate.cli.arguments import build_parser
 from gate.cli.books import books_factory, ledger_file, ledger_url
@@ -282,7 +282,19 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
         unenrolled_workers=placement.unenrolled,
         seeds_from=getattr(args, "replay_seeds", None),
         resume=getattr(args, "resume", False),
+        interpreter=interpreter_mode(args),
     )
+
+
+INTERPRETER_ENV = "PROBEGATE_INTERPRETER"
+
+
+def interpreter_mode(args: argparse.Namespace) -> Literal["fresh", "warm"] | None:
+    """--interpreter, else $PROBEGATE_INTERPRETER, else None (the suite's own mode)."""
+    chosen = getattr(args, "interpreter", None) or os.environ.get(INTERPRETER_ENV) or None
+    if chosen not in (None, "fresh", "warm"):
+        raise UsageError(f"must be fresh or warm, not {chosen!r}", field=f"${INTERPRETER_ENV}")
+    return chosen
 
 
 def _run(args: argparse.Namespace) -> int:

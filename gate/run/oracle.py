@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from gate.core.card.calibration import Calibration
 from gate.core.errors import SuiteError, UsageError
@@ -38,6 +39,7 @@ class OracleRequest:
     calibration: Path | None = None
     base: str | None = None
     calibrated_deadlines: bool = True
+    interpreter: Literal["fresh", "warm"] | None = None  # overrides the suite's (--interpreter)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             return base.need(path, what) if base and base.inside(path) else path
 
         suite = load_suite(where(request.suite, "the suite file"), repository=base.root if base else None)
+        suite = _interpreter(suite, request)
         named = where(request.fixture, "the fixture tree") if request.fixture else None
         fixture_root = (named or suite.resolve(suite.config.fixtures)).resolve()
         seal_named = request.seal or _suite_seal(suite, base, shown=request.suite)
@@ -113,6 +116,14 @@ def read_oracle(request: OracleRequest) -> Iterator[Oracle]:
             card=card,
             base_workdir=base.at(request.workdir) if base else None,
         )
+
+
+def _interpreter(suite: Suite, request: OracleRequest) -> Suite:
+    """The suite with --interpreter (or $PROBEGATE_INTERPRETER) over its own `interpreter`."""
+    try:
+        return suite.with_interpreter(request.interpreter)
+    except ValueError as exc:
+        raise UsageError(f'"warm" {exc}', file=str(request.suite), field="--interpreter") from None
 
 
 def _named(suite: Suite, relative: str, base: BaseCheckout | None) -> Path:

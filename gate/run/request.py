@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from gate.core.card.card import VerdictCard
 from gate.core.policy.freezes import FreezeFile
@@ -42,6 +43,7 @@ class RunRequest:
     unenrolled_workers: bool = False  # trials go over a broker with no worker registry (the card records it)
     seeds_from: str | None = None  # --replay-seeds: the run whose trial seeds to give (None: this run's own)
     resume: bool = False  # --resume: continue the interrupted run from its journal (gate.io.journal)
+    interpreter: Literal["fresh", "warm"] | None = None  # --interpreter: over the suite's (None: the suite's)
 
 
 @dataclass(frozen=True)

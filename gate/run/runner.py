@@ -97,6 +97,7 @@ def _oracle_request(request: RunRequest) -> OracleRequest:
         calibration=request.calibration,
         base=request.base,
         calibrated_deadlines=request.calibrated_deadlines,
+        interpreter=request.interpreter,
     )
 
 

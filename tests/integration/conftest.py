@@ -43,18 +43,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # A test marked `kinds` asserts the verdict kinds of real gate runs: it runs once in the default work copy
-    # mode and once with copy mode forced, so CI shows both modes give the same kinds.
+    # A test marked `kinds` asserts the verdict kinds of real gate runs: it runs once as a user's run goes by
+    # default (overlay work copies, a fresh interpreter per trial) and once with the other value of both
+    # (copied work dirs, warm interpreters), so CI shows each mode gives the same kinds. Paired that way, not
+    # crossed: the work copy is laid out on the host and the interpreter started inside the container, and
+    # neither looks at the other (the sandbox tests cross them: tests/integration/worker_host/test_hostile.py).
     if metafunc.definition.get_closest_marker("kinds"):
-        metafunc.parametrize("gate_work_copy", ["default", "copy"], indirect=True)
+        metafunc.parametrize("gate_modes", ["default", "copy+warm"], indirect=True)
 
 
 @pytest.fixture(autouse=True)
-def gate_work_copy(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The work copy mode of the gate runs a `kinds` test starts (their environment's PROBEGATE_WORK_COPY)."""
+def gate_modes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The modes of the gate runs a `kinds` test starts: `default`, or `copy+warm` (their environment's
+    PROBEGATE_WORK_COPY=copy and PROBEGATE_INTERPRETER=warm)."""
     mode = getattr(request, "param", "default")
-    if mode == "copy":
+    if mode == "copy+warm":
         monkeypatch.setenv("PROBEGATE_WORK_COPY", "copy")
+        monkeypatch.setenv("PROBEGATE_INTERPRETER", "warm")
     return mode
 
 

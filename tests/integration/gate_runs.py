@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -136,13 +135,7 @@ def script_accept(
     return done
 
 
-def warm_example(dest: Path) -> Path:
-    """A copy of the invoice example whose suite runs its probes in warm interpreters."""
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns("__pycache__"))
-    suite = dest / "gate.toml"
-    suite.write_text(suite.read_text().replace("[suite]\n", '[suite]\ninterpreter = "warm"\n', 1))
-    return dest
+FORCED = {"PROBEGATE_WORK_COPY": "copy", "PROBEGATE_INTERPRETER": "warm"}  # the `copy+warm` modes
 
 
 class ExampleRuns:
@@ -154,19 +147,18 @@ class ExampleRuns:
         root.mkdir(parents=True, exist_ok=True)
 
     def get(self, patch: str, mode: str = "default") -> Run:
-        """`patch` run with the default work copy mode (`default`), with copy mode forced (`copy`), or with
-        warm interpreters (`warm`: the suite's `interpreter = "warm"`); the noisy sampler on its pinned
-        seeds (`seeds_for`)."""
+        """`patch` run in the default modes (`default`: overlay work copies, fresh interpreters) or with copied
+        work dirs and warm interpreters forced (`copy+warm`); the noisy sampler on its pinned seeds
+        (`seeds_for`)."""
         where = self.root / mode / patch
         where.mkdir(parents=True, exist_ok=True)
         with FileLock(where / "run.lock", timeout=600):
             if (where / "run.json").exists():
                 return Run.load(where / "run.json")
-            env = {k: v for k, v in os.environ.items() if k != "PROBEGATE_WORK_COPY"}
-            if mode == "copy":
-                env["PROBEGATE_WORK_COPY"] = "copy"
-            source = warm_example(where / "example") if mode == "warm" else EXAMPLE
-            run = gate_run(source, patch, where / "verdict-card.json", *seeds_for(patch), env=env, new_ledger=True)
+            env = {k: v for k, v in os.environ.items() if k not in FORCED}
+            if mode == "copy+warm":
+                env.update(FORCED)
+            run = gate_run(EXAMPLE, patch, where / "verdict-card.json", *seeds_for(patch), env=env, new_ledger=True)
             run.save(where / "run.json")
             return run
 

@@ -293,6 +293,15 @@ class Suite(BaseModel):
     def resolve(self, relative: str) -> Path:
         return (self.root / relative).resolve()
 
+    def with_interpreter(self, mode: Literal["fresh", "warm"] | None) -> Suite:
+        """This suite with its trials run in interpreter `mode` (None: as the suite says); ValueError when
+        its probe cannot run warm."""
+        if mode is None or mode == self.config.interpreter:
+            return self
+        if mode == "warm" and (why := warm_refusal(self.config.probe)):
+            raise ValueError(why)
+        return self.model_copy(update={"config": self.config.model_copy(update={"interpreter": mode})})
+
     @property
     def checks_path(self) -> Path:
         return self.resolve(self.config.checks)

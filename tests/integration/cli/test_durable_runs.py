@@ -159,6 +159,15 @@ def _out(line: dict) -> bytes:
     return base64.urlsafe_b64decode(line["observation"]["stdout"]["data"])
 
 
+@pytest.fixture(scope="module")
+def killed_once(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> Path:
+    """One long run killed halfway, its folder and journal kept for the edit tests to copy (each edits its own)."""
+    folder = tmp_path_factory.mktemp("killed") / "run"
+    long_suite(folder, 200)
+    killed_halfway(folder, 200)
+    return folder
+
+
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
@@ -167,15 +176,16 @@ def _out(line: dict) -> bytes:
         ("header", "not this run's journal: its patched tree is"),
     ],
 )
+@pytest.mark.xdist_group("edited_journal")  # one worker, so the killed run is made once
 def test_an_edited_journal_is_refused_and_nothing_written(
-    tmp_path: Path, sandbox_image: str, edit: str, said: str
+    killed_once: Path, tmp_path: Path, edit: str, said: str
 ) -> None:
     """A journal edited to claim hits (a line changed, a foreign line added, a header for another tree)
     is refused with exit 65 in one line naming it; no card, no books, the journal left as it was."""
     folder = tmp_path / "run"
-    long_suite(folder, 200)
-    killed_halfway(folder, 200)
-    journal = journal_of(folder)
+    shutil.copytree(killed_once, folder)
+    journal = journal_of(folder)  # the copy's own journal: the same lines, kept under this card's path
+    journal.write_bytes(journal_of(killed_once).read_bytes())
     edited(journal, edit)
     before = journal.read_bytes()
     done = subprocess.run(run_cmd(folder, "noisy_sampler", "--resume"), capture_output=True, text=True, timeout=120)

@@ -20,15 +20,16 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("patch", PATCHES)
-def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs(
+def test_every_patch_earns_the_same_kinds_with_copied_work_dirs_and_warm_interpreters(
     example_runs: ExampleRuns, patch: str
 ) -> None:
-    """Each patch gets the same kinds and exit code in overlay mode (the default) and the forced copy mode,
-    and each card says which mode ran and why copy did."""
-    run, forced = example_runs.get(patch), example_runs.get(patch, "copy")
+    """Each patch gets the same kinds and exit code in the default modes (overlay work copies, a fresh
+    interpreter per trial) and with copied work dirs and warm interpreters forced, and each card says which
+    modes ran, why copy did, and how many hash seeds the warm parents had."""
+    run, forced = example_runs.get(patch), example_runs.get(patch, "copy+warm")
     assert (run.kinds(), run.code) == (forced.kinds(), forced.code)
     if run.card["work_copy"] is None:  # no trial ran (a drifted fixture)
-        assert forced.card["work_copy"] is None
+        assert forced.card["work_copy"] is None and forced.card["interpreter"] is None
         return
     if run.card["work_copy"] == "copy" and os.environ.get("CI") != "true":
         pytest.skip(f"this host gives no overlay work copies: {run.card['harness_events']}")
@@ -36,19 +37,8 @@ def test_every_patch_earns_the_same_kinds_with_overlay_and_with_copied_work_dirs
     events = [e["detail"] for e in forced.card["harness_events"] if e["kind"] == "work_copy"]
     assert events == ["copy mode: forced by PROBEGATE_WORK_COPY=copy"]
     assert not any(e["kind"] == "work_copy" for e in run.card["harness_events"])
-
-
-@pytest.mark.parametrize("patch", PATCHES)
-def test_every_patch_earns_the_same_kinds_with_warm_interpreters(example_runs: ExampleRuns, patch: str) -> None:
-    """Each patch gets the same kinds and exit code with warm interpreters as with fresh ones, and the
-    warm card says so and counts its parents' hash seeds."""
-    run, warm = example_runs.get(patch), example_runs.get(patch, "warm")
-    assert (warm.kinds(), warm.code) == (run.kinds(), run.code)
-    if run.card["interpreter"] is None:  # no trial ran (a drifted fixture)
-        assert warm.card["interpreter"] is None
-        return
     assert (run.card["interpreter"], run.card["hash_seeds"]) == ("fresh", 0)
-    assert warm.card["interpreter"] == "warm" and warm.card["hash_seeds"] >= 1
+    assert forced.card["interpreter"] == "warm" and forced.card["hash_seeds"] >= 1
 
 
 @pytest.fixture

@@ -44,10 +44,14 @@ def patched(tmp_path: Path, edit: tuple[str, str]) -> Repo:
     return repo
 
 
-# Kinds asserted: in both work copy modes. The card refusals below never depend on the mode.
+# Kinds asserted: in both modes (conftest.py). The card refusals below never depend on the mode. Each raising
+# edit meets one ledger state, and each state more than one edit: the check raises on the coordinator, which
+# reads the books only after the verdict is made, so crossing the two would only repeat runs.
 @pytest.mark.kinds
-@pytest.mark.parametrize("ledger_state", ["fresh", "credits_left"])
-@pytest.mark.parametrize("name", sorted(RAISING))
+@pytest.mark.parametrize(
+    ("name", "ledger_state"),
+    [("unit_suffix", "fresh"), ("nested_total", "credits_left"), ("list_not_object", "credits_left")],
+)
 def test_output_that_makes_a_check_raise_is_refused(
     tmp_path: Path, sandbox_image: str, name: str, ledger_state: str
 ) -> None:

@@ -75,26 +75,17 @@ def assert_earned(patch: str, ran: int, accepted: int, card: dict) -> None:
 @pytest.mark.kinds
 @pytest.mark.parametrize("patch", sorted(EXPECTED))
 def test_each_patch_earns_its_kind_through_the_local_pool(
-    patch: str, tmp_path: Path, windows_project_image: str, gate_work_copy: str
+    patch: str, tmp_path: Path, windows_project_image: str, gate_modes: str
 ) -> None:
-    """Through the local pool, each patch gets the exit codes and kind of the example's table."""
+    """Through the local pool, each patch gets the exit codes and kind of the example's table; with copied work
+    dirs and warm interpreters forced (the project image's PyYAML and dateutil pre-imported) the card says so."""
     ran, accepted, card = run_patch(tmp_path, patch)
     assert_earned(patch, ran, accepted, card)
-    if gate_work_copy == "copy":  # the forced mode reached the run
+    if gate_modes == "copy+warm":  # the forced modes reached the run
         assert card["work_copy"] == "copy", card["harness_events"]
+        assert card["interpreter"] == "warm" and card["hash_seeds"] >= 1, card["harness_events"]
     if patch == "edits_lock":
         assert card["new_oracle_edits"] == ["requirements.lock"]
-
-
-@pytest.mark.parametrize("patch", sorted(EXPECTED))
-def test_each_patch_earns_its_kind_with_warm_interpreters(
-    patch: str, tmp_path: Path, windows_project_image: str
-) -> None:
-    """With `interpreter = "warm"` (the project image's PyYAML and dateutil pre-imported), each patch gets
-    the exit codes and kind of the example's table, and the card says the trials ran warm."""
-    ran, accepted, card = run_patch(tmp_path, patch, interpreter="warm")
-    assert_earned(patch, ran, accepted, card)
-    assert card["interpreter"] == "warm" and card["hash_seeds"] >= 1, card["harness_events"]
 
 
 @pytest.fixture

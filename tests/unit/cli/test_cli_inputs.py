@@ -471,3 +471,21 @@ def test_ledger_url_of_another_scheme_is_a_usage_error(example: Path, gate_befor
     """--ledger with a URL that is not redis:// or rediss:// exits 64 naming --ledger."""
     done = gate_before_sandbox(*run_args(example, "--ledger", "s3://bucket/ledger.json"))
     assert_one_line(done, RET_USAGE, "--ledger")
+
+
+def test_an_unknown_interpreter_mode_in_the_environment_is_refused(
+    example: Path, gate_before_sandbox: Gate, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$PROBEGATE_INTERPRETER other than fresh or warm exits 64 naming the variable, before the suite is read."""
+    monkeypatch.setenv("PROBEGATE_INTERPRETER", "tepid")
+    assert_one_line(gate_before_sandbox(*run_args(example)), RET_USAGE, "$PROBEGATE_INTERPRETER", "'tepid'")
+
+
+def test_warm_interpreters_forced_on_a_probe_that_is_not_python_are_refused(
+    example: Path, gate_before_sandbox: Gate
+) -> None:
+    """--interpreter warm on a suite whose probe is a shell command exits 64 naming the suite and the flag."""
+    suite = example / "gate.toml"
+    suite.write_text(suite.read_text().replace('probe = "python3 probe.py"', 'probe = "sh probe.sh"', 1))
+    done = gate_before_sandbox(*run_args(example), "--interpreter", "warm")
+    assert_one_line(done, RET_USAGE, "gate.toml", "--interpreter", "Python probes only")

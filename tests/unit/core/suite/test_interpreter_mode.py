@@ -4,6 +4,7 @@ file and the card."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -88,3 +89,17 @@ def test_records_from_before_the_modes_keep_their_digests() -> None:
     assert "interpreter" not in unsaid and "hash_seed" not in unsaid
     said = Observation.of(spec, interpreter=Interpreter.WARM, hash_seed=7)
     assert Observation.model_validate_json(said.model_dump_json()) == said
+
+
+def test_a_forced_mode_replaces_the_suites_and_none_keeps_it(tmp_path: Path) -> None:
+    """`with_interpreter` gives the suite in the forced mode (None or the same mode: the suite itself), and
+    refuses warm for a probe a fork cannot start."""
+    from gate.core.suite.suite import Suite
+
+    fresh = Suite(path=tmp_path / "gate.toml", root=tmp_path, sha256="0" * 64, config=SuiteConfig(), properties=())
+    assert fresh.with_interpreter(None) is fresh and fresh.with_interpreter("fresh") is fresh
+    warm = fresh.with_interpreter("warm")
+    assert (warm.config.interpreter, fresh.config.interpreter, warm.sha256) == ("warm", "fresh", fresh.sha256)
+    shell = fresh.model_copy(update={"config": SuiteConfig(probe=("sh", "p.sh"))})
+    with pytest.raises(ValueError, match="Python probes only"):
+        shell.with_interpreter("warm")
