@@ -229,7 +229,6 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
     `card` or `--seal` None: the suite's `[suite] card` / `[suite] seal`, checked once the suite is read
     (before any trial)."""
     from gate.io.artifacts import check_writable
-    from gate.io.cardsig import envelope_path
 
     if args.retries < 0:
         raise UsageError("--retries must be 0 or more")
@@ -247,6 +246,8 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
     outputs = {"--card": card} if card else {}
     sign_key = sign_key_path(args) if args.command == "run" else None
     if sign_key is not None and card is not None:
+        from gate.io.cardsig import envelope_path  # only a signed run loads the crypto
+
         outputs["--sign-key envelope"] = envelope_path(card)
     reports = report_targets(args)
     outputs.update(reports.outputs())
@@ -287,6 +288,9 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
 
 
 INTERPRETER_ENV = "PROBEGATE_INTERPRETER"
+# gate.io.workers.ENV_REQUIRE (deprecated), written out: that module loads the enrolment's crypto, which a
+# local run never needs.
+ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"
 
 
 def interpreter_mode(args: argparse.Namespace) -> Literal["fresh", "warm"] | None:
@@ -355,11 +359,11 @@ def _baseline(args: argparse.Namespace) -> int:
 def _placement(args: argparse.Namespace) -> Placement:
     """Where `run` and `baseline` send trials, from their arguments (checked by `_request`). A broker
     without a worker registry is refused here, before the suite is read or any image built."""
-    from gate.io.workers import ENV_REQUIRE
-
     allow = args.allow_unenrolled_workers
     enrolled = enrolled_workers(args.workers, allow_unenrolled=allow) if args.broker else None
-    if os.environ.get(ENV_REQUIRE):
+    if os.environ.get(
+        ENV_REQUIRE
+    ):  # read here: gate.io.workers loads the enrolment's crypto, which a local run never needs
         # What it asked for is the default now; said so that a stale setting is noticed and dropped.
         print(
             f"gate: warning: ${ENV_REQUIRE} is deprecated and ignored: a run with --broker always needs a worker "
