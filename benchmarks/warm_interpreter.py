@@ -9,9 +9,11 @@ example's (PyYAML and python-dateutil, in the project image `gate image build` m
 lock) and a heavy one summing a numpy array (the project image built from benchmarks/heavy/'s hashed
 lock of numpy). Per probe and mode the trials run in waves within one open run whose container is
 already started (an untimed first wave), so what differs is the probe's start; interleaved rounds,
-best of each. The split per trial: the probe (spawn or fork, and the probe itself), the warm parent's
-start (spread over its PARENT_TRIALS trials), the supervisor (work copy, write detection, reset) and
-the host (batch file, report, observation).
+best of each. The split per trial: the fork (warm only: from the parent's os.fork to the child about
+to run the probe, its modules, streams and seeds reset), the probe (fresh: the spawn, the interpreter's
+start and the probe; warm: the hand-over to the parent, the probe, its exit and reaping), the warm
+parent's start (spread over its PARENT_TRIALS trials), the supervisor (work copy, write detection,
+reset) and the host (batch file, report, observation).
 """
 
 from __future__ import annotations
@@ -150,16 +152,20 @@ def timed_mode(sandbox: SplitSandbox, specs: list[TrialSpec], inputs: Inputs, wa
         raise SystemExit(f"benchmark trial failed: {bad[0].fault or bad[0].stderr.data[-300:]}")
     n = len(specs)
     steps = [report for _, report in sandbox.reports]
-    probe = sum(s.get("probe", 0.0) for s in steps) / n
+    if specs[0].interpreter is Interpreter.WARM and not all("fork" in step for step in steps):
+        raise SystemExit("a warm trial's report gave no fork time")
+    fork = sum(s.get("fork", 0.0) for s in steps) / n
+    probe = sum(s.get("probe", 0.0) for s in steps) / n - fork
     parent = sum(s.get("parent", 0.0) for s in steps) / n
     supervisor = sum(s.get("layer", 0.0) + s.get("detect", 0.0) + s.get("reset", 0.0) for s in steps) / n
     starts = [s["parent"] for s in steps if s.get("parent")]
     return {
         "total": took / n,
+        "fork": fork,
         "probe": probe,
         "parent": parent,
         "supervisor": supervisor,
-        "host": took / n - probe - parent - supervisor,
+        "host": took / n - fork - probe - parent - supervisor,
         "parent_start": sum(starts) / len(starts) if starts else 0.0,
     }
 
@@ -243,11 +249,14 @@ def print_probe(name: str, bare: float, best: dict[str, dict[str, float]], n: in
     print(f"{name}: {n} trials, ms/trial (best of rounds)", flush=True)
     print(f"  bare loop (fresh python3, no supervisor) {1000 * bare:7.1f}")
     for mode, row in best.items():
+        fork = f"{1000 * row['fork']:.1f}" if mode == "warm" else "-"
         split = "  ".join(f"{key} {1000 * row[key]:.1f}" for key in ("probe", "parent", "supervisor", "host"))
+        split = f"fork {fork}  {split}"
         print(f"  {mode:5s} through the sandbox            {1000 * row['total']:7.1f}   ({split})")
     print(
-        f"  warm vs fresh: {fresh['total'] / warm['total']:.2f}x per trial, {fresh['probe'] / warm['probe']:.2f}x "
-        f"the probe alone; warm vs bare loop {bare / warm['total']:.2f}x; a parent starts in "
+        f"  warm vs fresh: {fresh['total'] / warm['total']:.2f}x per trial, "
+        f"{fresh['probe'] / (warm['fork'] + warm['probe']):.2f}x the probe alone (fork and probe); "
+        f"warm vs bare loop {bare / warm['total']:.2f}x; a parent starts in "
         f"{1000 * warm['parent_start']:.0f} ms, {1000 * warm['parent_start'] / PARENT_TRIALS:.1f} ms per trial "
         f"over its {PARENT_TRIALS}",
         flush=True,

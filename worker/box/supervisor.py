@@ -194,6 +194,7 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
             "layer": round(layer_s, 6),
             "probe": round(duration, 6),
             **({"parent": round(parent_s, 6)} if warm else {}),
+            **({"fork": round(_parents.fork_s, 6)} if warm and _parents.fork_s is not None else {}),
             "detect": round(time.monotonic() - detect_started, 6),
         },
     }

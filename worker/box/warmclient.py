@@ -54,6 +54,7 @@ class WarmParents:
         self.hash_seed = 0
         self.imported: list[str] = []
         self.refused: list[str] = []
+        self.fork_s: float | None = None  # the last trial's fork to its probe's start, for the benchmark
 
     @property
     def pid(self) -> int | None:
@@ -118,6 +119,7 @@ class WarmParents:
         the read ends of stdout and stderr (for draining after), duration). Raises ParentLost."""
         assert self.sock is not None
         self.served += 1
+        self.fork_s = None
         memfd = os.memfd_create("probegate-request", os.MFD_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -139,6 +141,8 @@ class WarmParents:
         timed_out, answer = self._pump(pid, {out_r: out, err_r: err}, started, deadline_s)
         duration = time.monotonic() - started
         usage = (float(answer["user"]), float(answer["sys"]), int(answer["rss"]))
+        fork = answer.get("fork")
+        self.fork_s = float(fork) if isinstance(fork, (int, float)) and 0 <= fork <= duration else None
         return timed_out, int(answer["status"]), usage, (out_r, err_r), duration
 
     def _pump(self, pid: int, streams: dict[int, Stream], started: float, deadline_s: float) -> tuple[bool, dict]:

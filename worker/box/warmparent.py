@@ -7,7 +7,7 @@ the patched tree is on sys.path while it imports (no module, sitecustomize or .p
 run here). SKIP_FD holds the top-level modules the tree shadows: never pre-imported, nor is anything
 whose import pulls one in. FD is a SOCK_SEQPACKET socket: per trial the supervisor sends four file
 descriptors (the request in a memfd, stdin, stdout, stderr); the parent forks, answers {"pid"}, reaps
-the child and answers {"status", "user", "sys", "rss"}. The request (argv, environment, canary)
+the child and answers {"status", "user", "sys", "rss", "fork"}. The request (argv, environment, canary)
 is read by the child only, so no trial's secret ever sits in the parent a later child forks from.
 Each child forks from this clean parent, never from an earlier child.
 
@@ -77,6 +77,7 @@ import contextlib  # noqa: E402
 import ctypes  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
+import mmap  # noqa: E402
 import runpy  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -146,9 +147,10 @@ def report_exception(exc: BaseException) -> None:
     sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # the hook prints the exception's own traceback
 
 
-def become_probe(fds: list[int], sock: socket.socket) -> int:
-    """In the forked child: reset what a fresh interpreter would have fresh, then run the probe as
-    __main__; returns its exit status."""
+def become_probe(fds: list[int], sock: socket.socket, stamp: mmap.mmap) -> int:
+    """In the forked child: reset what a fresh interpreter would have fresh, stamp the instant it is
+    ready into `stamp` (then unmap it: the probe never holds it), and run the probe as __main__;
+    returns its exit status."""
     request_fd, stdin_fd, out_fd, err_fd = fds
     os.setsid()  # its own session and process group: the deadline kills the whole group
     prctl_dumpable(1)  # the parent is undumpable; the probe is as a fresh process (its own /proc/self)
@@ -190,6 +192,8 @@ def become_probe(fds: list[int], sock: socket.socket) -> int:
         sys.modules["random"].seed()  # from os.urandom, as a fresh import would
     if "numpy.random" in sys.modules:
         sys.modules["numpy.random"].seed()
+    stamp[:] = time.monotonic_ns().to_bytes(8, "little")
+    stamp.close()
     try:
         if probe.module is not None:
             runpy._run_module_as_main(probe.module, alter_argv=True)  # what `python3 -m` runs
@@ -222,7 +226,9 @@ def finish(code: int) -> int:
 
 
 def serve(sock: socket.socket) -> None:
-    """Fork a child per request until the supervisor closes its end."""
+    """Fork a child per request until the supervisor closes its end; each report says how long the
+    child took from the fork to the probe's start (`fork`, seconds; None when it never got there)."""
+    stamp = mmap.mmap(-1, 8)  # shared with each child until it unmaps it, just before the probe runs
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 64, 4)
@@ -235,18 +241,23 @@ def serve(sock: socket.socket) -> None:
                 os.close(fd)
             send(sock, {"error": f"expected 4 descriptors, got {len(fds)}"})
             continue
+        stamp[:] = bytes(8)
+        forked = time.monotonic_ns()
         pid = os.fork()
         if pid == 0:
             code = 70
             try:
-                code = become_probe(fds, sock)
+                code = become_probe(fds, sock, stamp)
             finally:
                 os._exit(code)
         for fd in fds:
             os.close(fd)
         send(sock, {"pid": pid})
         _, status, usage = os.wait4(pid, 0)
-        send(sock, {"status": status, "user": usage.ru_utime, "sys": usage.ru_stime, "rss": usage.ru_maxrss})
+        ready = int.from_bytes(stamp[:8], "little")
+        fork = (ready - forked) / 1e9 if ready >= forked else None
+        report = {"status": status, "user": usage.ru_utime, "sys": usage.ru_stime, "rss": usage.ru_maxrss}
+        send(sock, {**report, "fork": fork})
 
 
 def main() -> int:

@@ -87,16 +87,31 @@ ORDER = """
 """
 
 
-def test_set_order_differs_across_parents_and_each_trial_says_its_seed(run_batch, make_trial, interpreter):
-    """Warm trials record their parent's PYTHONHASHSEED, trials of one parent share a set order and the
-    parents (replaced every PARENT_TRIALS trials) give different ones, while fresh trials record no seed."""
+def test_set_order_differs_across_parents_and_each_trial_says_its_seed(
+    run_batch, make_trial, interpreter, sandbox, monkeypatch
+):
+    """Warm trials record their parent's PYTHONHASHSEED and time their fork, trials of one parent share a
+    set order and the parents (replaced every PARENT_TRIALS trials) give different ones, while fresh
+    trials record no seed and no fork."""
+    steps: list[dict] = []
+    observe = sandbox._observation
+
+    def keep_steps(spec, image_id, report, note=""):
+        steps.append(report.get("steps_s") or {})
+        return observe(spec, image_id, report, note)
+
+    monkeypatch.setattr(sandbox, "_observation", keep_steps)
     first, inputs = make_trial(ORDER, deadline_s=5)
     count = 2 * PARENT_TRIALS + 2
     observed = run_batch([first.model_copy(update={"trial_index": i}) for i in range(count)], inputs)
     assert all(o.fault is None and o.exit_code == 0 for o in observed)
+    assert len(steps) == count
     if interpreter == "fresh":
         assert {o.hash_seed for o in observed} == {None}
+        assert not any("fork" in step for step in steps)
         return
+    # The fork (to the child about to run the probe) is part of the trial's probe time, never more.
+    assert all(0 < step["fork"] <= step["probe"] for step in steps), steps
     by_seed: dict[int, set[bytes]] = {}
     for obs in observed:
         assert obs.hash_seed is not None
