@@ -1,25 +1,87 @@
-"""The invoice example's paired suite (examples/invoice/paired.toml) through real Redis, real enrolled
-`gate-worker serve` processes and real Docker: the same kinds as the local pool (a patch that lowers routing
-from 0.95 to 0.85 blocked as inconclusive_sample, one that leaves it alone passing), both sides of each pair
-on the worker the coordinator chose; and an enrolled stand-in that reports "no difference" for the pairs it
-runs buys the pass with replays off and is caught, its pairs run again, with them on."""
+"""The example suites' paired properties (examples/invoice/paired.toml, examples/windows/repo/paired.toml)
+through real Redis, real enrolled `gate-worker serve` processes and real Docker: the same kinds as the local
+pool (a patch that lowers the rate from about 0.95 to 0.85 blocked as inconclusive_sample, one that leaves it
+alone passing), both sides of each pair on the worker the coordinator chose; and an enrolled stand-in that
+reports "no difference" for the pairs it runs buys the pass with replays off and is caught, its pairs run
+again, with them on. One fleet serves the module: the registry a run is given decides which of its workers
+take part."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
+from celery_helpers import GATE, RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, Run, gate_run
+from support.paths import INTEGRATION
 from test_replay_celery import start_statistical_liar
 
 from gate.io.artifacts import read_card
 from gate.io.evidence import verified_records
+from gate.io.keys import public_path
+from worker.host.sweep import sweep_dead_workers
 
-pytestmark = pytest.mark.integration
+# Both tests on one xdist worker, so the fleet starts once.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("paired_celery")]
 
 PAIRED, BAND = "routing_no_worse_than_base", "routing_band_8_of_10"
 PAIRED_SEEDS = ("--replay-seeds", "paired-3")  # as tests/integration/cli/test_paired_example.py pins them
+
+# The windows example's paired runs and what they must give, as tests/integration/cli/test_windows_paired.py
+# runs and checks them through the local pool (loaded by path: that folder is not on this module's path).
+_spec = importlib.util.spec_from_file_location("windows_paired", INTEGRATION / "cli" / "test_windows_paired.py")
+assert _spec is not None and _spec.loader is not None
+windows = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(windows)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """Two honest workers and the stand-in on one broker, and the registries naming who takes part in a run."""
+
+    workers: Workers
+    url: str
+    honest: Path  # box-w1, box-w2
+    liar: Path  # box-liar alone
+    everyone: Path  # all three
+
+
+def enrol_again(workers: Workers, registry: Path, *names: str) -> None:
+    """Enrol workers whose keys `enrol` made already in another registry, under the same names."""
+    for name in names:
+        done = subprocess.run(
+            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
+             "--workers", str(registry)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image: str) -> Iterator[Fleet]:
+    """The module's broker and workers: w1 and w2 honest, `liar` the stand-in reporting "no difference"."""
+    tmp = tmp_path_factory.mktemp("paired-fleet")
+    server = RedisServer(tmp)
+    server.start()
+    workers = Workers(server.url, tmp, env={"PROBEGATE_VISIBILITY_TIMEOUT": "8"})
+    honest, liar, everyone = tmp / "honest.json", tmp / "liar.json", tmp / "everyone.json"
+    enrol(workers, honest, "w1", "w2")
+    enrol(workers, liar, "liar")
+    enrol_again(workers, everyone, "w1", "w2", "liar")
+    workers.start("w1")
+    workers.start("w2")
+    start_statistical_liar(workers, "liar", "nodifference")
+    try:
+        workers.wait_ready()
+        yield Fleet(workers, server.url, honest, liar, everyone)
+    finally:
+        workers.stop_all()
+        sweep_dead_workers(docker_client)
+        server.stop()
 
 
 def paired_run(patch: str, card: Path, url: str, registry: Path, *extra: str) -> Run:
@@ -32,20 +94,15 @@ def row(run: Run, pid: str = PAIRED) -> dict:
     return next(r for r in run.card["properties"] if r["id"] == pid)
 
 
-def test_the_paired_suite_gives_the_local_kinds_through_enrolled_workers(
-    workers: Workers, redis_server: RedisServer, tmp_path: Path
+def test_the_paired_suites_give_the_local_kinds_through_enrolled_workers(
+    fleet: Fleet, tmp_path: Path, windows_project_image: str
 ) -> None:
-    """Two enrolled honest workers: the slipping patch's paired row is inconclusive_sample (worse than the base)
-    while the fixed band passes it, the same-rate patch passes and is accepted; pairs spread over both workers,
-    each row's trials ran where assigned, and the replays of whole pairs found nothing to dispute."""
-    registry = tmp_path / "workers.json"
-    enrol(workers, registry, "w1", "w2")
-    workers.start("w1")
-    workers.start("w2")
-    workers.wait_ready()
-    # Replays off for the slipping patch (its primaries stay on the card, and the test takes half the time).
+    """Two enrolled honest workers: in both examples the slipping patch's paired row is inconclusive_sample (worse
+    than the base) while the fixed band passes it, the same-rate patch passes and is accepted; pairs spread over
+    both workers, each row's trials ran where assigned, and the replays of whole pairs found nothing to dispute."""
+    # Replays off for the slipping patches (their primaries stay on the card, and the test takes half the time).
     slips = paired_run(
-        "paired/slips", tmp_path / "slips" / "card.json", redis_server.url, registry, "--cross-check", "0",
+        "paired/slips", tmp_path / "slips" / "card.json", fleet.url, fleet.honest, "--cross-check", "0",
         *PAIRED_SEEDS,
     )  # fmt: skip
     assert slips.kinds() == {PAIRED: "inconclusive_sample", BAND: "pass"}, slips.stderr
@@ -58,7 +115,7 @@ def test_the_paired_suite_gives_the_local_kinds_through_enrolled_workers(
         if record.property_id == PAIRED:
             ran_on.setdefault((PAIRED, record.trial_index), set()).add(record.observation.worker_id)
     assert len(ran_on) == paired["trials"] and all(len(w) == 1 for w in ran_on.values()), ran_on  # pairs together
-    same = paired_run("paired/same_rate", tmp_path / "same" / "card.json", redis_server.url, registry)
+    same = paired_run("paired/same_rate", tmp_path / "same" / "card.json", fleet.url, fleet.honest)
     assert same.kinds() == {PAIRED: "pass", BAND: "pass"}, same.stderr
     assert (same.code, same.accept) == (0, 0), same.accept_said
     summary = same.card["cross_check"]
@@ -66,31 +123,38 @@ def test_the_paired_suite_gives_the_local_kinds_through_enrolled_workers(
     for run in (slips, same):
         paired = row(run)
         assert set(paired["assigned"]) == {"box-w1", "box-w2"} and paired["workers"] == paired["assigned"], paired
+    # The windows example, in its project image with warm interpreters, on the same two workers (replays off:
+    # the invoice runs above prove them).
+    honest = ("--broker", fleet.url, "--workers", str(fleet.honest), "--cross-check", "0")
+    for patch, earned in (
+        ("paired/slips", windows.assert_slips_blocked),
+        ("paired/same_rate", windows.assert_same_rate_passes),
+    ):
+        ran, accepted, card = windows.windows_paired(tmp_path / "windows", patch, *honest)
+        earned(ran, accepted, card)
+        paired = windows.rows(card)[windows.PAIRED]
+        assert set(paired["assigned"]) == {"box-w1", "box-w2"} and paired["workers"] == paired["assigned"], paired
 
 
 def test_a_stand_in_reporting_no_difference_buys_the_pass_alone_and_is_caught_beside_honest_workers(
-    workers: Workers, redis_server: RedisServer, tmp_path: Path
+    fleet: Fleet, tmp_path: Path
 ) -> None:
     """Adversarial: an enrolled stand-in that runs both sides of its pairs and reports the patch side as the base
     side went passes the slipping patch when it runs every pair and nothing is replayed; beside two honest
     workers, with replays on, whole pairs go again to a worker that ran neither side, the third worker's
     tie-break catches it, its results are run again, and the row does not pass."""
-    registry = tmp_path / "workers.json"
-    enrol(workers, registry, "h1", "h2", "liar")
-    start_statistical_liar(workers, "liar", "nodifference")
-    workers.wait_ready()
+    # Only the paired row: the band row is not what the stand-in lies about (and the card, a selection, is
+    # refused anyway, so accept's reasons must name the paired row).
+    only = ("--property", PAIRED, *PAIRED_SEEDS)
     fooled = paired_run(
-        "paired/slips", tmp_path / "fooled" / "card.json", redis_server.url, registry, "--cross-check", "0",
-        *PAIRED_SEEDS,
-    )  # fmt: skip
+        "paired/slips", tmp_path / "fooled" / "card.json", fleet.url, fleet.liar, "--cross-check", "0", *only
+    )
     paired = row(fooled)
     assert paired["kind"] == "pass" and paired["paired"]["pairs"]["base_only"] == 0, paired  # the lie bought it
     assert paired["assigned"] == {"box-liar": paired["trials"]}, paired
-    workers.start("h1")
-    workers.start("h2")
-    workers.wait_ready()
-    caught = paired_run("paired/slips", tmp_path / "caught" / "card.json", redis_server.url, registry, *PAIRED_SEEDS)
+    caught = paired_run("paired/slips", tmp_path / "caught" / "card.json", fleet.url, fleet.everyone, *only)
     paired = row(caught)
     summary = caught.card["cross_check"]
     assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
     assert paired["kind"] != "pass" and caught.accept != 0, paired
+    assert caught.accepted is not None and any(r.startswith(f"{PAIRED}:") for r in caught.accepted["reasons"])

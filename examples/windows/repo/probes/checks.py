@@ -33,3 +33,12 @@ def delays_within_cap(trial: Trial) -> bool:
         bound = min(request["cap_s"], request["base_s"] * 2**attempt)
         assert 0 <= delay <= bound, f"attempt {attempt}: delay {delay:.3f} s outside [0, {bound}]"
     return True
+
+
+def retries_fit_budget(trial: Trial) -> bool:
+    """Statistical: a deploy step's retry delays add up to at most the window's slack. Full jitter
+    makes this hold in about 19 draws of 20 (the paired suite asks whether a patch lowered that)."""
+    request = trial.fixture_json()
+    total = sum(trial.stdout_json()["delays"])
+    assert total <= request["budget_s"], f"retries wait {total:.2f} s, over the {request['budget_s']} s budget"
+    return True
