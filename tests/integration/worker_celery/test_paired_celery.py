@@ -9,6 +9,7 @@ take part."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,9 +85,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image
         server.stop()
 
 
-def paired_run(patch: str, card: Path, url: str, registry: Path, *extra: str) -> Run:
+def paired_run(patch: str, card: Path, url: str, registry: Path, *extra: str, example: Path = EXAMPLE) -> Run:
     return gate_run(
-        EXAMPLE, patch, card, "--broker", url, "--workers", str(registry), *extra, new_ledger=True, suite="paired.toml"
+        example, patch, card, "--broker", url, "--workers", str(registry), *extra, new_ledger=True, suite="paired.toml"
     )
 
 
@@ -143,18 +144,29 @@ def test_a_stand_in_reporting_no_difference_buys_the_pass_alone_and_is_caught_be
     side went passes the slipping patch when it runs every pair and nothing is replayed; beside two honest
     workers, with replays on, whole pairs go again to a worker that ran neither side, the third worker's
     tie-break catches it, its results are run again, and the row does not pass."""
-    # Only the paired row: the band row is not what the stand-in lies about (and the card, a selection, is
-    # refused anyway, so accept's reasons must name the paired row).
+    # A copy of the example whose paired row runs one wave of 60 pairs and stops: the lie still buys a pass there
+    # (58 agreeing pairs pass), and the honest pairs of these seeds cannot (5 of the first 60 are lost), where the
+    # example's 400 in waves of 20 let the caught run go on to 100 pairs, nearly each replayed. Only the paired
+    # row: the band row is not what the stand-in lies about (and the card, a selection, is refused anyway, so
+    # accept's reasons must name the paired row).
+    short = tmp_path / "invoice"
+    shutil.copytree(EXAMPLE, short, ignore=shutil.ignore_patterns("__pycache__"))
+    suite = short / "paired.toml"
+    suite.write_text(suite.read_text().replace("max_pairs = 400\nwave = 20", "max_pairs = 60\nwave = 60"))
+    assert "max_pairs = 60\nwave = 60" in suite.read_text()
     only = ("--property", PAIRED, *PAIRED_SEEDS)
     fooled = paired_run(
-        "paired/slips", tmp_path / "fooled" / "card.json", fleet.url, fleet.liar, "--cross-check", "0", *only
-    )
+        "paired/slips", tmp_path / "fooled" / "card.json", fleet.url, fleet.liar, "--cross-check", "0", *only,
+        example=short,
+    )  # fmt: skip
     paired = row(fooled)
     assert paired["kind"] == "pass" and paired["paired"]["pairs"]["base_only"] == 0, paired  # the lie bought it
     assert paired["assigned"] == {"box-liar": paired["trials"]}, paired
-    caught = paired_run("paired/slips", tmp_path / "caught" / "card.json", fleet.url, fleet.everyone, *only)
+    caught = paired_run(
+        "paired/slips", tmp_path / "caught" / "card.json", fleet.url, fleet.everyone, *only, example=short
+    )
     paired = row(caught)
     summary = caught.card["cross_check"]
     assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
-    assert paired["kind"] != "pass" and caught.accept != 0, paired
+    assert paired["kind"] != "pass" and paired["trials"] <= 60 and caught.accept != 0, paired
     assert caught.accepted is not None and any(r.startswith(f"{PAIRED}:") for r in caught.accepted["reasons"])
