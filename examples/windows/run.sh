@@ -8,6 +8,8 @@
 #   examples/windows/run.sh naive_windows         # one named patch
 #   examples/windows/run.sh --all                 # every patch, then a table
 #   examples/windows/run.sh --all --broker URL    # trials on gate-worker processes over Redis
+#   examples/windows/run.sh paired/slips          # the paired suite (paired.toml) on one of its patches
+#   examples/windows/run.sh --paired              # both of the paired suite's patches, then a table
 #
 # With --broker, results count only from workers enrolled in the registry $PROBEGATE_WORKERS names
 # (`gate workers enrol`); without one, the run and accept are both told --allow-unenrolled-workers (a
@@ -34,25 +36,29 @@ if [ ! -x .venv/bin/gate ]; then
 fi
 gate="$top/.venv/bin/gate"
 
-run_one() {  # $1 = patch name; sets last_rc, last_acc, last_kinds
-  local tmp repo base
+run_one() {  # $1 = patch name (paired/NAME: run paired.toml, not gate.toml); sets last_rc, last_acc, last_kinds
+  local tmp repo base suite=() card=.probegate/verdict-card.json
+  case "$1" in paired/*) suite=(--suite paired.toml) card=.probegate/paired/verdict-card.json ;; esac
   tmp="$(mktemp -d /tmp/probegate-windows.XXXXXX)"
   repo="$tmp/repo"
   base="$(python3 "$here/patch_repo.py" "$repo" "$1")" || return 69
-  (cd "$repo" && "$gate" --log-level warning run --base "$base" --new-ledger "${broker[@]}")
+  (cd "$repo" && "$gate" --log-level warning run "${suite[@]}" --base "$base" --new-ledger "${broker[@]}")
   last_rc=$?
-  (cd "$repo" && "$gate" accept --base "$base" "${told[@]}" >/dev/null 2>&1)
+  (cd "$repo" && "$gate" accept "${suite[@]}" --base "$base" "${told[@]}" >/dev/null 2>&1)
   last_acc=$?
   mkdir -p "$top/artifacts/windows/$1"
-  cp "$repo/.probegate/verdict-card.json" "$top/artifacts/windows/$1/" 2>/dev/null
-  last_kinds="$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(" ".join(sorted({r["kind"] for r in c["properties"]})), "oracle_edits:", ",".join(c.get("new_oracle_edits", [])) or "-")' "$repo/.probegate/verdict-card.json" 2>/dev/null)"
+  cp "$repo/$card" "$top/artifacts/windows/$1/" 2>/dev/null
+  last_kinds="$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(" ".join(sorted({r["kind"] for r in c["properties"]})), "oracle_edits:", ",".join(c.get("new_oracle_edits", [])) or "-")' "$repo/$card" 2>/dev/null)"
   rm -rf "$tmp"
 }
 
 case "$which" in
-  --all)
-    for diff in "$here"/patches/*.diff; do
+  --all | --paired)
+    folder="$here/patches"
+    [ "$which" = --paired ] && folder="$here/patches/paired"
+    for diff in "$folder"/*.diff; do
       name="$(basename "$diff" .diff)"
+      [ "$which" = --paired ] && name="paired/$name"
       run_one "$name" >/dev/null 2>&1
       printf '%-16s run exit %s  accept exit %s  kinds: %s\n' "$name" "$last_rc" "$last_acc" "$last_kinds"
     done
