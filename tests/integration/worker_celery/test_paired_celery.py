@@ -9,7 +9,9 @@ take part."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,7 +44,8 @@ _spec.loader.exec_module(windows)
 
 @dataclass(frozen=True)
 class Fleet:
-    """Two honest workers and the stand-in on one broker, and the registries naming who takes part in a run."""
+    """Two honest workers on one broker (the stand-in joins them in its test), and the registries naming who
+    takes part in a run."""
 
     workers: Workers
     url: str
@@ -64,7 +67,7 @@ def enrol_again(workers: Workers, registry: Path, *names: str) -> None:
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image: str) -> Iterator[Fleet]:
-    """The module's broker and workers: w1 and w2 honest, `liar` the stand-in reporting "no difference"."""
+    """The module's broker and its two honest workers, w1 and w2, enrolled in every registry but the stand-in's."""
     tmp = tmp_path_factory.mktemp("paired-fleet")
     server = RedisServer(tmp)
     server.start()
@@ -75,7 +78,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image
     enrol_again(workers, everyone, "w1", "w2", "liar")
     workers.start("w1")
     workers.start("w2")
-    start_statistical_liar(workers, "liar", "nodifference")
     try:
         workers.wait_ready()
         yield Fleet(workers, server.url, honest, liar, everyone)
@@ -155,18 +157,33 @@ def test_a_stand_in_reporting_no_difference_buys_the_pass_alone_and_is_caught_be
     suite.write_text(suite.read_text().replace("max_pairs = 400\nwave = 20", "max_pairs = 60\nwave = 60"))
     assert "max_pairs = 60\nwave = 60" in suite.read_text()
     only = ("--property", PAIRED, *PAIRED_SEEDS)
-    fooled = paired_run(
-        "paired/slips", tmp_path / "fooled" / "card.json", fleet.url, fleet.liar, "--cross-check", "0", *only,
-        example=short,
-    )  # fmt: skip
+    # The stand-in is up only for this test: a replay goes to any worker on the broker, enrolled in the run's
+    # registry or not, and one that is not would never answer it for the other test's runs.
+    start_statistical_liar(fleet.workers, "liar", "nodifference")
+    try:
+        fleet.workers.wait_ready()
+        fooled, caught = fooled_then_caught(fleet, tmp_path, short, only)
+    finally:
+        liar = fleet.workers.procs.pop("liar")
+        os.killpg(liar.pid, signal.SIGTERM)
+        liar.wait(timeout=30)
     paired = row(fooled)
     assert paired["kind"] == "pass" and paired["paired"]["pairs"]["base_only"] == 0, paired  # the lie bought it
     assert paired["assigned"] == {"box-liar": paired["trials"]}, paired
-    caught = paired_run(
-        "paired/slips", tmp_path / "caught" / "card.json", fleet.url, fleet.everyone, *only, example=short
-    )
     paired = row(caught)
     summary = caught.card["cross_check"]
     assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
     assert paired["kind"] != "pass" and paired["trials"] <= 60 and caught.accept != 0, paired
     assert caught.accepted is not None and any(r.startswith(f"{PAIRED}:") for r in caught.accepted["reasons"])
+
+
+def fooled_then_caught(fleet: Fleet, tmp_path: Path, example: Path, only: tuple[str, ...]) -> tuple[Run, Run]:
+    """The slipping patch run by the stand-in alone with replays off, then by all three with replays on."""
+    fooled = paired_run(
+        "paired/slips", tmp_path / "fooled" / "card.json", fleet.url, fleet.liar, "--cross-check", "0", *only,
+        example=example,
+    )  # fmt: skip
+    caught = paired_run(
+        "paired/slips", tmp_path / "caught" / "card.json", fleet.url, fleet.everyone, *only, example=example
+    )
+    return fooled, caught
