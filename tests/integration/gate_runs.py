@@ -68,12 +68,14 @@ def gate_run(
     env: dict[str, str] | None = None,
     new_ledger: bool = False,
     suite: str = "gate.toml",
+    accept_extra: tuple[str, ...] = (),
 ) -> Run:
     """Run the gate like examples/invoice/run.sh does: the patch as a commit over the example's base in
     a fresh repository beside the card, `gate run --base`, then `gate accept --base`, told UNENROLLED when
     the run was (as a CI job that chose it would tell both). `new_ledger`: the first run on its ledger
     (default `ledger.json` beside the card), which must not exist yet. `suite`: the example's suite file to
-    run (`paired.toml`: the paired suite, whose patches are `paired/NAME`)."""
+    run (`paired.toml`: the paired suite, whose patches are `paired/NAME`). `accept_extra`: more flags for
+    `gate accept` (e.g. `--allow-replayed-seeds` after `--replay-seeds`)."""
     card.parent.mkdir(parents=True, exist_ok=True)
     name = patch.replace("/", "-")
     repo = example_repo(card.parent / f"repo-{name}-{uuid.uuid4().hex[:8]}", patch, source=example)
@@ -101,7 +103,7 @@ def gate_run(
     assert "Traceback" not in done.stderr, done.stderr
     told = tuple(a for a in extra if a == UNENROLLED)
     accepted = subprocess.run(
-        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, *told],
+        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, *told, *accept_extra],
         capture_output=True,
         text=True,
         timeout=60,

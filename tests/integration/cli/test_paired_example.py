@@ -61,7 +61,11 @@ def test_a_patch_that_lowers_the_rate_a_little_is_blocked_though_the_band_passes
 
 def test_a_patch_that_leaves_the_rate_alone_passes_and_is_accepted(tmp_path: Path, sandbox_image: str) -> None:
     """A refactor with the base's odds: every pair agrees, the paired test passes at its first possible wave."""
-    run = gate_run(EXAMPLE, "paired/same_rate", tmp_path / "same" / "card.json", new_ledger=True, suite="paired.toml")
+    # Pinned seeds: on fresh ones the band row of a 0.95 rate misses 8 of 10 about once a hundred runs.
+    run = gate_run(
+        EXAMPLE, "paired/same_rate", tmp_path / "same" / "card.json", *PAIRED_SEEDS,
+        new_ledger=True, suite="paired.toml", accept_extra=("--allow-replayed-seeds",),
+    )  # fmt: skip
     assert run.kinds() == {PAIRED: "pass", BAND: "pass"}, run.stderr
     paired = row(run.card, PAIRED)
     assert paired["paired"]["pairs"]["base_only"] == paired["paired"]["pairs"]["patch_only"] == 0

@@ -88,9 +88,12 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image
 
 
 def paired_run(patch: str, card: Path, url: str, registry: Path, *extra: str, example: Path = EXAMPLE) -> Run:
+    # Accept is told of pinned seeds as the run was (a CI job that chose them would tell both).
+    told = ("--allow-replayed-seeds",) if "--replay-seeds" in extra else ()
     return gate_run(
-        example, patch, card, "--broker", url, "--workers", str(registry), *extra, new_ledger=True, suite="paired.toml"
-    )
+        example, patch, card, "--broker", url, "--workers", str(registry), *extra,
+        new_ledger=True, suite="paired.toml", accept_extra=told,
+    )  # fmt: skip
 
 
 def row(run: Run, pid: str = PAIRED) -> dict:
@@ -118,7 +121,8 @@ def test_the_paired_suites_give_the_local_kinds_through_enrolled_workers(
         if record.property_id == PAIRED:
             ran_on.setdefault((PAIRED, record.trial_index), set()).add(record.observation.worker_id)
     assert len(ran_on) == paired["trials"] and all(len(w) == 1 for w in ran_on.values()), ran_on  # pairs together
-    same = paired_run("paired/same_rate", tmp_path / "same" / "card.json", fleet.url, fleet.honest)
+    # Pinned too: on fresh seeds the band row of a 0.95 rate misses 8 of 10 about once a hundred runs.
+    same = paired_run("paired/same_rate", tmp_path / "same" / "card.json", fleet.url, fleet.honest, *PAIRED_SEEDS)
     assert same.kinds() == {PAIRED: "pass", BAND: "pass"}, same.stderr
     assert (same.code, same.accept) == (0, 0), same.accept_said
     summary = same.card["cross_check"]
