@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.scratch import memory_scratch
 
 from gate.core.card.card import accept
 from gate.core.errors import (
@@ -72,10 +73,12 @@ _SCRATCH: list[Path] = []
 
 
 @pytest.fixture(autouse=True, scope="module")
-def scratch_root(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """One folder for the module, emptied after each use: making and removing a folder per example (about
-    1 ms each on ext4) cost more than most readers did."""
-    _SCRATCH[:] = [tmp_path_factory.mktemp("fuzz")]
+def scratch_root() -> Iterator[None]:
+    """One folder for the module (in memory where there is one), emptied after each use: making and removing
+    a folder per example (about 1 ms each on ext4) cost more than most readers did."""
+    with memory_scratch("probegate-fuzz-") as root:
+        _SCRATCH[:] = [root]
+        yield
 
 
 @contextmanager
