@@ -190,12 +190,12 @@ class SprtRule(BaseModel):
     def decide(self, *, hits: int, trials: int) -> BandDecision:
         """Pass, below the band, undecided at max_trials (final, not passed), or not yet final."""
         state = self.state(hits, trials)
-        llr = f"llr {self.llr(hits, trials):.3f} in ({self.lower:.3f}, {self.upper:.3f})"
         if state == "pass":
             return BandDecision(passed=True, reason=f"{hits}/{trials} hits, sprt accepts rate >= {self.p0}")
         if state == "below":
             return BandDecision(passed=False, reason=f"{hits}/{trials} hits, sprt finds rate <= {self.p1}")
         if state == "undecided":
+            llr = f"llr {self.llr(hits, trials):.3f} in ({self.lower:.3f}, {self.upper:.3f})"
             return BandDecision(passed=False, reason=f"{hits}/{trials} hits, undecided at max_trials ({llr})")
         return BandDecision(
             passed=False, reason=f"{hits}/{trials} hits, undecided before max_trials {self.max_trials}", final=False

@@ -174,9 +174,10 @@ class PairedRule(BaseModel):
     def state(self, counts: PairCounts) -> PairedState:
         """Where the counts stand: pass, worse, undecided at the cap, or continue."""
         llr = self.llr(counts)
-        if llr <= self.lower:
+        upper, lower = wald_bounds(self.alpha, self.beta)
+        if llr <= lower:
             return PairedState.PASS
-        if llr >= self.upper:
+        if llr >= upper:
             return PairedState.WORSE
         return PairedState.UNDECIDED if counts.pairs >= self.max_pairs else PairedState.CONTINUE
 

@@ -51,6 +51,7 @@ def operating_characteristic(rule: BandRule, rate: float) -> OCPoint:
     frontier: dict[int, list[float]] = {0: [1.0]}
     p_pass = p_below = p_undecided = 0.0
     stopped: dict[int, float] = {}
+    wave_pmf: dict[int, list[float]] = {}  # one wave's hit counts, the same at every point of the frontier
     while frontier:
         trials = min(frontier)
         for hits, mass in enumerate(frontier.pop(trials)):
@@ -70,7 +71,9 @@ def operating_characteristic(rule: BandRule, rate: float) -> OCPoint:
             if wave <= 0:
                 raise ValueError(f"rule is not final at {hits}/{trials} but dispatches no trials")
             target = frontier.setdefault(trials + wave, [0.0] * (trials + wave + 1))
-            for more, q in enumerate(binomial_pmf(wave, rate)):
+            if wave not in wave_pmf:
+                wave_pmf[wave] = binomial_pmf(wave, rate)
+            for more, q in enumerate(wave_pmf[wave]):
                 target[hits + more] += mass * q
     expected = sum(n * m for n, m in stopped.items())
     cumulative, p95 = 0.0, max(stopped)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import tempfile
 from pathlib import Path, PurePosixPath
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.scratch import memory_scratch
 
 from gate.core.suite.seal import ManifestDiff, Seal, compute, sort_key
 
@@ -141,8 +141,7 @@ def _paths_strategy():
 @given(_paths_strategy(), st.binary(max_size=16))
 def test_compute_equals_the_note_recipe_on_generated_trees(paths, content):
     """On generated trees of dashed, dotted and nested names, compute equals the note's recipe."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+    with memory_scratch() as root:
         write_tree(root, {p: content + p.encode() for p in paths})
         assert seal_dir(root, chunk=3).digest == note_recipe(root)
 

@@ -39,8 +39,11 @@ bands = st.sampled_from(list(Band))
 
 
 def containing(required, allowed=tuple(OutcomeKind)):
-    """Outcome-kind lists drawn from `allowed` that hold at least one `required`, in any position."""
-    return st.lists(st.sampled_from(list(allowed)), max_size=29).flatmap(lambda ks: st.permutations([*ks, required]))
+    """Outcome-kind lists drawn from `allowed` that hold at least one `required`, in any position (inserted at
+    a drawn index: the rest is already in random order, so shuffling it all again drew 30 numbers for nothing)."""
+    return st.tuples(st.lists(st.sampled_from(list(allowed)), max_size=29), st.integers(0, 29)).map(
+        lambda drawn: [*drawn[0][: drawn[1]], required, *drawn[0][drawn[1] :]]
+    )
 
 
 rules = st.integers(1, 30).flatmap(lambda n: st.builds(FixedRule, trials=st.just(n), min_hits=st.integers(0, n)))
@@ -89,17 +92,11 @@ def test_outcome_refuses_an_unknown_outcome_kind():
 
 
 @given(bands, kinds_lists, rules, st.booleans())
-def test_fold_always_returns_one_of_the_six_kinds(band, kinds, rule, promote):
-    """fold returns a Verdict whose kind is one of the six, for any band and any outcomes."""
+def test_fold_returns_one_of_the_six_kinds_counting_trials_and_hits(band, kinds, rule, promote):
+    """For any band and outcomes fold returns one of the six kinds, its trials the outcomes and its hits the HITs."""
     v = run(band, kinds, rule=rule, timeout_is_safety=promote)
     assert isinstance(v, Verdict)
     assert v.kind in set(Kind)
-
-
-@given(bands, kinds_lists, rules, st.booleans())
-def test_fold_counts_trials_and_hits(band, kinds, rule, promote):
-    """The verdict's trials is the number of outcomes and hits the number of HIT outcomes."""
-    v = run(band, kinds, rule=rule, timeout_is_safety=promote)
     assert v.trials == len(kinds)
     assert v.hits == kinds.count(OC.HIT)
     assert v.property_id == "p"
@@ -233,13 +230,6 @@ def test_contract_verdict_carries_no_interval():
 # --- statistical ----------------------------------------------------------------------------------
 
 
-@given(st.lists(st.sampled_from([OC.HIT, OC.MISS]), min_size=1, max_size=40), rules)
-def test_statistical_misses_alone_never_fail(kinds, rule):
-    """A statistical property with only hits and misses is pass or inconclusive_sample, never fail_*."""
-    v = run(Band.STATISTICAL, kinds, rule=rule)
-    assert v.kind in (Kind.PASS, Kind.INCONCLUSIVE_SAMPLE)
-
-
 @given(kinds_lists, rules)
 def test_statistical_without_promotion_never_fails(kinds, rule):
     """Without timeout_is_safety no outcome sequence makes a statistical property fail_*."""
@@ -247,9 +237,10 @@ def test_statistical_without_promotion_never_fails(kinds, rule):
 
 
 @given(st.lists(st.sampled_from([OC.HIT, OC.MISS]), min_size=1, max_size=40), rules)
-def test_statistical_follows_the_band_rule(kinds, rule):
-    """With hits and misses only, a statistical verdict passes exactly when hits reach min_hits."""
+def test_statistical_misses_alone_never_fail_and_the_band_rule_decides(kinds, rule):
+    """With hits and misses only, a statistical verdict is never fail_* and passes exactly when hits reach min_hits."""
     v = run(Band.STATISTICAL, kinds, rule=rule)
+    assert v.kind in (Kind.PASS, Kind.INCONCLUSIVE_SAMPLE)
     assert (v.kind is Kind.PASS) == (kinds.count(OC.HIT) >= rule.min_hits)
 
 
