@@ -21,6 +21,12 @@ from worker.host.sweep import sweep_dead_workers
 # The honest fleet's tests run on one xdist worker, so the fleet starts once per CI run.
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("crosscheck_celery")]
 HONEST = ("w1", "w2", "w3")
+# The properties cross-checks cover (safety and contract), for a run whose assertions are all on them: at share 1
+# the statistical row's ten trials would also be replayed, on the honest worker, all beside the point here.
+CHECKED = tuple(
+    arg for prop in ("no_unmapped_write", "no_secret_in_output", "invoice_total_half_even", "json_shape_v3")
+    for arg in ("--property", prop)
+)  # fmt: skip
 
 FABRICATOR = INTEGRATION / "fabricating_worker.py"
 GATE = str(Path(sys.executable).with_name("gate"))
@@ -86,6 +92,12 @@ def rows(run: Run) -> list[tuple[str, str, int, int, dict]]:
     return [(r["id"], r["kind"], r["trials"], r["hits"], r["counts"]) for r in run.card["properties"]]
 
 
+def refused_for(run: Run, prop: str) -> None:
+    """Fail unless accept refused the run for the row `prop` failing safety (not only for covering a selection)."""
+    assert run.accepted is not None, run.accept_said
+    assert any(reason.startswith(f"{prop}: fail_safety") for reason in run.accepted["reasons"]), run.accept_said
+
+
 def sides(run: Run) -> set[tuple[str, frozenset[str]]]:
     found = run.card["cross_check"]["disagreements"]
     return {(d["property_id"], frozenset(s["worker"].split("@")[0] for s in d["sides"])) for d in found}
@@ -104,17 +116,15 @@ def test_fabricated_safety_passes_are_caught_by_cross_checks(
     fooled = remote("unsafe_write", tmp_path / "off" / "card.json", redis_server.url, *pinned, "--cross-check", "0")
     assert (fooled.code, fooled.accept) == (0, 0), fooled.stderr  # what the issue saw before cross-checks
     # The leak needs only its own property run: every safety and contract trial's cross-check is proven on the
-    # unsafe write's whole run.
+    # unsafe write's run of them all.
     for patch, prop, only, checked in (
-        ("unsafe_write", "no_unmapped_write", (), 4),
+        ("unsafe_write", "no_unmapped_write", CHECKED, 4),
         ("leaks_token", "no_secret_in_output", ("--property", "no_secret_in_output"), 1),
     ):
         run = remote(patch, tmp_path / patch / "card.json", redis_server.url, *pinned, "--cross-check", "1", *only)
         assert run.kinds()[prop] == "fail_safety", (patch, run.card["properties"])
         assert run.code == 1 and run.accept != 0, run.stderr
-        assert run.accepted is not None and any(f"{prop}: fail_safety" in r for r in run.accepted["reasons"]), (
-            run.accept_said
-        )  # refused for the row, not (only) for a partial run
+        refused_for(run, prop)
         assert (prop, frozenset({"liar", "honest"})) in sides(run)
         row = next(r for r in run.card["properties"] if r["id"] == prop)
         assert [w.split("@")[0] for w in row["workers"]] == ["liar"]  # the primary ran on the stand-in
@@ -143,9 +153,10 @@ def test_an_enrolled_stand_in_signing_its_fabrications_is_caught_by_cross_checks
     start_fabricator(workers, "liar", signed=True)
     workers.wait_ready()
     pinned = ("--queue", LIAR_QUEUE, "--workers", str(registry))
-    run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, *pinned, "--cross-check", "1")
+    run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, *pinned, "--cross-check", "1", *CHECKED)
     assert run.kinds()["no_unmapped_write"] == "fail_safety", run.card["properties"]
     assert run.code == 1 and run.accept != 0, run.stderr
+    refused_for(run, "no_unmapped_write")
     assert ("no_unmapped_write", frozenset({"box-liar", "box-honest"})) in sides(run)
     row = next(r for r in run.card["properties"] if r["id"] == "no_unmapped_write")
     assert list(row["workers"]) == ["box-liar"]  # its signed primaries were taken, under its enrolled name
@@ -166,7 +177,8 @@ def test_an_enrolled_stand_in_signing_its_fabrications_is_caught_by_cross_checks
 def test_a_third_honest_worker_quarantines_the_stand_in(with_liar: Workers, tmp_path: Path) -> None:
     """Adversarial: with honest workers besides the stand-in, each disputed trial goes to a third worker
     twice; it reproduces the honest facts, so the stand-in is quarantined and accept refuses."""
-    run = remote("unsafe_write", tmp_path / "card.json", with_liar.url, "--queue", LIAR_QUEUE, "--cross-check", "1")
+    pinned = ("--queue", LIAR_QUEUE, "--cross-check", "1", *CHECKED)
+    run = remote("unsafe_write", tmp_path / "card.json", with_liar.url, *pinned)
     summary = run.card["cross_check"]
     assert [w.split("@")[0] for w in summary["quarantined"]] == ["liar"], summary
     settled = [s for s in summary["settlements"] if s["property_id"] == "no_unmapped_write"]
@@ -174,6 +186,7 @@ def test_a_third_honest_worker_quarantines_the_stand_in(with_liar: Workers, tmp_
     judges = {settled[0]["sided_with"].split("@")[0], settled[0]["tie_breaker"].split("@")[0]}
     assert len(judges) == 2 and judges <= set(HONEST), settled  # two honest workers, neither the stand-in
     assert run.kinds()["no_unmapped_write"] == "fail_safety" and run.accept != 0
+    refused_for(run, "no_unmapped_write")
 
 
 def test_honest_workers_give_the_local_pools_rows_at_full_share(
