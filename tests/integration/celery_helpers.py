@@ -283,7 +283,9 @@ class Workers:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     raise RuntimeError(f"worker {name} exited: {(self.tmp / f'{name}.log').read_text()[-2000:]}")
-            replies = app.control.ping(timeout=0.5) or []
+            # Asked by name: the reply comes once every worker answered, not at the end of the reply window.
+            names = [f"{name}@{socket.gethostname()}" for name in self.procs]
+            replies = app.control.ping(timeout=0.5, destination=names) or []
             seen = {key.split("@")[0] for reply in replies for key in reply}
             if set(self.procs) <= seen:
                 return

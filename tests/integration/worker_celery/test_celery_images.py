@@ -122,31 +122,22 @@ def base_worker(images: ImageMaker, workers: Workers) -> Ready:
     return start
 
 
-def test_a_base_image_worker_runs_a_derived_image_it_fetches(
+def test_a_base_image_worker_fetches_a_derived_image_once_and_reuses_it(
     base_worker, redis_server: RedisServer, derived, inputs, elsewhere, docker_client
 ) -> None:
-    """The worker lacks the run's derived image, fetches it from chunks, and the probe reads the file baked into it."""
-    image_id, text = derived
-    elsewhere(image_id)
-    base_worker()
-    executor = CeleryExecutor(redis_server.url, worker_wait_s=30, batch_size=3)
-    seen = run(executor, specs(inputs, image_id), inputs)
-    assert all(o.fault is None and o.exit_code == 0 for o in seen), seen
-    assert {o.stdout.data.decode() for o in seen} == {text}
-    assert {o.image_id for o in seen} == {image_id}
-    [fetched] = fetches(executor)
-    assert "via chunks" in fetched
-    assert has_image(docker_client, image_id)
-
-
-def test_a_second_run_reuses_the_cached_image(base_worker, redis_server: RedisServer, derived, inputs, elsewhere):
-    """The first run fetches the image once; the next run of it finds it in the engine and fetches nothing."""
+    """The worker lacks the run's derived image, fetches it from chunks once for the run's three batches, and the
+    probe reads the file baked into it; the next run of it finds it in the engine and fetches nothing."""
     image_id, text = derived
     elsewhere(image_id)
     base_worker()
     first = CeleryExecutor(redis_server.url, worker_wait_s=30, batch_size=1)
-    assert all(o.fault is None for o in run(first, specs(inputs, image_id), inputs))
-    assert len(fetches(first)) == 1  # three batches on one worker process, one fetch
+    seen = run(first, specs(inputs, image_id), inputs)
+    assert all(o.fault is None and o.exit_code == 0 for o in seen), seen
+    assert {o.stdout.data.decode() for o in seen} == {text}
+    assert {o.image_id for o in seen} == {image_id}
+    [fetched] = fetches(first)  # three batches on one worker process, one fetch
+    assert "via chunks" in fetched
+    assert has_image(docker_client, image_id)
     second = CeleryExecutor(redis_server.url, worker_wait_s=30, batch_size=1)
     seen = run(second, specs(inputs, image_id), inputs)
     assert all(o.fault is None and o.stdout.data.decode() == text for o in seen), seen

@@ -348,7 +348,9 @@ def test_a_confined_worker_killed_mid_batch_gets_its_batch_back(
         )  # fmt: skip
         seen: list[Observation] = []
         with LocalInputs(tmp_path / "tree", {digest: fixture}) as inputs:
-            specs = make_specs(3, run_id="confined", tree_digest=inputs.tree_digest, fixture_digest=digest,
+            # One trial: a batch of one is held, restored and answered like any other, and its 3 s probe
+            # runs once more after the restart instead of three times.
+            specs = make_specs(1, run_id="confined", tree_digest=inputs.tree_digest, fixture_digest=digest,
                                deadline_s=10.0)  # fmt: skip
             running = threading.Thread(target=lambda: seen.extend(executor.run(specs, inputs)), daemon=True)
             running.start()
@@ -359,7 +361,7 @@ def test_a_confined_worker_killed_mid_batch_gets_its_batch_back(
             pool.start("w1")
             running.join(timeout=240)
         assert not running.is_alive()
-        assert len(seen) == 3 and all(o.fault is None and o.worker_id == "w1" for o in seen), seen
+        assert len(seen) == 1 and all(o.fault is None and o.worker_id == "w1" for o in seen), seen
         assert "redelivery" in {e.kind for e in executor.events}, executor.events
         give_up = time.monotonic() + 30
         while admin.hlen(own + ".unacked") and time.monotonic() < give_up:  # acked just after its result is stored
