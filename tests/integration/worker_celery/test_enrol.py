@@ -453,20 +453,28 @@ def test_gate_run_with_enrolled_workers_catches_the_patch(
     fleet: Fleet, broker: RedisServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], docker_client, sandbox_image
 ) -> None:
     """`gate run --workers` over an enrolled gate-worker in Docker: its signed results count, and the
-    patch's unmapped write and leaked canary fail both safety properties (exit 1, not accepted)."""
+    patch's unmapped write and leaked canary fail both safety properties (exit 1, not accepted). Adversarial:
+    a worker up on the same broker but outside the registry is never sent a cross-check (its results could not
+    count, so the trial would stay unproven by luck): with no other enrolled worker, none is made."""
     root = hostile_suite(tmp_path / "suite")
     registry = tmp_path / "workers.json"
     gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
     fleet.start("w1")
+    fleet.start("stray")  # a key of its own, never enrolled
     fleet.wait_ready(timeout=120)
-    code, card, accepted = safety_run(root, tmp_path / "card.json", broker, "--workers", str(registry))
+    code, card, accepted = safety_run(
+        root, tmp_path / "card.json", broker, "--workers", str(registry), "--cross-check", "1"
+    )
     assert code == 1 and accepted != 0
     assert {row["id"]: row["kind"] for row in card["properties"]} == {
         "no_unmapped_write": "fail_safety",
         "no_secret_in_output": "fail_safety",
     }
+    events = [(event["kind"], event["property_id"]) for event in card["harness_events"]]
     refusals = {"unsigned_result", "unknown_worker_key", "revoked_worker", "forged_result", "replayed_result"}
-    assert not refusals & {event["kind"] for event in card["harness_events"]}
+    assert not refusals & {kind for kind, _ in events}, events
+    assert ("no_cross_check_worker", "no_unmapped_write") in events, events
+    assert card["cross_check"]["replays_checked"] == 0, card["cross_check"]
 
 
 def test_a_run_without_a_registry_refuses_to_start(broker: RedisServer, tmp_path: Path) -> None:

@@ -161,11 +161,17 @@ class CeleryExecutor:
         self, specs: Sequence[TrialSpec], inputs: LocalInputs, avoid_workers: frozenset[str]
     ) -> Iterator[Observation]:
         """Run `specs` (the very specs already run) on one worker outside `avoid_workers`, picked at
-        random among the others' direct queues; none there: a `no_cross_check_worker` event, nothing run."""
+        random among the others' direct queues (with a roster in force, the active enrolled ones' only); none
+        there: a `no_cross_check_worker` event, nothing run."""
         if not specs:
             return
         avoided = {direct_queue(self.answers.key_of(worker)) for worker in avoid_workers}
         others = [queue for queue in self.direct_queues() if queue not in avoided]
+        if (roster := self.assigner.roster) is not None:
+            # A worker outside the registry is up on the broker but none of its results would count: a replay
+            # sent there would never come back, and the trial it should prove would stay unproven by luck.
+            enrolled = {direct_queue(w.key_id) for w in roster.workers if w.active}
+            others = [queue for queue in others if queue in enrolled]
         if not others:
             detail = f"{len(specs)} trial(s) of {specs[0].property_id}: no worker besides {sorted(avoid_workers)}"
             self.events.append(
