@@ -93,6 +93,38 @@ def timed_sandbox(
     return took
 
 
+def bare_container(
+    client,
+    image_id: str,
+    mounts: list,
+    run_id: str,
+    *,
+    cpus: float = 1.0,
+    mem_limit: str = "512m",
+    environment: dict[str, str] | None = None,
+    tmpfs: dict[str, str] | None = None,
+):
+    """A sleeping container locked down as the sandbox's are (no network, read-only, nobody, no capabilities,
+    `cpus` CPUs), for a benchmark's loop to `exec_run` in; labelled with `run_id` for the sweep."""
+    return client.containers.run(
+        image_id,
+        ["sleep", "3600"],
+        detach=True,
+        network_mode="none",
+        read_only=True,
+        user="65534:65534",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        pids_limit=64,
+        mem_limit=mem_limit,
+        nano_cpus=int(cpus * 1e9),
+        mounts=mounts,
+        environment=environment,
+        tmpfs=tmpfs,
+        labels={LABEL_RUN: run_id},
+    )
+
+
 def make_tree(tree: Path, files: int) -> Path:
     """probe.py and `files` files of 1.2 KB in ten packages: a realistic tree, every file of which copy
     mode lays out and reads back per trial."""
@@ -117,21 +149,8 @@ def timed_bare_loop(client, image_id: str, tree: Path, tmp: Path, n: int, run_id
         Mount("/opt/bench", str(tmp), type="bind", read_only=True),
         Mount("/etc/faketimerc", str(tmp / "faketimerc"), type="bind", read_only=True),
     ]
-    container = client.containers.run(
-        image_id,
-        ["sleep", "3600"],
-        detach=True,
-        network_mode="none",
-        read_only=True,
-        user="65534:65534",
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        pids_limit=64,
-        mem_limit="256m",
-        nano_cpus=int(1e9),
-        mounts=mounts,
-        environment=probe_env(make_specs(run_id, 1)[0]),
-        labels={LABEL_RUN: run_id},
+    container = bare_container(
+        client, image_id, mounts, run_id, mem_limit="256m", environment=probe_env(make_specs(run_id, 1)[0])
     )
     try:
         code, output = container.exec_run(["python3", "/opt/bench/loop.py", str(n)])

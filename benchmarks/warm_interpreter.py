@@ -30,7 +30,7 @@ from pathlib import Path
 
 from docker.types import Mount
 from fresh_split import SplitSandbox
-from sandbox_timing import CLOCK
+from sandbox_timing import CLOCK, bare_container
 
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import Interpreter, Limits, TrialSpec
@@ -39,7 +39,7 @@ from gate.io.snapshot import world_readable
 from worker.box.warmclient import PARENT_TRIALS
 from worker.host.batchfile import probe_env
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
-from worker.host.sweep import LABEL_RUN, sweep
+from worker.host.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = Path(__file__).resolve().parent / "heavy"
@@ -181,26 +181,18 @@ def bare_loop(client, probe: Probe, image_id: str, tmp: Path, n: int, run_id: st
     for path in (bench, *bench.iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o444)
     spec = specs_for(probe, run_id, image_id, 1, Interpreter.FRESH)[0]
-    container = client.containers.run(
+    mounts = [
+        Mount("/src", str(probe.tree), type="bind", read_only=True),
+        Mount("/opt/bench", str(bench), type="bind", read_only=True),
+        Mount("/etc/faketimerc", str(bench / "faketimerc"), type="bind", read_only=True),
+    ]
+    container = bare_container(
+        client,
         image_id,
-        ["sleep", "3600"],
-        detach=True,
-        network_mode="none",
-        read_only=True,
-        user="65534:65534",
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        pids_limit=64,
-        mem_limit="512m",
-        nano_cpus=int(1e9),
-        mounts=[
-            Mount("/src", str(probe.tree), type="bind", read_only=True),
-            Mount("/opt/bench", str(bench), type="bind", read_only=True),
-            Mount("/etc/faketimerc", str(bench / "faketimerc"), type="bind", read_only=True),
-        ],
+        mounts,
+        run_id,
         environment=probe_env(spec),
         tmpfs={"/work": "size=64m,mode=1777", "/tmp": "size=64m,mode=1777"},
-        labels={LABEL_RUN: run_id},
     )
     try:
         code, output = container.exec_run(["python3", "/opt/bench/loop.py", json.dumps(list(probe.argv)), str(n)])

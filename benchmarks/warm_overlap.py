@@ -19,12 +19,12 @@ import uuid
 from pathlib import Path
 
 from docker.types import Mount
-from sandbox_timing import CLOCK
+from sandbox_timing import CLOCK, bare_container
 from warm_interpreter import HEAVY, copy_tree, project_image
 
 from worker.host.batchfile import supervisor_env
 from worker.host.engine import docker_client
-from worker.host.sweep import LABEL_RUN, sweep
+from worker.host.sweep import sweep
 
 BOX = Path(__file__).resolve().parents[1] / "worker" / "box"
 HARNESS = """
@@ -75,27 +75,20 @@ print(json.dumps({way: [min(t), statistics.median(t)] for way, t in got.items()}
 
 def measure(client, image: str, tree: Path, bench: Path, cpus: float, rounds: int, run_id: str) -> dict:
     """Seconds per PARENT_TRIALS trials, [best, median] for each way, in one container of `cpus` CPUs."""
-    container = client.containers.run(
+    mounts = [
+        Mount("/src", str(tree), type="bind", read_only=True),
+        Mount("/opt/bench", str(bench), type="bind", read_only=True),
+        Mount("/opt/box", str(BOX), type="bind", read_only=True),
+        Mount("/etc/faketimerc", str(bench / "faketimerc"), type="bind", read_only=True),
+    ]
+    container = bare_container(
+        client,
         image,
-        ["sleep", "3600"],
-        detach=True,
-        network_mode="none",
-        read_only=True,
-        user="65534:65534",
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
-        pids_limit=64,
-        mem_limit="512m",
-        nano_cpus=int(cpus * 1e9),
-        mounts=[
-            Mount("/src", str(tree), type="bind", read_only=True),
-            Mount("/opt/bench", str(bench), type="bind", read_only=True),
-            Mount("/opt/box", str(BOX), type="bind", read_only=True),
-            Mount("/etc/faketimerc", str(bench / "faketimerc"), type="bind", read_only=True),
-        ],
+        mounts,
+        run_id,
+        cpus=cpus,
         environment=supervisor_env(),
         tmpfs={"/tmp": "size=64m,mode=1777"},
-        labels={LABEL_RUN: run_id},
     )
     try:
         env = {**supervisor_env(), "TZ": "UTC"}
