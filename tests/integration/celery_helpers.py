@@ -328,11 +328,12 @@ class Workers:
                 proc.wait(timeout=10)
 
 
-def enrol(workers: Workers, registry: Path, *names: str, admin: str | None = None) -> None:
-    """Make each worker's key and enrol it as `box-<name>`; with `admin` (the broker's admin URL) also make its
-    own broker user, which the worker then connects as."""
+def enrol(workers: Workers, registry: Path, *names: str, admin: str | None = None, new_keys: bool = True) -> None:
+    """Make each worker's key (`new_keys`; else enrol the key it has) and enrol it as `box-<name>`; with `admin`
+    (the broker's admin URL) also make its own broker user, which the worker then connects as."""
     for name in names:
-        write_new_key(workers.key(name))
+        if new_keys:
+            write_new_key(workers.key(name))
         done = subprocess.run(
             [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
              "--workers", str(registry), *(("--redis-admin-url", admin) if admin else ())],

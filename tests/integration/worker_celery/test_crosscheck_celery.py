@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
+from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, UNENROLLED, ExampleRuns, Run, gate_run
 from support.paths import INTEGRATION
 
-from gate.io.keys import public_path, write_new_key
 from worker.host.sweep import sweep_dead_workers
 
 # The honest fleet's tests run on one xdist worker, so the fleet starts once per CI run.
@@ -29,7 +28,6 @@ CHECKED = tuple(
 )  # fmt: skip
 
 FABRICATOR = INTEGRATION / "fabricating_worker.py"
-GATE = str(Path(sys.executable).with_name("gate"))
 LIAR_QUEUE = "probegate.xcheck-liar"  # the run pins its primaries here, so the stand-in gets them all
 
 
@@ -141,14 +139,7 @@ def test_an_enrolled_stand_in_signing_its_fabrications_is_caught_by_cross_checks
     results are taken; at share 100% the honest enrolled worker's cross-checks still refuse the patch,
     the disagreement names both by their enrolled names, and with it alone no safety row passes."""
     registry = tmp_path / "workers.json"
-    for name in ("honest", "liar"):
-        write_new_key(workers.key(name))
-        enrolled = subprocess.run(
-            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
-             "--workers", str(registry)],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        assert enrolled.returncode == 0, enrolled.stderr
+    enrol(workers, registry, "honest", "liar")
     workers.start("honest")
     start_fabricator(workers, "liar", signed=True)
     workers.wait_ready()

@@ -12,20 +12,18 @@ import importlib.util
 import os
 import shutil
 import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from celery_helpers import GATE, RedisServer, Workers, enrol
+from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, Run, gate_run
 from support.paths import INTEGRATION
 from test_replay_celery import start_statistical_liar
 
 from gate.io.artifacts import read_card
 from gate.io.evidence import verified_records
-from gate.io.keys import public_path
 from worker.host.sweep import sweep_dead_workers
 
 # Both tests on one xdist worker, so the fleet starts once.
@@ -54,17 +52,6 @@ class Fleet:
     everyone: Path  # all three
 
 
-def enrol_again(workers: Workers, registry: Path, *names: str) -> None:
-    """Enrol workers whose keys `enrol` made already in another registry, under the same names."""
-    for name in names:
-        done = subprocess.run(
-            [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
-             "--workers", str(registry)],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image: str) -> Iterator[Fleet]:
     """The module's broker and its two honest workers, w1 and w2, enrolled in every registry but the stand-in's."""
@@ -75,7 +62,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbox_image
     honest, liar, everyone = tmp / "honest.json", tmp / "liar.json", tmp / "everyone.json"
     enrol(workers, honest, "w1", "w2")
     enrol(workers, liar, "liar")
-    enrol_again(workers, everyone, "w1", "w2", "liar")
+    enrol(workers, everyone, "w1", "w2", "liar", new_keys=False)  # the keys enrolled in the others
     workers.start("w1")
     workers.start("w2")
     try:
