@@ -47,21 +47,14 @@ def noisy(tmp: Path, url: str, registry: Path, share: str, *extra: str) -> Run:
     )  # fmt: skip
 
 
-# A run of the statistical row alone, where what is asserted is that row and the replays behind it (the whole
-# suite runs where accept's word on the whole card is asserted).
-ONLY_STAT = ("--property", STAT)
-
-
 def stat_row(run: Run) -> dict:
     return next(r for r in run.card["properties"] if r["id"] == STAT)
 
 
 def refusals(run: Run) -> list[str]:
-    """Accept's reasons besides the replayed seeds (the test pins them, and accept is not told so) and a run of
-    the statistical row alone (ONLY_STAT: that reason names the row too)."""
+    """Accept's reasons besides the replayed seeds (the test pins them, and accept is not told so)."""
     assert run.accepted is not None, run.accept_said
-    ignored = ("seed", "covers a selection")
-    return [reason for reason in run.accepted["reasons"] if not any(word in reason for word in ignored)]
+    return [reason for reason in run.accepted["reasons"] if "seed" not in reason]
 
 
 def fooled_then_refused(workers: Workers, registry: Path, tmp: Path, lies: str, shares: tuple[str, ...]) -> None:
@@ -76,7 +69,9 @@ def fooled_then_refused(workers: Workers, registry: Path, tmp: Path, lies: str, 
     assert fooled.code == 0, fooled.stderr
     assert fooled.accept != 0 and refusals(fooled) == [], fooled.accept_said  # only the pinned seeds refuse
     for share in shares:
-        run = noisy(tmp, workers.url, registry, share, *ONLY_STAT)
+        # The whole suite: which trials of the row the stand-in gets (and so which misses it can turn into hits)
+        # follows from the batches of every property going round the workers; the row alone left that to luck.
+        run = noisy(tmp, workers.url, registry, share)
         row = stat_row(run)
         assert row["kind"] != "pass", (share, row)
         assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said
@@ -122,7 +117,11 @@ def test_beside_two_honest_workers_the_stand_in_is_caught_and_its_results_run_ag
     workers.start("h2")
     start_statistical_liar(workers, "liar")
     workers.wait_ready()
-    run = noisy(tmp_path, redis_server.url, registry, "0.05", *ONLY_STAT)
+    # The whole suite, not the row alone: its batches go round the three workers so that the stand-in's share of
+    # the row holds misses of the pinned seeds to turn into hits (the row then looks like a pass and every hit
+    # but the margin is replayed). Run alone, the row's batches fell so that its one lie left the row at 7 of
+    # 10: nothing to replay but the share, and the lie was found only when the share drew it.
+    run = noisy(tmp_path, redis_server.url, registry, "0.05")
     summary = run.card["cross_check"]
     assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
     assert summary["reran"] >= 1 and "worker_discarded" in {e["kind"] for e in run.card["harness_events"]}
