@@ -157,8 +157,19 @@ class PoolServer:
             leased = [w for warms in self._leased.values() for w in warms]
             self._leased.clear()
         _remove_all(leased)
+        if any(thread.is_alive() for thread in self._threads):
+            # A refill slower than JOIN_S (a loaded engine) may have finished its start since: remove what the
+            # engine holds under this pool's label. One still starting is removed by its thread when it returns.
+            self._remove_labelled()
         with contextlib.suppress(OSError):
             self._dir.cleanup()
+
+    def _remove_labelled(self) -> None:
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            found = self._client.containers.list(all=True, filters={"label": f"{LABEL_POOL}={self.path}"})
+            for container in found:
+                with contextlib.suppress(docker.errors.DockerException, OSError):
+                    container.remove(force=True)
 
     # --- handing out -----------------------------------------------------------------------------
 
