@@ -361,9 +361,7 @@ def _placement(args: argparse.Namespace) -> Placement:
     without a worker registry is refused here, before the suite is read or any image built."""
     allow = args.allow_unenrolled_workers
     enrolled = enrolled_workers(args.workers, allow_unenrolled=allow) if args.broker else None
-    if os.environ.get(
-        ENV_REQUIRE
-    ):  # read here: gate.io.workers loads the enrolment's crypto, which a local run never needs
+    if os.environ.get(ENV_REQUIRE):
         # What it asked for is the default now; said so that a stale setting is noticed and dropped.
         print(
             f"gate: warning: ${ENV_REQUIRE} is deprecated and ignored: a run with --broker always needs a worker "
