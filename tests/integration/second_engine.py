@@ -9,8 +9,8 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import docker
@@ -30,7 +30,10 @@ class SecondEngine:
             pytest.skip("a second engine needs root")
         self.binary = binary
         # On disk, not under /tmp: overlay2 cannot use a tmpfs upper layer on every kernel.
-        self.root = Path(tempfile.mkdtemp(prefix="probegate-engine-", dir="/var/tmp"))
+        # Hex only after the dash: the engine names its containerd namespace after this folder, and mkdtemp's
+        # random part may hold "_", which containerd refuses next to "-" or at the end (seen once: "engine-_34y988d").
+        self.root = Path("/var/tmp") / f"probegate-engine-{uuid.uuid4().hex[:12]}"
+        self.root.mkdir(mode=0o700)
         self.socket = self.root / "docker.sock"
         self.proc: subprocess.Popen[bytes] | None = None
 
