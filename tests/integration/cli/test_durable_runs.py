@@ -31,6 +31,7 @@ RUN = [sys.executable, "-m", "gate.cli", "--log-level", "warning", "run"]
 # test runs two runs' worth (killed + resumed, then uninterrupted): 800 took 500 s in a CI run beside other
 # work. The default is 200, enough for the kill (when the journal holds 100 lines) to land halfway through many
 # batches of a statistical row, and for the test to spend well under a minute of a CI run;
+# (100 is too few here: on a quiet machine the local run journaled every trial before the kill landed.)
 # PROBEGATE_DURABLE_TRIALS=2000 runs the issue's count (it passed: 296 s for the whole test on a quiet machine).
 TRIALS = int(os.environ.get("PROBEGATE_DURABLE_TRIALS", "200"))
 WAIT_S = 240.0  # the longest a test waits for the journal to grow to half the run (a loaded 2-core machine)
@@ -98,12 +99,13 @@ def test_a_run_killed_halfway_resumes_and_writes_the_uninterrupted_rows(tmp_path
 def test_a_run_through_celery_killed_halfway_resumes_the_same(
     workers: Workers, redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    """The same through two gate-workers (`--broker`; PROBEGATE_DURABLE_CELERY_TRIALS, default 120): the
-    journal is the coordinator's, so a resumed coordinator reuses what it stored and sends the rest."""
+    """The same through two gate-workers (`--broker`; PROBEGATE_DURABLE_CELERY_TRIALS, default 60): the
+    journal is the coordinator's, so a resumed coordinator reuses what it stored and sends the rest (64 trials
+    make 8 batches of 8 over two processes, as 124 made 8 of 16: the kill still lands among batches)."""
     workers.start("w1")
     workers.start("w2")
     workers.wait_ready()
-    trials = int(os.environ.get("PROBEGATE_DURABLE_CELERY_TRIALS", "120"))
+    trials = int(os.environ.get("PROBEGATE_DURABLE_CELERY_TRIALS", "60"))
     killed_and_resumed(tmp_path, trials, "--broker", redis_server.url, UNENROLLED, env=workers.env)
 
 
@@ -163,8 +165,8 @@ def _out(line: dict) -> bytes:
 def killed_once(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> Path:
     """One long run killed halfway, its folder and journal kept for the edit tests to copy (each edits its own)."""
     folder = tmp_path_factory.mktemp("killed") / "run"
-    long_suite(folder, 200)
-    killed_halfway(folder, 200)
+    long_suite(folder, TRIALS)
+    killed_halfway(folder, TRIALS)
     return folder
 
 
