@@ -111,6 +111,7 @@ def bare_container(
         ["sleep", "3600"],
         detach=True,
         network_mode="none",
+        network_disabled=True,
         read_only=True,
         user="65534:65534",
         cap_drop=["ALL"],

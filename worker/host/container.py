@@ -98,6 +98,9 @@ def create_container(
         # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
         command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(idle_s), work_copy.value],
         network_mode="none",
+        # No libnetwork sandbox at all (the namespace holds only loopback): the engine then adds no
+        # `libnetwork-setkey` hook, two re-executions of dockerd per container (~0.1-0.2 CPU-s each start).
+        network_disabled=True,
         read_only=True,
         user=f"{SANDBOX_UID}:{SANDBOX_UID}",
         cap_drop=["ALL"],

@@ -114,7 +114,9 @@ def run_once(client: docker.DockerClient, image_id: str, argv: list[str], *, tim
     """Run `argv` in a throwaway, network-less container of `image_id` as nobody; its stdout.
     For facts about an image (its Python), never for trials."""
     with engine_call(f"running {argv[0]} in {image_id[:19]}"):
-        container = client.containers.create(image_id, argv, network_mode="none", user="65534:65534", read_only=True)
+        container = client.containers.create(
+            image_id, argv, network_mode="none", network_disabled=True, user="65534:65534", read_only=True
+        )
         try:
             container.start()
             state = container.wait(timeout=timeout_s)

@@ -166,11 +166,13 @@ def test_a_pooled_container_is_locked_down_like_a_fresh_one(docker_client, pool:
             keys += ("Memory", "MemorySwap", "NanoCpus", "Ulimits", "Tmpfs", "ShmSize", "Devices")
             mounts = sorted((m["Target"], m["ReadOnly"], m["Type"]) for m in host["Mounts"])
             command = config["Cmd"][:-2]  # all but the idle timeout and mode: pooled ones wait longer
-            return {**{k: host.get(k) for k in keys}, "User": config["User"], "mounts": mounts, "cmd": command}
+            said = {"User": config["User"], "NetworkDisabled": config.get("NetworkDisabled")}
+            return {**{k: host.get(k) for k in keys}, **said, "mounts": mounts, "cmd": command}
 
         assert lockdown(pooled) == lockdown(mine)
         assert pooled.attrs["Config"]["Cmd"][-1] == mine.attrs["Config"]["Cmd"][-1]  # the same work copy mode
         assert lockdown(pooled)["User"] == "65534:65534" and lockdown(pooled)["NetworkMode"] == "none"
+        assert lockdown(pooled)["NetworkDisabled"] is True  # no network sandbox at all, only loopback
     finally:
         fresh.remove()
 
