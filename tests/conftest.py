@@ -10,11 +10,8 @@ import pytest
 import structlog
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker and xdist groups by xdist_group
+@pytest.hookimpl(tryfirst=True)  # before xdist groups by xdist_group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("restarts_engine"):
-            item.add_marker(pytest.mark.serial)
     if hasattr(config, "workerinput"):
         # An xdist worker: the tests that need the machine to themselves never run here, whatever -m said;
         # `pytest -m serial` runs them after the parallel run (README, the test command).

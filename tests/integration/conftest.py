@@ -37,11 +37,6 @@ from worker.host.sweep import sweep, sweep_dead_workers
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # A test that kills and restarts the engine goes last, so no other test meets the restart.
-    items.sort(key=lambda item: item.get_closest_marker("restarts_engine") is not None)
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # A test marked `kinds` asserts the verdict kinds of real gate runs: it runs once as a user's run goes by
     # default (overlay work copies, a fresh interpreter per trial) and once with the other value of both

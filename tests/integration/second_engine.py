@@ -5,7 +5,9 @@ fresh server would build it. Workers started with `env` run their containers the
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -38,13 +40,51 @@ class SecondEngine:
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def _ns(self) -> str:
+        return f"probegate-{self.root.name}"
+
+    @property
     def env(self) -> dict[str, str]:
         return {"DOCKER_HOST": f"unix://{self.socket}"}
 
     def start(self, main: docker.DockerClient | None) -> docker.DockerClient:
         """Start the engine (no bridge, no iptables: nothing in it has a network) and load the base image
         from `main` (None: it stays empty, as on a machine where `gate setup` never ran)."""
-        ns = f"probegate-{self.root.name}"
+        client = self._launch("wb")
+        if main is not None:
+            client.api.load_image(main.api.get_image(DEFAULT_IMAGE))
+        return client
+
+    def restart(self) -> docker.DockerClient:
+        """Start the engine again on the same data root (after kill()): it takes back what it left there."""
+        # What the killed engine's containers still run is killed first: the engine would stop each one it
+        # finds alive with SIGTERM, which their init ignores, and SIGKILL only after 10 s.
+        for pid in self._orphans():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        # The dead containerd's pid file goes: until init reaps its zombie, dockerd takes that pid for a live
+        # containerd and waits for its socket instead of starting one (seen: "timeout waiting for containerd").
+        (self.root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
+        return self._launch("ab")
+
+    def kill(self) -> None:
+        """SIGKILL dockerd, as a crash would, and wait until it and its containerd are dead; shims live on."""
+        assert self.proc is not None and self.proc.poll() is None, "the second engine is not running"
+        pidfd = None
+        # No pid file: the engine uses the machine's own containerd, which is not its to take down.
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            pidfd = os.pidfd_open(int((self.root / "exec" / "containerd" / "containerd.pid").read_text()))
+        self.proc.send_signal(signal.SIGKILL)  # containerd follows: dockerd starts it with a parent-death signal
+        self.proc.wait(timeout=30)
+        if pidfd is not None:
+            try:  # readable once the process has exited, zombie or not
+                assert select.select([pidfd], [], [], 30)[0], "containerd outlived its dockerd"
+            finally:
+                os.close(pidfd)
+
+    def _launch(self, log_mode: str) -> docker.DockerClient:
+        """Start dockerd on this engine's folders and wait until it answers; its log goes to dockerd.log."""
+        ns = self._ns
         self.proc = subprocess.Popen(
             [
                 self.binary,
@@ -57,7 +97,7 @@ class SecondEngine:
                 "--containerd-namespace", ns,
                 "--containerd-plugins-namespace", f"{ns}-plugins",
             ],
-            stdout=(self.root / "dockerd.log").open("wb"),
+            stdout=(self.root / "dockerd.log").open(log_mode),
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         give_up = time.monotonic() + 30
@@ -65,15 +105,12 @@ class SecondEngine:
             try:
                 client = docker.DockerClient(base_url=f"unix://{self.socket}", timeout=120)
                 client.ping()
-                break
+                return client
             except docker.errors.DockerException:
                 if self.proc.poll() is not None or time.monotonic() > give_up:
                     log = (self.root / "dockerd.log").read_text()[-800:]
                     raise RuntimeError(f"second dockerd did not start: {log}") from None
                 time.sleep(0.2)
-        if main is not None:
-            client.api.load_image(main.api.get_image(DEFAULT_IMAGE))
-        return client
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -83,5 +120,29 @@ class SecondEngine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
-        subprocess.run(["umount", "-R", str(self.root)], capture_output=True, check=False)
+        # dockerd binds its data root onto itself and undoes it on SIGTERM, but one started again after kill()
+        # finds that bind in place and leaves it: unmount whatever is below the folder, deepest first.
+        while below := self._mounts():
+            subprocess.run(["umount", below[0]], capture_output=True, check=True)
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def _orphans(self) -> list[int]:
+        """The init processes of this engine's containers: the children of its namespace's containerd shims."""
+        shims = []
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if b"-namespace" in argv and argv[argv.index(b"-namespace") + 1 :][:1] == [self._ns.encode()]:
+                    shims.append(proc)
+        return [int(pid) for shim in shims for task in shim.glob("task/*") for pid in _children(task)]
+
+    def _mounts(self) -> list[str]:
+        """The mount points at or below this engine's folder, deepest first."""
+        points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        return sorted((p for p in points if p == str(self.root) or p.startswith(f"{self.root}/")), reverse=True)
+
+
+def _children(task: Path) -> list[str]:
+    with contextlib.suppress(OSError):
+        return (task / "children").read_text().split()
+    return []

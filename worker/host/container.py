@@ -174,9 +174,12 @@ class ReportStream:
 
     def next(self, timeout: float) -> object:
         try:
-            return self._lines.get(timeout=max(timeout, 0.0))
+            item = self._lines.get(timeout=max(timeout, 0.0))
         except queue.Empty:
             return None
+        if item is EOF:  # every later read sees the end at once, not after its whole timeout
+            self._lines.put(EOF)
+        return item
 
     def wait_eof(self, deadline: float) -> None:
         """Skip what is left (the supervisor's `done`) until the stream ends or `deadline` passes."""
