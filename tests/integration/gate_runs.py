@@ -1,5 +1,6 @@
 """Running the gate the way a user does: the patch as a commit over a base, `python -m gate.run --base`,
-then `python -P -m gate.accept --base` (-P: the working directory never lands on the import path)."""
+then `python -P -m gate.accept --base` (-P: the working directory never lands on the import path), each a
+process of its own forked from the tests' zygote (tests/support/zygote.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from example_repo import Repo, example_repo
 from filelock import FileLock
 from support.paths import INVOICE as EXAMPLE
+from support.zygote import gate_command
 
 # For runs over a broker whose test is not about enrolment: the workers are the test's own, on loopback.
 UNENROLLED = "--allow-unenrolled-workers"
@@ -89,25 +91,12 @@ def gate_run(
         "--base",
         repo.base,
     )
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "gate.run", *oracle, "--retries", "0", "--card", str(card)),
-            *(("--new-ledger",) if new_ledger else ()),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    args = [*oracle, "--retries", "0", "--card", str(card), *(("--new-ledger",) if new_ledger else ()), *extra]
+    done = gate_command("gate.run", sys.executable, args, env=env, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr
     told = tuple(a for a in extra if a == UNENROLLED)
-    accepted = subprocess.run(
-        [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, *told, *accept_extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    said = ["--card", str(card), *oracle, *told, *accept_extra]
+    accepted = gate_command("gate.accept", sys.executable, said, timeout=60)
     return Run(card, done, accepted.returncode, accepted.stdout)
 
 
@@ -121,8 +110,11 @@ def oracle_args(repo: Repo) -> tuple[str, ...]:
 
 def script_run(repo: Repo, card: Path, *extra: str, cwd: Path | None = None) -> tuple[int, dict, str]:
     """`gate run --base` (the console script) on a repository's patched tree; (exit, card or {}, stderr)."""
-    cmd = [str(GATE), "--log-level", "warning", "run", *oracle_args(repo), "--card", str(card), *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
+    args = ["--log-level", "warning", "run", *oracle_args(repo), "--card", str(card), *extra]
+    if cwd is None:  # from the zygote; a run from another folder (what its import path holds) starts for real
+        done = gate_command(None, str(GATE), args, timeout=300)
+    else:
+        done = subprocess.run([str(GATE), *args], capture_output=True, text=True, timeout=300, cwd=cwd)
     assert "Traceback" not in done.stderr, done.stderr
     return done.returncode, json.loads(card.read_text()) if card.exists() else {}, done.stderr
 
@@ -131,8 +123,11 @@ def script_accept(
     repo: Repo, card: Path, *, cwd: Path | None = None, command: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     """`gate accept --base` on a repository's patched tree (`command`: another way to start the gate)."""
-    cmd = [*(command or (str(GATE),)), "accept", "--card", str(card), *oracle_args(repo)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd)
+    args = ["accept", "--card", str(card), *oracle_args(repo)]
+    if cwd is None and not command:  # as script_run
+        done = gate_command(None, str(GATE), args, timeout=120)
+    else:
+        done = subprocess.run([*(command or (str(GATE),)), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 

@@ -18,6 +18,7 @@ from celery_helpers import RedisServer, Workers
 from gate_runs import UNENROLLED
 from second_engine import SecondEngine
 from support.paths import WINDOWS as EXAMPLE
+from support.zygote import gate_command
 
 # By path and under its own name: the invoice example has a `patch_repo` module too.
 _spec = importlib.util.spec_from_file_location("windows_patch_repo", EXAMPLE / "patch_repo.py")
@@ -43,8 +44,7 @@ EXPECTED: dict[str, tuple[int, int, str | None, str]] = {
 
 
 def gate(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [str(GATE), "--log-level", "warning", *args]
-    done = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=600)
+    done = gate_command(None, str(GATE), ["--log-level", "warning", *args], cwd=repo, timeout=600)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support.paths import WINDOWS
+from support.zygote import gate_command
 
 pytestmark = pytest.mark.integration
 
@@ -38,22 +38,11 @@ def windows_paired(tmp_path: Path, patch: str, *extra: str) -> tuple[int, int, d
     repo = tmp_path / patch.replace("/", "-")
     base = _patch_repo.example_repo(repo, patch)
     suite = ("--suite", "paired.toml", "--base", base)
-    ran = subprocess.run(
-        [str(GATE), "--log-level", "warning", "run", *suite, "--new-ledger", *SEEDS, *extra],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    args = ["--log-level", "warning", "run", *suite, "--new-ledger", *SEEDS, *extra]
+    ran = gate_command(None, str(GATE), args, cwd=repo, timeout=300)
     assert "Traceback" not in ran.stderr, ran.stderr
     told = [a for a in extra if a == "--allow-unenrolled-workers"]
-    accepted = subprocess.run(
-        [str(GATE), "accept", *suite, "--allow-replayed-seeds", *told],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    accepted = gate_command(None, str(GATE), ["accept", *suite, "--allow-replayed-seeds", *told], cwd=repo, timeout=60)
     return ran.returncode, accepted.returncode, json.loads((repo / CARD).read_text())
 
 
