@@ -15,6 +15,7 @@ the tests that start `gate` as a user does (gate_runs.script_run)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import selectors
@@ -144,7 +145,7 @@ class _Zygote:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self.folder)
 
@@ -181,7 +182,7 @@ def _read_both(out_r: int, err_r: int, deadline: float, pid: int) -> tuple[str, 
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                with _suppress():
+                with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                 raise subprocess.TimeoutExpired([str(pid)], 0)
             for key, _ in selector.select(timeout=min(left, 5)):
@@ -192,14 +193,6 @@ def _read_both(out_r: int, err_r: int, deadline: float, pid: int) -> tuple[str, 
                     selector.unregister(key.fd)
                     os.close(key.fd)
     return b"".join(chunks[out_r]).decode(errors="replace"), b"".join(chunks[err_r]).decode(errors="replace")
-
-
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return exc[0] is not None and issubclass(exc[0], OSError)  # type: ignore[arg-type]
 
 
 _lock = threading.Lock()
