@@ -95,7 +95,7 @@ def gather(
 ) -> list[Observation]:
     """Send the batches as `run` does, then take the broker down for `down` reads (and lose what it held)."""
     ex.gathering.restarted()  # `run` notes the server's run id before it sends
-    sent = {ex._send_batch(batch, "q", None): batch for batch in batches}
+    sent = {ex._send_batch(batch, "q", None, primary=True): batch for batch in batches}
     broker.down, broker.lose = down, lose
     ex._inputs = Inputs()  # type: ignore[assignment]  # what `run` keeps for a restart
     return list(ex.gathering.gather(sent, 600.0, ex))

@@ -37,21 +37,28 @@ class Assigner:
         self._tried: dict[str, frozenset[str]] = {}  # batch id -> every key it (or the batch it replaced) went to
         self._assignments: dict[str, dict[str, dict[str, int]]] = {}  # run id -> property -> worker name -> trials
         self._lone: set[tuple[str, str]] = set()  # (run id, property) already said to rest on one worker
+        self._primary: set[str] = set()  # batch ids that carry a row's share (not cross-checks or replays)
+        self._said_gone: set[str] = set()  # keys already said to be presumed gone
 
     @property
     def assigning(self) -> bool:
         """Whether batches are assigned to enrolled workers (a roster is in force and some are up)."""
         return self._rotation is not None
 
-    def rotate(self, fleet: frozenset[str], queue: str) -> str | None:
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """The key ids of the round (empty when nothing is assigned)."""
+        return self._rotation.workers if self._rotation is not None else ()
+
+    def rotate(self, fleet: frozenset[str], queue: str, gone: frozenset[str] = frozenset()) -> str | None:
         """Set the round of enrolled workers batches are assigned to (None without a roster); the fault
         detail when a roster is in force but no enrolled worker on our queue has a direct queue up
-        (`fleet`: the direct queues consumed by the workers on `queue`)."""
+        (`fleet`: the direct queues consumed by the workers on `queue`; `gone`: keys presumed gone)."""
         if self.roster is None:
             self._rotation = None
             return None
         active = sorted((w for w in self.roster.workers if w.active), key=lambda w: w.name)
-        alive = tuple(w.key_id for w in active if direct_queue(w.key_id) in fleet)
+        alive = tuple(w.key_id for w in active if direct_queue(w.key_id) in fleet and w.key_id not in gone)
         if not alive:
             detail = f"no enrolled worker's direct queue is consumed on queue {queue}"
             self.events.append(HarnessEvent(kind="no_enrolled_worker", detail=detail))
@@ -80,10 +87,29 @@ class Assigner:
         self._note_shares(groups, keys)
         return [(direct_queue(key), key) for key in keys]
 
-    def sent(self, task_id: str, key_id: str) -> None:
-        """Note that batch `task_id` went to `key_id`'s direct queue: only this key's signature counts for it."""
+    def sent(self, task_id: str, key_id: str, *, primary: bool) -> None:
+        """Note that batch `task_id` went to `key_id`'s direct queue: only this key's signature counts for it
+        (`primary`: it carries a row's share, as opposed to a cross-check or replay)."""
         self._keys[task_id] = key_id
         self._tried[task_id] = frozenset({key_id})
+        if primary:
+            self._primary.add(task_id)
+
+    def avoid(self, task_ids: Iterable[str], keys: Iterable[str]) -> None:
+        """Batches `task_ids` must never go to `keys` (the workers a cross-check is checking), should they move."""
+        for task_id in task_ids:
+            self._tried[task_id] = self._tried.get(task_id, frozenset()) | frozenset(keys)
+
+    def primary(self, task_id: str) -> bool:
+        """Whether batch `task_id` carries a row's share."""
+        return task_id in self._primary
+
+    def first_gone(self, key_id: str) -> bool:
+        """Whether `key_id` is presumed gone for the first time (so it is said once)."""
+        if key_id in self._said_gone:
+            return False
+        self._said_gone.add(key_id)
+        return True
 
     def key(self, task_id: str) -> str | None:
         """The key meant to answer batch `task_id` (None: it was not assigned)."""
@@ -94,21 +120,28 @@ class Assigner:
         only; empty without a roster, where batches go to the shared queue)."""
         return {prop: dict(names) for prop, names in self._assignments.get(run_id, {}).items()}
 
-    def next_key(self, task_id: str) -> str | None:
+    def next_key(self, task_id: str, gone: frozenset[str] = frozenset()) -> str | None:
         """For lost batch `task_id`, the next enrolled worker of the round it was not sent to (each worker at most
-        once per batch, counting the batches it replaced); None when each was tried."""
-        assert self._rotation is not None
-        return reassign(self._rotation, self._tried.get(task_id, frozenset()))
+        once per batch, counting the batches it replaced) and not presumed gone; None when there is none."""
+        if self._rotation is None:
+            return None
+        return reassign(self._rotation, self._tried.get(task_id, frozenset()) | gone)
 
     def moved(self, task_id: str, batch: Sequence[TrialSpec], key_id: str, resent: Iterable[str]) -> None:
         """Lost batch `task_id` was sent to `key_id` instead, as the batches `resent`: they count every key tried
         before, its share moves and an event says so."""
         assert self.roster is not None
         tried = self._tried.pop(task_id, frozenset()) | {key_id}
+        resent = list(resent)
         self._tried.update(dict.fromkeys(resent, tried))
+        primary = task_id in self._primary
+        if primary:
+            self._primary.discard(task_id)
+            self._primary.update(resent)
         before, after = self.roster.by_key(self._keys.get(task_id, "")), self.roster.by_key(key_id)
         old, new = (w.name if w is not None else "?" for w in (before, after))
-        self._move_share(batch, old, new)
+        if primary:
+            self._move_share(batch, old, new)
         detail = f"task {task_id} ({len(batch)} trials) never came back from {old!r}: sent to {new!r}"
         self.events.append(HarnessEvent(kind="batch_reassigned", property_id=batch[0].property_id, detail=detail))
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 from gate.core.card.card import HarnessEvent
@@ -34,9 +34,11 @@ from worker.celery.coordinator.assigner import Assigner
 from worker.celery.coordinator.control import WorkerControl
 from worker.celery.coordinator.gathering import BROKER_WAIT_S, Gathering
 from worker.celery.coordinator.imagepublish import RunImages
+from worker.celery.coordinator.liveness import Liveness, redis_reader
 from worker.celery.shared.app import SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, direct_queue, make_app
 from worker.celery.shared.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.shared.broker import broker_call
+from worker.celery.shared.liveness import GONE_AFTER_S
 from worker.celery.shared.wire import encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
@@ -73,6 +75,7 @@ class CeleryExecutor:
         enrolled: Callable[[], Roster] | None = None,
         broker_wait_s: float = BROKER_WAIT_S,
         note: Callable[[str], None] | None = None,
+        gone_after_s: float | None = GONE_AFTER_S,
     ) -> None:
         self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
         self.blobs = blobs or RedisBlobStore(broker)
@@ -88,6 +91,8 @@ class CeleryExecutor:
         self.control = WorkerControl(self.app, self.queue, wait_s=worker_wait_s, enrolled=enrolled is not None)
         self.assigner = Assigner(self.events)  # who runs what (with a roster)
         self.answers = Answers(self.events)  # which results count
+        # Which assigned workers vanished (heartbeats): their batches go to others within seconds, not minutes.
+        self.liveness = Liveness(redis_reader(broker), gone_after_s)
         self._inputs: LocalInputs | None = None  # the run's inputs, uploaded again after a broker restart
         self._uploaded: set[str] = set()  # trees `run` uploaded: a cross-check of their trials needs no upload
         # A worker waits at most a quarter of the visibility timeout: its batch must still finish inside it.
@@ -134,9 +139,10 @@ class CeleryExecutor:
             detail = f"no gate-worker answered on queue {self.queue} within {self.worker_wait_s:.0f}s"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
-        if detail := self.assigner.rotate(self.control.on_queue, self.queue):
+        if detail := self.assigner.rotate(self.control.on_queue, self.queue, gone=self.liveness.gone):
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in specs)
             return
+        self.liveness.watch(self.assigner.workers)  # every worker a batch may go to, lost ones included
         for run_id, image_id in dict.fromkeys((s.run_id, s.image_id) for s in specs if s.image_id):
             self.images.start(run_id, image_id)
         self._inputs = inputs
@@ -165,8 +171,10 @@ class CeleryExecutor:
         there: a `no_cross_check_worker` event, nothing run."""
         if not specs:
             return
-        avoided = {direct_queue(self.answers.key_of(worker)) for worker in avoid_workers}
-        others = [queue for queue in self.direct_queues() if queue not in avoided]
+        avoided_keys = {self.answers.key_of(worker) for worker in avoid_workers}
+        avoided = {direct_queue(key) for key in avoided_keys}
+        gone = {direct_queue(key) for key in self.liveness.gone}
+        others = [queue for queue in self.direct_queues() if queue not in avoided | gone]
         if (roster := self.assigner.roster) is not None:
             # A worker outside the registry is up on the broker but none of its results would count: a replay
             # sent there would never come back, and the trial it should prove would stay unproven by luck.
@@ -185,6 +193,7 @@ class CeleryExecutor:
                 self._upload(inputs)
             with broker_call("sending cross-checks"):
                 sent = self._send(specs, 1, queue=queue)
+            self.assigner.avoid(sent, avoided_keys)  # if its worker vanishes, the copy goes to none of these
         except BrokerError as exc:
             self.events.append(HarnessEvent(kind="cross_check_failed", detail=f"broker unreachable: {exc}"[:300]))
             return
@@ -221,11 +230,12 @@ class CeleryExecutor:
         sent: dict[str, list[TrialSpec]] = {}
         groups = batches(specs, self.batch_size_for(specs, processes))
         for batch, (target, key_id) in zip(groups, self.assigner.targets(groups, queue, self.queue), strict=True):
-            sent[self._send_batch(batch, target, key_id)] = batch
+            sent[self._send_batch(batch, target, key_id, primary=queue is None)] = batch
         return sent
 
-    def _send_batch(self, batch: list[TrialSpec], queue: str, key_id: str | None) -> str:
-        """Send one batch to `queue` (`key_id`: the enrolled key meant to answer it); returns its task id."""
+    def _send_batch(self, batch: list[TrialSpec], queue: str, key_id: str | None, *, primary: bool) -> str:
+        """Send one batch to `queue` (`key_id`: the enrolled key meant to answer it; `primary`: it carries its
+        row's share, not a cross-check's); returns its task id."""
         payload = encode_batch(batch)
         # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
         result = self.app.send_task(
@@ -236,7 +246,8 @@ class CeleryExecutor:
             argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
         )
         if key_id is not None:
-            self.assigner.sent(result.id, key_id)  # only this key's signature counts for it
+            self.assigner.sent(result.id, key_id, primary=primary)  # only this key's signature counts for it
+            self.liveness.watch([key_id])
         self.gathering.sent(result.id, batch[0].run_id, queue)
         self.answers.issue(result.id, payload)  # what a signed result must name
         self.control.busy(spec.run_id for spec in batch)
@@ -255,6 +266,7 @@ class CeleryExecutor:
 
     def send_inputs_again(self, batches: list[list[TrialSpec]]) -> None:
         """Upload the run's tree and fixtures and publish the batches' images again (the broker lost them)."""
+        self.liveness.restarted()  # the restart took every heartbeat with it
         if (inputs := self._inputs) is not None:
             self._upload(inputs)
         for run_id, image_id in dict.fromkeys((batch[0].run_id, batch[0].image_id) for batch in batches):
@@ -263,7 +275,24 @@ class CeleryExecutor:
 
     def send_again(self, batch: list[TrialSpec], queue: str | None, task_id: str) -> str:
         """Send a batch the broker lost to the queue it went to, for the key it was assigned to; its new task id."""
-        return self._send_batch(batch, queue or self.queue, self.assigner.key(task_id))
+        key, primary = self.assigner.key(task_id), self.assigner.primary(task_id)
+        return self._send_batch(batch, queue or self.queue, key, primary=primary)
+
+    def presumed_lost(self, pending: Collection[str]) -> list[str]:
+        """The batches of `pending` assigned to a worker whose heartbeat lapsed (said once per worker)."""
+        gone = self.liveness.look()
+        lost = [task for task in pending if self.assigner.key(task) in gone]
+        for key in {self.assigner.key(task) for task in lost}:
+            if key is not None and self.assigner.first_gone(key):
+                worker = self.assigner.roster.by_key(key) if self.assigner.roster is not None else None
+                name = worker.name if worker is not None else key[:16]
+                detail = f"{name!r} sent no heartbeat for {self.liveness.unseen_s(key):.0f}s: presumed gone"
+                self.events.append(HarnessEvent(kind="worker_gone", detail=detail))
+        return lost
+
+    def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
+        """A batch whose worker is gone, sent to the next enrolled worker that is up and was not tried for it."""
+        return self._reassign(task_id, batch)
 
     def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
         """Gathering, but a batch whose assigned worker never answered goes to another enrolled worker's
@@ -297,7 +326,7 @@ class CeleryExecutor:
         """Send a lost batch to the next enrolled worker it was not sent to: its new tasks; None when every
         worker was tried or the broker refused the send (the caller yields the batch's faults)."""
         self.gathering.drop(task)
-        if (key := self.assigner.next_key(task)) is None:
+        if (key := self.assigner.next_key(task, gone=self.liveness.gone)) is None:
             return None
         try:
             with broker_call("reassigning a lost batch"):

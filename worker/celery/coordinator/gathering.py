@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Protocol
 
 import redis
@@ -45,6 +45,14 @@ class Outbox(Protocol):
         """Send a lost batch again where it went before (None: not known), for the same worker; its new task id."""
         ...
 
+    def presumed_lost(self, pending: Collection[str]) -> list[str]:
+        """The batches of `pending` whose worker is presumed gone (its heartbeat lapsed)."""
+        ...
+
+    def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
+        """Send a batch whose worker is gone to another one: its new batches (None: no other worker took it)."""
+        ...
+
 
 class Gathering:
     """The batches in flight (task id -> run, queue) and the broker they wait on: its run id, its outages."""
@@ -66,6 +74,8 @@ class Gathering:
         self.note = note or _to_stderr  # what the person waiting is told: an outage, a restart
         self._runs_of: dict[str, str] = {}  # task id -> run id, for batches not yet answered (abort revokes them)
         self._queue_of: dict[str, str] = {}  # task id -> the queue it went to (sent again there after a restart)
+        # Batches given up on with their worker (task id -> batch): an answer from one now is only an event.
+        self._abandoned: dict[str, list[TrialSpec]] = {}
 
     def sent(self, task_id: str, run_id: str, queue: str) -> None:
         """Note a batch sent to `queue`: it is in flight until answered."""
@@ -108,6 +118,10 @@ class Gathering:
                         next_check = now + EPOCH_CHECK_S
                         if (epoch := self.restarted()) is not None:
                             self._republish(sent, pending, epoch, outbox)
+                        for task_id in outbox.presumed_lost(pending):
+                            extra, faults = self._move(task_id, sent, pending, outbox)
+                            waited += extra
+                            yield from faults
                     slice_s = max(0.05, min(1.0, give_up - now))
                     with broker_call("reading results"):
                         arrived = self._ready(pending, slice_s)
@@ -118,6 +132,9 @@ class Gathering:
                         self._republish(sent, pending, epoch, outbox)
                         continue
                     for task_id, meta in arrived.items():
+                        if task_id in self._abandoned:
+                            self._late(task_id)
+                            continue
                         pending.discard(task_id)
                         self.drop(task_id)
                         yield from outbox.answered(task_id, sent[task_id], meta)
@@ -156,11 +173,35 @@ class Gathering:
             detail = f"no result within {timeout:.0f}s (worker or broker lost)"
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
 
+    def _move(
+        self, task_id: str, sent: dict[str, list[TrialSpec]], pending: set[str], outbox: Outbox
+    ) -> tuple[float, list[Observation]]:
+        """Give up on a batch whose worker is gone and send it elsewhere: (the seconds its new copy may take,
+        on top of the run's timeout; the batch's faults when no other worker took it)."""
+        batch = sent[task_id]
+        pending.discard(task_id)
+        self.drop(task_id)
+        self._abandoned[task_id] = batch  # read on: its worker may come back and answer, which counts nowhere
+        again = outbox.send_elsewhere(task_id, batch)
+        if not again:
+            detail = "its worker is presumed gone and no other enrolled worker could take it"
+            return 0.0, [Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch]
+        sent.update(again)
+        pending.update(again)
+        return sum(spec.deadline_s + 5 for spec in batch), []
+
+    def _late(self, task_id: str) -> None:
+        """An abandoned batch answered after all: the copy sent elsewhere is the one that counts."""
+        batch = self._abandoned.pop(task_id)
+        detail = f"task {task_id} ({len(batch)} trials) answered after its worker was given up on: not counted"
+        self.events.append(HarnessEvent(kind="late_answer", property_id=batch[0].property_id, detail=detail))
+
     def _ready(self, pending: set[str], timeout: float) -> dict[str, Any]:
         """Task id -> meta of the pending batches that finished, waiting up to `timeout` for the first. Each is
         read from the place of the queue it was sent to (worker.celery.shared.results): a direct queue's results
-        from under that queue alone, where no other worker's broker user can write."""
-        keys = {task: result_key(task, self._queue_of.get(task)) for task in pending}
+        from under that queue alone, where no other worker's broker user can write. Abandoned batches are read
+        too, so an answer from a worker given up on is seen (and counted nowhere)."""
+        keys = {task: result_key(task, self._queue_of.get(task)) for task in pending | self._abandoned.keys()}
         return read_ready(self.app.backend, keys, timeout, self.poll_s)
 
     def restarted(self, *, strict: bool = False) -> str | None:

@@ -1,0 +1,40 @@
+"""Heartbeats: how the coordinator tells a worker that is up from one that vanished without a goodbye.
+
+Each `gate-worker serve` writes one key under its own direct queue's name, `<queue>.alive`, every BEAT_S,
+with an expiry of KEY_TTL_S: a worker under its own broker user may write there and nowhere else of another
+worker's (worker.celery.coordinator.acl), so no worker can keep another one alive or pass for it. The key
+lapses on its own when the worker is SIGKILLed, powered off or cut from the broker without a FIN, which the
+broker's visibility timeout (minutes) would otherwise be the first to notice. The coordinator reads the keys
+of the workers it sent batches to (worker.celery.coordinator.liveness).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+BEAT_S = 2.0  # how often a worker says it is up
+KEY_TTL_S = 6.0  # three beats: one slow write does not make a worker look gone
+GONE_AFTER_S = 10.0  # the coordinator's default: unseen this long, a worker's batches go elsewhere
+
+
+def alive_key(queue: str) -> str:
+    """The heartbeat key of the worker consuming direct queue `queue` (inside its own key space)."""
+    return f"{queue}.alive"
+
+
+def beat_value(name: str, beats: int, in_flight: int) -> str:
+    """What a heartbeat holds: the worker's name, its beat count and its batches in flight (display only:
+    the worker says it, so nothing decides on it)."""
+    return json.dumps({"name": name, "beats": beats, "in_flight": in_flight}, separators=(",", ":"))
+
+
+def read_beat(raw: bytes | str | None) -> dict[str, Any] | None:
+    """A heartbeat's fields, or None when there is none or it is not one (a worker's own words: never trusted)."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
