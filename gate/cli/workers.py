@@ -1,5 +1,6 @@
 """`gate workers enrol | list | revoke`: the coordinator's registry of worker keys, and with
 `--redis-admin-url` each worker's own broker credential (a Redis ACL user, worker.celery.coordinator.acl).
+Servers that join by themselves, with a token: gate.cli.invites.
 
     gate workers enrol worker.pub --name box1 [--redis-admin-url redis://:ADMIN@HOST:6379/0]
     gate workers list
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gate.cli.invites import add_invite_actions, run_invites
 from gate.core.errors import RET_OK, UsageError
 
 if TYPE_CHECKING:
@@ -45,13 +47,19 @@ def add_workers_parser(sub: Any) -> None:
     for action in (enrol_p, list_p, revoke_p):
         add_registry_argument(action)
     for action in (enrol_p, revoke_p):
-        action.add_argument(
-            "--redis-admin-url",
-            default=os.environ.get(ENV_ADMIN),
-            metavar="URL",
-            help=f"an admin connection to the broker: create (enrol) or delete (revoke) the worker's ACL user "
-            f"(default ${ENV_ADMIN}, which keeps the password out of ps)",
-        )
+        _add_admin_argument(action)
+    add_invite_actions(actions, add_registry_argument, _add_admin_argument)
+
+
+def _add_admin_argument(parser: argparse.ArgumentParser) -> None:
+    """--redis-admin-url: the broker's admin connection, which makes and deletes broker users."""
+    parser.add_argument(
+        "--redis-admin-url",
+        default=os.environ.get(ENV_ADMIN),
+        metavar="URL",
+        help=f"an admin connection to the broker, to make or delete broker users "
+        f"(default ${ENV_ADMIN}, which keeps the password out of ps)",
+    )
 
 
 def add_registry_argument(parser: argparse.ArgumentParser, *, also: str = "") -> None:
@@ -74,6 +82,8 @@ def run_workers(args: argparse.Namespace) -> int:
     admin = getattr(args, "redis_admin_url", None)
     if admin is not None and not admin.startswith(_REDIS):
         raise UsageError("must be a redis:// or rediss:// URL", field="--redis-admin-url")
+    if args.action in ("invite", "invites", "uninvite", "admit"):
+        return run_invites(args)
     if args.action == "list":
         for worker in load_roster(path, missing_ok=True).workers:
             print(json.dumps(_row(worker)))
@@ -145,9 +155,9 @@ def _revoke(path: Path, name: str, admin: str | None) -> int:
     save_roster(path, updated)  # first: its results are refused even if the broker is unreachable
     row = _row(updated.by_key(worker.key_id) or worker)
     if worker.acl_user and admin:
-        from worker.celery.coordinator.acl import delete_worker_user
+        from worker.celery.coordinator.acl import delete_user
 
-        row["connections_closed"], kept = delete_worker_user(admin, worker.acl_user)
+        row["connections_closed"], kept = delete_user(admin, worker.acl_user)
         if not kept:
             _unkept(worker.acl_user, "deleted")
     elif worker.acl_user:

@@ -10,7 +10,8 @@
     │   ├── TreeTooLargeError      the patched tree does not fit the sandbox's [suite.limits]
     │   │                          (space, file size, file count): refused before any container
     │   ├── ImageError             the project image cannot be built, or the preflight refuses it
-    │   └── JournalError           a run journal `gate run --resume` cannot reuse (not this run's, edited)
+    │   ├── JournalError           a run journal `gate run --resume` cannot reuse (not this run's, edited)
+    │   └── TokenError             a join token that does not parse, or that the coordinator refused
     ├── InputMissingError          a named file or directory does not exist → RET_NOINPUT
     └── HarnessError               the gate itself could not observe         → RET_HARNESS
         ├── SealDriftError         the fixture tree no longer matches its seal (digest, files)
@@ -97,6 +98,11 @@ class ImageError(ConfigError):
 class JournalError(ConfigError):
     """A run journal that `gate run --resume` refuses: bound to another run, tree, image, suite or seal,
     edited, or of a run that already reached its commit. Nothing runs and nothing is written."""
+
+
+class TokenError(ConfigError):
+    """A join token (`gate-worker join`) that does not parse, or whose join the coordinator refused (used,
+    expired or revoked invite, a replayed request): the server is not enrolled and serves nothing."""
 
 
 class InputMissingError(GateError):

@@ -70,7 +70,8 @@ def test_worker_acl_rules_are_narrow() -> None:
     command; its URL carries its own user and password in place of the admin's."""
     from urllib.parse import urlsplit
 
-    from worker.celery.coordinator.acl import worker_rules, worker_url
+    from worker.celery.coordinator.acl import worker_rules
+    from worker.celery.shared.broker import with_user
     from worker.celery.shared.app import direct_queue
 
     key_id = "ab" * 32
@@ -92,7 +93,7 @@ def test_worker_acl_rules_are_narrow() -> None:
         "_kombu.binding.celery.pidbox",
     }
     assert "(+lpush ~*.reply.celery.pidbox)" in rules  # replies pushed, the reply queue never read or deleted
-    url = urlsplit(worker_url("rediss://:admin@h:6380/0?ssl_cert_reqs=required", "probegate-worker-a", "p/w"))
+    url = urlsplit(with_user("rediss://:admin@h:6380/0?ssl_cert_reqs=required", "probegate-worker-a", "p/w"))
     assert (url.username, url.password, url.port, url.query) == (
         "probegate-worker-a",
         "p%2Fw",

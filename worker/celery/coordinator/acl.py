@@ -70,12 +70,13 @@ What a hostile worker can still do with what it keeps, and why that buys no deci
 from __future__ import annotations
 
 import secrets
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 
 from worker.celery.shared.app import direct_queue
-from worker.celery.shared.broker import broker_call
+from worker.celery.shared.broker import broker_call, with_user
+from worker.celery.shared.joining import join_user, reply_key, request_list
 from worker.celery.shared.results import result_place
 
 USER_PREFIX = "probegate-worker-"
@@ -117,6 +118,31 @@ def worker_rules(db: int, password: str, key_id: str) -> list[str]:
     return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *own, *SHARED_KEYS, REPLIES, *channels]
 
 
+def join_rules(secret_sha256: str, invite_id: str) -> list[str]:
+    """The ACL SETUSER arguments for an invite's join user: push onto its invite's request list (write-only: it
+    cannot read or empty it, so no holder of the token sees another server's request) and take a reply
+    (GETDEL, in a selector of its own: the reply keys take nothing else), named by a request digest only the
+    asking server knows, and sealed. The password is set by its sha256: the coordinator never holds the token's
+    secret after printing it."""
+    return [
+        *("reset", "on", f"#{secret_sha256}", "resetchannels"),
+        *("+ping", "+client|setname", "+select", "+rpush", f"%W~{request_list(invite_id)}"),
+        f"(+getdel ~{reply_key('*')})",
+    ]
+
+
+def create_join_user(admin_url: str, invite_id: str, secret_sha256: str) -> tuple[str, bool]:
+    """Create the join user of invite `invite_id`; (the user, whether the server's ACL file keeps it)."""
+    user = join_user(invite_id)
+    with broker_call("creating the invite's join user"):
+        client = redis.Redis.from_url(admin_url)
+        try:
+            client.execute_command("ACL", "SETUSER", user, *join_rules(secret_sha256, invite_id))
+            return user, saved(client)
+        finally:
+            client.close()
+
+
 def _db(url: str) -> int:
     path = urlsplit(url).path.strip("/")
     return int(path) if path.isdigit() else 0
@@ -125,6 +151,12 @@ def _db(url: str) -> int:
 def create_worker_user(admin_url: str, name: str, key_id: str) -> tuple[str, str, bool]:
     """Create (or reset) the ACL user of `name`, whose signing key is `key_id`, with a new password; returns
     (user, the worker's broker URL, whether the server's ACL file now keeps it across a restart)."""
+    user, password, kept = make_worker_user(admin_url, name, key_id)
+    return user, with_user(admin_url, user, password), kept
+
+
+def make_worker_user(admin_url: str, name: str, key_id: str) -> tuple[str, str, bool]:
+    """Create (or reset) the ACL user of `name` with a new password: (user, password, kept across a restart)."""
     user, password = acl_user(name), secrets.token_urlsafe(32)
     with broker_call("creating the worker's ACL user"):
         client = redis.Redis.from_url(admin_url)
@@ -133,13 +165,14 @@ def create_worker_user(admin_url: str, name: str, key_id: str) -> tuple[str, str
             kept = saved(client)
         finally:
             client.close()
-    return user, worker_url(admin_url, user, password), kept
+    return user, password, kept
 
 
-def delete_worker_user(admin_url: str, user: str) -> tuple[int, bool]:
-    """Delete the ACL user and close every connection it holds now; returns how many were closed and whether
-    the server's ACL file now forgets it too (else a restart of a server that loads one would bring it back)."""
-    with broker_call("deleting the worker's ACL user"):
+def delete_user(admin_url: str, user: str) -> tuple[int, bool]:
+    """Delete the ACL user (a worker's or an invite's) and close every connection it holds now; returns how many
+    were closed and whether the server's ACL file now forgets it too (else a restart of a server that loads one
+    would bring it back)."""
+    with broker_call(f"deleting the broker user {user}"):
         client = redis.Redis.from_url(admin_url)
         try:
             try:
@@ -166,11 +199,3 @@ def saved(client: redis.Redis) -> bool:
         return False
     client.execute_command("ACL", "SAVE")
     return True
-
-
-def worker_url(admin_url: str, user: str, password: str) -> str:
-    """The admin URL with the worker's user and password in place of the admin's."""
-    parts = urlsplit(admin_url)
-    host = parts.hostname or "127.0.0.1"
-    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))

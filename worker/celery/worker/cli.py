@@ -47,6 +47,10 @@ POOL_HELP = (
     "'own': keep a standing pool of --concurrency started containers; a socket path: take them from that "
     "`gate pool serve`; 'off': none (default: $PROBEGATE_POOL, else gate pool serve's default socket if present)"
 )
+BROKER_FILE_HELP = (
+    "where a joined server keeps its name and its own broker URL (default $PROBEGATE_BROKER_FILE or "
+    "~/.config/probegate/broker.json); `serve` reads it when no --broker is given"
+)
 KEY_HELP = (
     "this worker's signing key, created when missing (default $PROBEGATE_WORKER_KEY or ~/.config/probegate/worker.key)"
 )
@@ -61,8 +65,25 @@ def build_parser() -> argparse.ArgumentParser:
     key = sub.add_parser("key", help="print this worker's public key (PEM) and key id, creating the key when missing")
     key.add_argument("--key", type=Path, help=KEY_HELP)
     serve = sub.add_parser("serve", help="consume trial batches from the broker")
-    serve.add_argument("--key", type=Path, help=KEY_HELP)
     serve.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
+    join = sub.add_parser("join", help="ask the coordinator to enrol this server with a join token, then serve")
+    join.add_argument("token", metavar="TOKEN", help="the token `gate workers invite` printed")
+    join.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the admission (default 120)")
+    join.add_argument("--no-serve", action="store_true", help="join, write the broker file, and exit")
+    for parser_ in (serve, join):
+        _serve_arguments(parser_)
+    beat = sub.add_parser("beat", help="schedule the nightly re-seal check on the broker")
+    beat.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
+    beat.add_argument("--image", help="the sandbox image whose workers run the check")
+    beat.add_argument("--fixture", required=True, help="fixture tree, as the worker running the check sees it")
+    beat.add_argument("--seal", required=True, help="seal file, as the worker running the check sees it")
+    return parser
+
+
+def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+    """What `serve` and `join` (which serves once joined) take."""
+    serve.add_argument("--key", type=Path, help=KEY_HELP)
+    serve.add_argument("--broker-file", type=Path, help=BROKER_FILE_HELP)
     serve.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes")
     serve.add_argument(
         "--image", help="image to preflight, and to run batches that name none (default: the bundled sandbox image)"
@@ -79,12 +100,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--registry", default=os.environ.get("PROBEGATE_REGISTRY") or None, help=REGISTRY_HELP)
     serve.add_argument("--queue", help="consume this queue instead of the shared one: a fleet for pinned runs")
     serve.add_argument("--pool", help=POOL_HELP)
-    beat = sub.add_parser("beat", help="schedule the nightly re-seal check on the broker")
-    beat.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
-    beat.add_argument("--image", help="the sandbox image whose workers run the check")
-    beat.add_argument("--fixture", required=True, help="fixture tree, as the worker running the check sees it")
-    beat.add_argument("--seal", required=True, help="seal file, as the worker running the check sees it")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -93,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "join":
+            return _join(args)
+        if args.command == "serve" and not args.broker:
+            _from_broker_file(args, broker_file(args.broker_file))
         if args.command in ("serve", "beat"):
             check_redis_url(args.broker, "--broker (or PROBEGATE_BROKER)")
         if args.command == "preflight":
@@ -145,6 +164,54 @@ def _key(args: argparse.Namespace) -> int:
     sys.stdout.write(key.public().pem().decode())
     print(f"key id: {key.key_id}")
     return RET_OK
+
+
+def broker_file(given: Path | None) -> Path:
+    """--broker-file, else $PROBEGATE_BROKER_FILE, else ~/.config/probegate/broker.json."""
+    if given is not None:
+        return given
+    env = os.environ.get("PROBEGATE_BROKER_FILE")
+    return Path(env) if env else Path.home() / ".config" / "probegate" / "broker.json"
+
+
+def _from_broker_file(args: argparse.Namespace, path: Path) -> bool:
+    """Take the broker URL (and the name, unless --name) a join wrote to `path`; False when there is none."""
+    from gate.io.inputs import read_input
+
+    if not path.exists():
+        return False
+    try:
+        found = json.loads(read_input(path, "broker file"))
+        args.broker, name = found["broker"], found["name"]
+    except (ValueError, KeyError, TypeError):
+        raise UsageError("not a broker file a join wrote (delete it to join again)", file=str(path)) from None
+    args.name = args.name or f"{name}@%h"
+    return True
+
+
+def _join(args: argparse.Namespace) -> int:
+    """Join with the token (unless this server joined before: its broker file is there), then serve."""
+    path = broker_file(args.broker_file)
+    if _from_broker_file(args, path):
+        print(f"gate-worker: joined before ({path}); serving", file=sys.stderr)
+    else:
+        from gate.io.artifacts import write_output
+        from worker.celery.worker.join import join
+
+        key = _worker_key(args.key)
+        name, url = join(
+            args.token,
+            key,
+            socket.gethostname(),
+            wait_s=args.wait,
+            note=lambda line: print(f"gate-worker: {line}", file=sys.stderr, flush=True),
+        )
+        write_output(path, json.dumps({"name": name, "broker": url}).encode() + b"\n", "broker file")
+        print(f"gate-worker: joined as {name}; its broker URL is in {path} (mode 0600)", file=sys.stderr)
+        args.broker, args.name = url, args.name or f"{name}@%h"
+    if args.no_serve:
+        return RET_OK
+    return _serve(args)
 
 
 def _serve(args: argparse.Namespace) -> int:
