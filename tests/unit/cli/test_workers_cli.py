@@ -71,8 +71,8 @@ def test_worker_acl_rules_are_narrow() -> None:
     from urllib.parse import urlsplit
 
     from worker.celery.coordinator.acl import worker_rules
-    from worker.celery.shared.broker import with_user
     from worker.celery.shared.app import direct_queue
+    from worker.celery.shared.broker import with_user
 
     key_id = "ab" * 32
     own = direct_queue(key_id)
