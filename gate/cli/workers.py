@@ -41,6 +41,11 @@ def add_workers_parser(sub: Any) -> None:
     enrol_p = actions.add_parser("enrol", help="enrol a worker's public key (from `gate-worker key`) under a name")
     enrol_p.add_argument("pubkey", type=Path, metavar="PUBKEY_FILE", help="the worker's public key, PEM")
     enrol_p.add_argument("--name", required=True, help="the worker's name: its observations carry it")
+    enrol_p.add_argument(
+        "--owned",
+        action="store_true",
+        help="your own machine: its results need no second run and it runs the others' (docs/trust.md)",
+    )
     list_p = actions.add_parser("list", help="every enrolled key, revoked ones included")
     revoke_p = actions.add_parser("revoke", help="refuse this worker's results from now on; drop its broker user")
     revoke_p.add_argument("name")
@@ -97,7 +102,7 @@ def run_workers(args: argparse.Namespace) -> int:
         load_roster(path)  # no registry: nothing to revoke
     with locked(path):
         if args.action == "enrol":
-            return _enrol(path, key, args.name, admin)
+            return _enrol(path, key, args.name, admin, owned=args.owned)
         return _revoke(path, args.name, admin)
 
 
@@ -110,7 +115,7 @@ def _enrolling(pubkey: Path, name: str) -> VerifyKey:
     return load_verify_key(pubkey)
 
 
-def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
+def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None, *, owned: bool) -> int:
     from gate.core.trust.enrolment import EnrolledWorker, EnrolmentRefused, enrol
     from gate.io.workers import load_roster, save_roster
 
@@ -123,6 +128,7 @@ def _enrol(path: Path, key: VerifyKey, name: str, admin: str | None) -> int:
         public_key=key.pem().decode(),
         enrolled_at=datetime.now(UTC),
         acl_user=acl_user(name) if admin else None,
+        owned=owned,
     )
     try:
         updated = enrol(roster, worker)
@@ -185,6 +191,7 @@ def _row(worker: EnrolledWorker) -> dict[str, Any]:
         "name": worker.name,
         "key_id": worker.key_id,
         "state": "enrolled" if worker.active else "revoked",
+        "tier": "owned" if worker.owned else "stranger",
         "enrolled_at": worker.enrolled_at.isoformat(),
         "revoked_at": worker.revoked_at.isoformat() if worker.revoked_at else None,
         "acl_user": worker.acl_user,

@@ -59,29 +59,45 @@ def cross_check(
 ) -> CrossChecked:
     """Cross-check the chosen trials in place in `tallies` (a counted outcome only ever gets worse)."""
     workers = {t.prop.id: dict(Counter(o.worker_id for o in t.observations)) for t in tallies}
+    # Owned workers' results need no second run (only an executor with a registry names any).
+    trusted = frozenset(getattr(executor, "trusted_workers", frozenset()))
     rates = {t.prop.id: _rates(t) for t in tallies if t.prop.band is Band.STATISTICAL and len(workers[t.prop.id]) > 1}
     flagged = outliers(rates)
     events: list[HarnessEvent] = [
         HarnessEvent(kind="hit_rate_outlier", property_id=o.property_id, detail=o.line()) for o in flagged
     ]
     candidates = {
-        t.prop.id: (t.prop.band, [o.trial_index for o in t.outcomes if o.kind is not OutcomeKind.FAULT])
+        t.prop.id: (
+            t.prop.band,
+            [
+                c.trial_index
+                for o, c in zip(t.observations, t.outcomes, strict=True)
+                if c.kind is not OutcomeKind.FAULT and o.worker_id not in trusted
+            ],
+        )
         for t in tallies
     }
     chosen = choose(seed, candidates, share)
     count = sum(len(v) for v in chosen.values())
-    stat = choose_replays(seed, _stat_rows(tallies), share)
+    stat = choose_replays(seed, _stat_rows(tallies), share, trusted)
     elsewhere: RunElsewhere | None = getattr(executor, "run_elsewhere", None)
     if not (count or stat.count) or elsewhere is None:
         note = "" if not (count or stat.count) else LOCAL_NOTE
         summary = summarize(
-            share=share, seed=seed, chosen=count, checked=0, note=note, outliers=flagged, replays_chosen=stat.count
+            share=share,
+            seed=seed,
+            chosen=count,
+            checked=0,
+            note=note,
+            outliers=flagged,
+            replays_chosen=stat.count,
+            trusted=trusted,
         )
         return CrossChecked(summary, workers, tuple(events))
     # Enrolled workers are untrusted: a chosen trial whose check never came back from another worker
     # (none there, lost, answered by the worker it had to avoid, or stolen off another's queue) is unproven.
     strict = bool(getattr(executor, "untrusted_workers", False))
-    step = Step(elsewhere, tallies, sent, inputs, judge, events, strict=strict)
+    step = Step(elsewhere, tallies, sent, inputs, judge, events, strict=strict, trusted=trusted)
     disagreements, settlements = step.run(chosen) if count else ([], [])
     replayed = replay(step, stat)
     liars = caught([*settlements, *replayed.settlements])
@@ -104,6 +120,8 @@ def cross_check(
         unresolved=replayed.unresolved,
         discarded=sorted(liars),
         reran=reran,
+        trusted=trusted,
+        verified_by=step.verified_by,
     )
     events.extend(_settlement_events([*settlements, *replayed.settlements]))
     return CrossChecked(summary, workers, tuple(events))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import FaultOrigin, Observation, Side
-from gate.core.trust.crosscheck import Pair, Settlement, WorkerDisagreement, settle
+from gate.core.trust.crosscheck import Pair, Settlement, WorkerDisagreement, settle, settle_by_owner
 from gate.core.trust.replay import REPLAY_REPRODUCE, Choice, compare, discards, on_rows, unproven
 from gate.core.verdicts.verdict import OutcomeKind
 from gate.run.secondruns import Key, Step
@@ -83,6 +83,11 @@ def replay(step: Step, choice: Choice) -> Replayed:
             disputed[key] = (obs, judged[0][0])
     settlements: list[Settlement] = []
     unresolved: list[tuple[str, int]] = [(d.property_id, d.trial_index) for d in on_base]
+    by_owner: list[Settlement] = []  # an owned worker's word settles its disputes: no third worker, no demotion
+    for key, (a, b) in list(disputed.items()):
+        if (settled := settle_by_owner(a, b, step.trusted)) is not None:
+            by_owner.append(settled)
+            del disputed[key]
     if disputed:
         thirds = step.elsewhere(
             {key: frozenset({a.worker_id, b.worker_id}) for key, (a, b) in disputed.items()}, REPLAY_REPRODUCE
@@ -100,6 +105,7 @@ def replay(step: Step, choice: Choice) -> Replayed:
                 key = keys[settlement.property_id, settlement.trial_index]
                 unresolved.append((key[1], key[2]))
                 fault(step, key, f"replays disagree and no tie-break settled it: {settlement.detail}")
+    settlements.extend(by_owner)
     return Replayed(checked, unchecked, (*disagreements, *on_base), tuple(settlements), tuple(sorted(set(unresolved))))
 
 

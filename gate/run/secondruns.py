@@ -5,13 +5,22 @@ the outcome that counts put in place in its tally. The cross-checks of safety an
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Judge, Tally
 from gate.core.suite.trial import FaultOrigin, Observation, Side, TrialKey, TrialSpec
-from gate.core.trust.crosscheck import REPRODUCE, Pair, Settlement, WorkerDisagreement, combine, settle
+from gate.core.trust.crosscheck import (
+    REPRODUCE,
+    Pair,
+    Settlement,
+    WorkerDisagreement,
+    combine,
+    settle,
+    settle_by_owner,
+)
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
 from gate.run.waves import coordinator_canary
@@ -34,11 +43,14 @@ class Step:
         events: list[HarnessEvent],
         *,
         strict: bool = False,
+        trusted: frozenset[str] = frozenset(),
     ) -> None:
         self.run_elsewhere, self.sent, self.inputs, self.judge, self.events = elsewhere, sent, inputs, judge, events
         self.strict = strict
+        self.trusted = trusted  # owned workers: a disagreement with one is settled for it, with no third worker
         self.tallies = {t.prop.id: t for t in tallies}
         self.checked = 0
+        self.verified_by: Counter[str] = Counter()  # worker -> second runs it answered (checks, replays, reruns)
 
     def run(self, chosen: Mapping[str, tuple[int, ...]]) -> tuple[list[WorkerDisagreement], list[Settlement]]:
         primaries: dict[Key, tuple[Observation, Outcome]] = {}
@@ -65,6 +77,10 @@ class Step:
                 if pair.disagreement.facts:
                     disputed[key] = (obs, judged[0][0])
         settlements: list[Settlement] = []
+        for key, (a, b) in list(disputed.items()):
+            if (by_owner := settle_by_owner(a, b, self.trusted)) is not None:
+                settlements.append(by_owner)
+                del disputed[key]
         if disputed:
             avoid = {key: frozenset({a.worker_id, b.worker_id}) for key, (a, b) in disputed.items()}
             thirds = self.elsewhere(avoid, REPRODUCE)
@@ -99,6 +115,7 @@ class Step:
                     )
                     continue
                 obs = coordinator_canary(spec, obs, self.events)
+                self.verified_by[obs.worker_id] += 1
                 got.setdefault(obs.key, []).append((obs, self.judge(self.tallies[obs.property_id].prop, obs)))
         for key, answers in got.items():
             faults = [o for o, c in answers if c.kind is OutcomeKind.FAULT]

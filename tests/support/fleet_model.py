@@ -42,13 +42,17 @@ def truth(rate: float) -> Callable[[TrialSpec], bool]:
 class FakeFleet:
     """Executor-shaped: `run` gives trial i to worker i mod n (the coordinator's rotation, one trial a
     batch); `run_elsewhere` sends a group to one worker outside the avoid set, picked by `rng` (as the
-    Celery executor picks one direct queue). Counts the trials each worker ran."""
+    Celery executor picks one direct queue), an `owned` one when any is left (as it prefers them). Counts the
+    trials each worker ran."""
 
-    def __init__(self, workers: Mapping[str, Answer], rng: random.Random, *, strict: bool = True) -> None:
+    def __init__(
+        self, workers: Mapping[str, Answer], rng: random.Random, *, strict: bool = True, owned: Sequence[str] = ()
+    ) -> None:
         self.workers = dict(workers)
         self.names = tuple(workers)
         self.rng = rng
         self.untrusted_workers = strict  # enrolled workers: an unchecked chosen trial is unproven
+        self.trusted_workers = frozenset(owned)  # the registry's owned workers: their results need no second run
         self.events: list[HarnessEvent] = []
         self.ran = 0
         self.seen: list[tuple[str, TrialSpec]] = []  # (worker, spec), in the order they ran
@@ -70,6 +74,7 @@ class FakeFleet:
         self, specs: Sequence[TrialSpec], inputs: Any, avoid_workers: frozenset[str]
     ) -> Iterator[Observation]:
         others = [w for w in self.names if w not in avoid_workers]
+        others = [w for w in others if w in self.trusted_workers] or others
         if not others:
             detail = f"{len(specs)} trial(s): no worker besides {sorted(avoid_workers)}"
             self.events.append(HarnessEvent(kind="no_cross_check_worker", property_id=PROPERTY, detail=detail))

@@ -220,6 +220,26 @@ def settle(a: Observation, b: Observation, reruns: Sequence[Observation]) -> Set
     )
 
 
+def settle_by_owner(a: Observation, b: Observation, trusted: frozenset[str]) -> Settlement | None:
+    """A disagreement between an owned worker and another, settled with no third worker: the owned worker's facts
+    stand and the other is quarantined (its results are then run again, on the owned worker where one is up).
+    None when neither side, or both, is owned: the tie-break decides as before."""
+    owned = [side for side in (a, b) if side.worker_id in trusted]
+    if len(owned) != 1:
+        return None
+    honest = owned[0]
+    liar = b if honest is a else a
+    return Settlement(
+        property_id=a.property_id,
+        trial_index=a.trial_index,
+        settled=Settled.QUARANTINE,
+        quarantined=liar.worker_id,
+        sided_with=honest.worker_id,
+        tie_breaker=honest.worker_id,
+        detail=f"{honest.worker_id} is an owned worker: its result stands over {liar.worker_id}'s",
+    )
+
+
 def canary_in_heads(spec: TrialSpec, obs: Observation) -> bool:
     """Whether the coordinator itself finds the trial's canary in the stream heads a worker returned."""
     if not spec.canary:

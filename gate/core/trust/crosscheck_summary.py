@@ -47,6 +47,10 @@ class CrossCheckSummary(BaseModel):
     # Caught workers whose every counted result was discarded and run again elsewhere (`reran` trials).
     discarded: tuple[str, ...] = ()
     reran: int = Field(0, ge=0)
+    # Owned workers (the registry says so), whose results counted with no second run; and who ran how many
+    # second runs (cross-checks, replays, tie-breaks, reruns): who verified what.
+    trusted: tuple[str, ...] = ()
+    verified_by: dict[str, int] = Field(default_factory=dict)
 
 
 def summarize(
@@ -65,6 +69,8 @@ def summarize(
     unresolved: Sequence[tuple[str, int]] = (),
     discarded: Sequence[str] = (),
     reran: int = 0,
+    trusted: Iterable[str] = (),
+    verified_by: Mapping[str, int] | None = None,
 ) -> CrossCheckSummary:
     """The summary, with the quarantined workers and nondeterministic trials drawn from the settlements."""
     quarantined = sorted({s.quarantined for s in settlements if s.settled is Settled.QUARANTINE and s.quarantined})
@@ -88,6 +94,8 @@ def summarize(
         unresolved=tuple(TrialRef(property_id=p, trial_index=i) for p, i in sorted(unresolved)),
         discarded=tuple(discarded),
         reran=reran,
+        trusted=tuple(sorted(trusted)),
+        verified_by=dict(sorted((verified_by or {}).items())),
     )
 
 
@@ -104,6 +112,11 @@ def summary_lines(summary: CrossCheckSummary, workers: dict[str, int]) -> list[s
             f"statistical replays: {summary.replays_checked}/{summary.replays_chosen} ran on a second worker "
             f"({summary.replays_for_margin} for the band's margin)"
         )
+    if summary.trusted:
+        lines.append(f"owned workers (results counted with no second run): {', '.join(summary.trusted)}")
+    if summary.verified_by:
+        ran = ", ".join(f"{w} {n}" for w, n in summary.verified_by.items())
+        lines.append(f"second runs by worker: {ran}")
     if summary.unresolved:
         shown = ", ".join(f"{t.property_id} trial {t.trial_index}" for t in summary.unresolved[:10])
         lines.append(f"unsettled replay disputes (their rows cannot pass): {shown}")

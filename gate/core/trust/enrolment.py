@@ -70,6 +70,9 @@ class EnrolledWorker(BaseModel):
     enrolled_at: datetime
     revoked_at: datetime | None = None
     acl_user: str | None = None  # the Redis ACL user made for it, when enrolment made one
+    # The operator's own machine (`gate workers enrol --owned`): its results need no second run, and it runs
+    # the cross-checks and replays of the others (docs/trust.md, "Owned workers").
+    owned: bool = False
 
     @property
     def active(self) -> bool:
@@ -85,6 +88,10 @@ class Roster(BaseModel):
 
     def by_key(self, key_id: str) -> EnrolledWorker | None:
         return next((w for w in self.workers if w.key_id == key_id), None)
+
+    def owned(self) -> frozenset[str]:
+        """The names of the active owned workers."""
+        return frozenset(w.name for w in self.workers if w.active and w.owned)
 
     def by_name(self, name: str) -> EnrolledWorker | None:
         """The active worker of that name, else the latest revoked one."""

@@ -97,8 +97,12 @@ def margin(rule: BandRule, hits: int, trials: int) -> int:
     return spare
 
 
-def choose_replays(seed: str, rows: Mapping[str, StatRow], share: float) -> Choice:
-    """The statistical trials to replay on another worker (rule 1); nothing when `share` is 0."""
+def choose_replays(
+    seed: str, rows: Mapping[str, StatRow], share: float, trusted: frozenset[str] = frozenset()
+) -> Choice:
+    """The statistical trials to replay on another worker (rule 1); nothing when `share` is 0. A `trusted`
+    worker's (an owned one's) trials are never chosen: its hits count as true ones, so the margin still bounds
+    every other worker's unreplayed hits."""
     if share <= 0:
         return Choice({})
     chosen: dict[str, tuple[int, ...]] = {}
@@ -107,7 +111,8 @@ def choose_replays(seed: str, rows: Mapping[str, StatRow], share: float) -> Choi
         judged = [(i, w, k) for i, w, k in row.trials if k in JUDGED]
         by_worker: dict[str, list[tuple[int, OutcomeKind]]] = {}
         for index, worker, kind in judged:
-            by_worker.setdefault(worker, []).append((index, kind))
+            if worker not in trusted:
+                by_worker.setdefault(worker, []).append((index, kind))
         picks: set[int] = set()
         for trials in by_worker.values():
             ranked = sorted(trials, key=lambda t: _point(seed, property_id, t[0]))

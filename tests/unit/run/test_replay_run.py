@@ -170,3 +170,55 @@ def test_a_probe_that_ignores_the_seed_gains_nothing_and_seldom_names_an_honest_
         named += bool(result.summary.quarantined)
     seeded = sum(true_kind(0.9, f"seeded-{n}") is Kind.PASS for n in range(runs))
     assert passed <= seeded and named <= runs // 20
+
+
+def owned_fleet(stranger: Answer, rate: float, rng: random.Random, *, owned: bool = True) -> FakeFleet:
+    """A stranger beside the operator's own worker `own` (owned, or, with `owned` False, one more stranger)."""
+    honest = truth(rate)
+    workers = {"stranger": stranger, "own": lambda spec, _w: honest(spec)}
+    return FakeFleet(workers, rng, owned=("own",) if owned else ())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([0.5, 0.7, 0.75, 0.95]), st.text(min_size=1, max_size=6), st.data())
+def test_beside_an_owned_worker_a_liar_is_caught_and_the_row_decides_on_the_truth(
+    rate: float, run_id: str, data: st.DataObject
+) -> None:
+    """Adversarial: a stranger flipping any set of its trials beside an owned worker never moves the row: the
+    owned worker's word settles every dispute with no third worker, the stranger's results run again on it,
+    and the row's kind is the seeded truth's (a pass when the truth passes, never otherwise)."""
+    lies = data.draw(st.sets(st.integers(0, RULE.trials - 1), min_size=1))
+    honest = truth(rate)
+
+    def liar(spec: TrialSpec, worker: str) -> bool:
+        return not honest(spec) if spec.trial_index in lies else honest(spec)
+
+    fleet = owned_fleet(liar, rate, random.Random(run_id))
+    result = run_row(fleet, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id)
+    if result.kind is Kind.PASS:
+        assert true_kind(rate, run_id) is Kind.PASS
+    if result.summary.discarded:
+        assert result.summary.discarded == ("stranger",) and result.kind is true_kind(rate, run_id)
+    assert set(result.summary.verified_by) <= {"own"} and result.summary.trusted == ("own",)
+
+
+def test_a_fleet_shrunk_to_one_stranger_decides_with_an_owned_worker_and_not_without() -> None:
+    """An honest stranger and the operator's own worker: the row passes on a true rate of 0.95 in every run, and
+    only the stranger's trials run a second time, all on the owned worker; the same two as strangers pass too,
+    but each checks the other; and a lone owned worker decides alone, where a lone stranger cannot."""
+    honest = truth(0.95)
+    for n in range(20):
+        run_id = f"owned-{n}"
+        if true_kind(0.95, run_id) is not Kind.PASS:
+            continue
+        fleet = owned_fleet(lambda spec, _w: honest(spec), 0.95, random.Random(run_id))
+        result = run_row(fleet, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id)
+        assert result.kind is Kind.PASS, result.summary
+        assert all(worker == "own" for worker, _ in fleet.seen[result.primaries :])
+        assert {spec.trial_index for _, spec in fleet.seen[result.primaries :]} <= {
+            spec.trial_index for worker, spec in fleet.seen[: result.primaries] if worker == "stranger"
+        }
+        lone = FakeFleet({"own": lambda spec, _w: honest(spec)}, random.Random(run_id), owned=("own",))
+        assert run_row(lone, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id).kind is Kind.PASS
+        alone = FakeFleet({"stranger": lambda spec, _w: honest(spec)}, random.Random(run_id))
+        assert run_row(alone, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id).kind is not Kind.PASS

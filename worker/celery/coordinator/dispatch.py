@@ -163,12 +163,17 @@ class CeleryExecutor:
         a chosen cross-check that never came back from another worker leaves its trial unproven."""
         return self.enrolled is not None
 
+    @property
+    def trusted_workers(self) -> frozenset[str]:
+        """The active owned workers of the registry read for the run (their results need no second run)."""
+        return self.assigner.roster.owned() if self.assigner.roster is not None else frozenset()
+
     def run_elsewhere(
         self, specs: Sequence[TrialSpec], inputs: LocalInputs, avoid_workers: frozenset[str]
     ) -> Iterator[Observation]:
         """Run `specs` (the very specs already run) on one worker outside `avoid_workers`, picked at
-        random among the others' direct queues (with a roster in force, the active enrolled ones' only); none
-        there: a `no_cross_check_worker` event, nothing run."""
+        random among the others' direct queues (with a roster in force, the active enrolled ones' only, and
+        the owned ones' when any is up); none there: a `no_cross_check_worker` event, nothing run."""
         if not specs:
             return
         avoided_keys = {self.answers.key_of(worker) for worker in avoid_workers}
@@ -180,6 +185,9 @@ class CeleryExecutor:
             # sent there would never come back, and the trial it should prove would stay unproven by luck.
             enrolled = {direct_queue(w.key_id) for w in roster.workers if w.active}
             others = [queue for queue in others if queue in enrolled]
+            # Verification sits where trust is: an owned worker up takes every second run.
+            owned = [queue for queue in others if queue in {direct_queue(w.key_id) for w in roster.workers if w.owned}]
+            others = owned or others
         if not others:
             detail = f"{len(specs)} trial(s) of {specs[0].property_id}: no worker besides {sorted(avoid_workers)}"
             self.events.append(
