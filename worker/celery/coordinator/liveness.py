@@ -22,6 +22,8 @@ from worker.celery.shared.app import direct_queue
 from worker.celery.shared.broker import broker_call
 from worker.celery.shared.liveness import GONE_AFTER_S, alive_key
 
+GAP_S = 5.0  # looks further apart than this (an outage, a pause between waves) are no evidence against anyone
+
 
 def redis_reader(url: str) -> Callable[[Collection[str]], set[str]]:
     """Asks the broker at `url`, in one round trip, which of the given key ids have a live heartbeat."""
@@ -72,7 +74,7 @@ class Liveness:
         except BrokerError:
             return self.gone
         now = self.clock()
-        if self._looked is not None and now - self._looked > self.gone_after_s / 2:
+        if self._looked is not None and now - self._looked > GAP_S:
             self.restarted()  # not looked for a while (an outage, a pause between waves): that is no evidence
         self._looked = now
         for key in beating:

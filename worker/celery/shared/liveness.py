@@ -15,7 +15,9 @@ from typing import Any
 
 BEAT_S = 2.0  # how often a worker says it is up
 KEY_TTL_S = 6.0  # three beats: one slow write does not make a worker look gone
-GONE_AFTER_S = 10.0  # the coordinator's default: unseen this long, a worker's batches go elsewhere
+# The coordinator's default: unseen this long, a worker's batches go elsewhere. The key itself is gone only
+# KEY_TTL_S after the last beat, so a worker is presumed gone about ten seconds after it last beat.
+GONE_AFTER_S = 4.0
 
 
 def alive_key(queue: str) -> str:
