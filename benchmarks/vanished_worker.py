@@ -233,6 +233,7 @@ def one_round(
         row["loss_s"] = loss.elapsed
         row["loss_to_end_s"] = loss.started + loss.elapsed - killed_at
     row["loss_split"] = by_worker(loss.observations)
+    row["loss_back"] = len(loss.observations)
     row["loss_faults"] = sum(1 for o in loss.observations if o.fault)
     events = list(loss_exec.events)
     row["events"] = Counter(e.kind for e in events)
@@ -256,7 +257,8 @@ def restart_lost(workers: Workers, url: str, client: docker.DockerClient, concur
     """Start w2 again under the same name, key and broker user, after dropping what it left on the broker."""
     sweep_dead_workers(client)  # the killed worker's tree mounts and host dirs
     queue = direct_queue(load_verify_key(public_path(workers.key(LOST))).key_id)
-    drop_left_batches(url, queue)
+    left = drop_left_batches(url, queue)
+    print(f"  w2 starts again ({left} key(s) it left on the broker dropped)", file=sys.stderr)
     workers.start(LOST, concurrency=concurrency)
     workers.wait_ready()
 
@@ -318,7 +320,10 @@ def main() -> int:
     for row in rows:
         loss: Loss = row["loss"]
         if row["loss_s"] is None:
-            print(f"{row['round']:>5}{row['baseline_s']:>12.1f}  capped at {loss.at_s:.0f}+ s: the run never ended")
+            print(
+                f"{row['round']:>5}{row['baseline_s']:>12.1f}  capped: not ended {args.cap:.0f} s into the run "
+                f"(w2 lost at {loss.at_s:.1f} s)"
+            )
             continue
         extra = row["loss_s"] - row["baseline_s"]
         gone = f"{loss.gone_after_s:.1f}" if loss.gone_after_s is not None else "-"
@@ -341,7 +346,7 @@ def report(row: dict, file: TextIO) -> None:
         file=file,
     )
     took = "capped" if row["loss_s"] is None else f"{row['loss_s']:.1f} s"
-    gone = f"{loss.gone_after_s:.1f} s" if loss.gone_after_s is not None else "never"
+    gone = f"{loss.gone_after_s:.1f} s" if loss.gone_after_s is not None else "not seen"
     print(
         f"    loss {took}: w2 killed {loss.at_s:.1f} s in (it had answered {loss.w2_answered}; {loss.containers} "
         f"container(s) removed), worker_gone {gone} after; trials per worker {row['loss_split']}, "
@@ -352,6 +357,8 @@ def report(row: dict, file: TextIO) -> None:
     for detail in row["gone_detail"]:
         print(f"    worker_gone: {detail}", file=file)
     same = "yes" if row["same"] else f"NO (first differing trials: {row['differing']})"
+    if row["loss_s"] is None:
+        same = f"not compared: the loss run was stopped at the cap with {row['loss_back']} trials back"
     print(f"    same outcome for every trial: {same}", file=file)
 
 
