@@ -141,27 +141,37 @@ def admit(
     book: InviteBook, signed: SignedJoinRequest, key_id: str, now: datetime, verify: Verify
 ) -> tuple[Invite, str] | tuple[JoinRefusal, str]:
     """(the invite that admits the request, the name to enrol it under: the invite's prefix and the first eight
-    hex digits of `key_id`, the id of the key the request names) or (why refused, detail). Nothing is changed:
-    `admitted` records the enrolment once it happened."""
+    hex digits of `key_id`, the id of the key the request names) or (why refused, detail). A key the invite
+    admitted before is admitted again, even once the invite is used or expired (never once revoked): it proved
+    the key, and its server may have given up before its grant came. Nothing is changed: `admitted` records
+    the grant once it happened."""
     request = signed.request
     invite = book.by_id(request.invite_id)
     if invite is None:
         return JoinRefusal.UNKNOWN, f"no invite {request.invite_id}"
     if request.digest() in invite.seen:
         return JoinRefusal.REPLAYED, f"request {request.digest()[:16]} was admitted before"
-    state = invite.state(now)
-    if state != "open":
-        return JoinRefusal(f"invite_{state}"), f"invite {invite.invite_id} is {state}"
+    if invite.revoked_at is not None:
+        return JoinRefusal.REVOKED, f"invite {invite.invite_id} is revoked"
     if not hmac.compare_digest(request_mac(invite.secret_sha256, request), signed.mac):
         return JoinRefusal.BAD_MAC, "the request does not prove knowledge of the token"
     if not verify(request.public_key, bytes.fromhex(signed.signature), request.message()):
         return JoinRefusal.BAD_SIGNATURE, "the signature does not verify under the key it names"
-    return invite, f"{invite.prefix}-{key_id[:8]}"
+    name = f"{invite.prefix}-{key_id[:8]}"
+    if name in invite.admitted:
+        # The same key asking again (its server gave up waiting before the grant came): a fresh grant, no use spent.
+        return invite, name
+    state = invite.state(now)
+    if state != "open":
+        return JoinRefusal(f"invite_{state}"), f"invite {invite.invite_id} is {state}"
+    return invite, name
 
 
 def admitted(invite: Invite, name: str, request: JoinRequest) -> Invite:
-    """`invite` after enrolling `name` for `request` (one use spent, the request's digest kept)."""
-    return invite.model_copy(update={"admitted": (*invite.admitted, name), "seen": (*invite.seen, request.digest())})
+    """`invite` after granting `name` for `request`: the request's digest kept, and one use spent unless `name`
+    was admitted before (the same key asking again)."""
+    names = invite.admitted if name in invite.admitted else (*invite.admitted, name)
+    return invite.model_copy(update={"admitted": names, "seen": (*invite.seen, request.digest())})
 
 
 def revoked(book: InviteBook, invite_id: str, now: datetime) -> InviteBook:

@@ -113,10 +113,16 @@ class Admission:
             worker = EnrolledWorker(
                 name=name, key_id=key.key_id, public_key=key.pem().decode(), enrolled_at=now, acl_user=acl_user(name)
             )
-            try:
-                roster = enrol(load_roster(self.registry, missing_ok=True), worker)
-            except EnrolmentRefused as exc:
-                return self._refuse(signed, "key_enrolled", str(exc))
+            roster = load_roster(self.registry, missing_ok=True)
+            known = roster.by_key(key.key_id)
+            if name in invite.admitted:  # the same key again: a new password for the worker it already is
+                if known is None or not known.active or known.name != name:
+                    return self._refuse(signed, "key_revoked", f"{name} is no longer enrolled")
+            else:
+                try:
+                    roster = enrol(roster, worker)
+                except EnrolmentRefused as exc:
+                    return self._refuse(signed, "key_enrolled", str(exc))
             user, password, _ = make_worker_user(self.admin_url, name, key.key_id)
             save_roster(self.registry, roster)
             save_invites(self.book_path, book.replace(admitted(invite, name, request)))

@@ -139,3 +139,21 @@ def test_a_sealed_grant_opens_only_under_its_key_and_its_request() -> None:
     ):
         with pytest.raises(SealError):
             attempt()
+
+
+def test_a_key_admitted_before_is_granted_again_without_spending_a_use_but_not_once_revoked() -> None:
+    """A server that gave up before its grant came asks again with a fresh request: its key, admitted before,
+    gets a fresh grant under the same name even though the one-use invite is used (or past its expiry), and no
+    use is spent; once the invite is revoked it is refused like anyone."""
+    key = SigningKey.generate()
+    first = request(key)
+    found, name = admit(InviteBook(invites=(invite(),)), first, key.key_id, NOW, verify_pem)
+    assert isinstance(found, Invite)
+    book = InviteBook(invites=(admitted(found, name, first.request),))
+    again = request(key)
+    later = NOW + timedelta(hours=2)
+    found, same = admit(book, again, key.key_id, later, verify_pem)
+    assert isinstance(found, Invite) and same == name
+    assert admitted(found, same, again.request).admitted == (name,)
+    gone = revoked(book, found.invite_id, later)
+    assert admit(gone, request(key), key.key_id, later, verify_pem)[0] is JoinRefusal.REVOKED
