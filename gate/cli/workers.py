@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gate.cli.fleet import add_status_action, run_status
 from gate.cli.invites import add_invite_actions, run_invites
 from gate.core.errors import RET_OK, UsageError
 
@@ -54,6 +55,7 @@ def add_workers_parser(sub: Any) -> None:
     for action in (enrol_p, revoke_p):
         _add_admin_argument(action)
     add_invite_actions(actions, add_registry_argument, _add_admin_argument)
+    add_status_action(actions, add_registry_argument, _add_admin_argument)
 
 
 def _add_admin_argument(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +91,10 @@ def run_workers(args: argparse.Namespace) -> int:
         raise UsageError("must be a redis:// or rediss:// URL", field="--redis-admin-url")
     if args.action in ("invite", "invites", "uninvite", "admit"):
         return run_invites(args)
+    if args.action == "status":
+        if not admin:
+            raise UsageError("needs the broker", field="--redis-admin-url (or $PROBEGATE_REDIS_ADMIN)")
+        return run_status(args, admin)
     if args.action == "list":
         for worker in load_roster(path, missing_ok=True).workers:
             print(json.dumps(_row(worker)))

@@ -99,6 +99,12 @@ def test_a_server_joins_with_one_command_serves_a_run_and_is_revoked_like_an_enr
         wait_for(lambda: ping(redis_server.url, f"{name}@{socket.gethostname()}", server, tmp_path), 90)
         observations, _ = run_trials(redis_server, tmp_path, coordinator.registry, n=6)
         assert {o.worker_id for o in observations} == {name} and all(o.fault is None for o in observations)
+        # `gate workers status`: up, seen within its heartbeat's expiry, the six trials it took, no invite left.
+        *rows, invites = coordinator.gate("status", "--json")
+        (row,) = rows
+        assert (row["name"], row["state"], row["tier"]) == (name, "up", "stranger"), row
+        wait_for(lambda: coordinator.gate("status", "--json")[0]["trials_last_minute"] == 6 or None, 10)
+        assert invites == {"invites": {"open": 0, "uses_left": 0}}
         hand = tmp_path / "hand.key"
         write_new_key(hand)
         coordinator.gate("enrol", str(public_path(hand)), "--name", "by-hand")
@@ -108,6 +114,8 @@ def test_a_server_joins_with_one_command_serves_a_run_and_is_revoked_like_an_enr
         )
         (row,) = coordinator.gate("revoke", name)
         assert row["state"] == "revoked" and row["connections_closed"] >= 1, row
+        states = {r["name"]: r["state"] for r in coordinator.gate("status", "--json")[:-1]}
+        assert states == {name: "revoked", "by-hand": "gone"}, states  # by-hand never served: gone
         assert admin.acl_getuser(f"probegate-worker-{name}") is None
     finally:
         os.killpg(server.pid, signal.SIGKILL)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
+from celery_helpers import GATE, RedisServer, Workers, enrol
 from stallproxy import StallingProxy
 
 from gate.core.suite.trial import Observation
@@ -133,6 +135,16 @@ def test_a_worker_killed_mid_run_has_its_batches_moved_within_seconds(
     lost = lambda: vanish(workers, "w2", docker_client)  # noqa: E731
     run, executor, lost_at = start_run(workers, redis_server.url, registry, tmp_path, docker_client, lost)
     check_moved(run, executor, lost_at)
+    # Presumed gone only once its heartbeat had lapsed: `gate workers status` shows it gone, w1 up.
+    status = subprocess.run(
+        [GATE, "workers", "status", "--json", "--workers", str(registry), "--redis-admin-url", redis_server.url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    *rows, _ = (json.loads(line) for line in status.stdout.splitlines())
+    assert {row["name"]: row["state"] for row in rows} == {"box-w1": "up", "box-w2": "gone"}, rows
+    assert all(row["last_seen"] for row in rows), rows
 
 
 def test_a_worker_whose_link_went_silent_has_its_batches_moved_within_seconds(

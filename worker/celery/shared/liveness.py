@@ -18,6 +18,9 @@ KEY_TTL_S = 6.0  # three beats: one slow write does not make a worker look gone
 # The coordinator's default: unseen this long, a worker's batches go elsewhere. The key itself is gone only
 # KEY_TTL_S after the last beat, so a worker is presumed gone about ten seconds after it last beat.
 GONE_AFTER_S = 4.0
+# A second key, `<queue>.seen`, is written with each beat and lives this long: from what is left of it the
+# broker's own clock tells when a worker that is gone last beat (`gate workers status`).
+SEEN_TTL_S = 7 * 86400
 
 
 def alive_key(queue: str) -> str:
@@ -25,10 +28,16 @@ def alive_key(queue: str) -> str:
     return f"{queue}.alive"
 
 
-def beat_value(name: str, beats: int, in_flight: int) -> str:
-    """What a heartbeat holds: the worker's name, its beat count and its batches in flight (display only:
-    the worker says it, so nothing decides on it)."""
-    return json.dumps({"name": name, "beats": beats, "in_flight": in_flight}, separators=(",", ":"))
+def seen_key(queue: str) -> str:
+    """The key whose remaining life says when the worker consuming `queue` last beat."""
+    return f"{queue}.seen"
+
+
+def beat_value(name: str, beats: int, in_flight: int, trials_last_minute: int) -> str:
+    """What a heartbeat holds: the worker's name, its beat count, its batches in flight and the trials it took
+    in the last minute (display only: the worker says it, so nothing decides on it)."""
+    fields = {"name": name, "beats": beats, "in_flight": in_flight, "trials_last_minute": trials_last_minute}
+    return json.dumps(fields, separators=(",", ":"))
 
 
 def read_beat(raw: bytes | str | None) -> dict[str, Any] | None:

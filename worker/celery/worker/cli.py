@@ -303,11 +303,13 @@ def _serve(args: argparse.Namespace) -> int:
 def _beat_while_serving(broker: str, own: str, name: str) -> None:
     """Write this worker's heartbeat from the moment Celery is ready until it shuts down (the coordinator
     presumes a worker gone when its heartbeat lapses, worker.celery.shared.liveness)."""
-    from celery.signals import worker_ready, worker_shutdown
+    from celery.signals import task_received, worker_ready, worker_shutdown
 
-    from worker.celery.worker.heartbeat import Heartbeat
+    from worker.celery.worker.heartbeat import Heartbeat, TrialMeter
 
-    heart = Heartbeat(broker, own, name)
+    meter = TrialMeter()
+    heart = Heartbeat(broker, own, name, meter=meter)
+    task_received.connect(meter.received, weak=False)
     worker_ready.connect(lambda **_: heart.start(), weak=False)
     worker_shutdown.connect(lambda **_: heart.stop(), weak=False)
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
-from worker.celery.shared.liveness import BEAT_S, KEY_TTL_S, alive_key, beat_value
+from worker.celery.shared.liveness import BEAT_S, KEY_TTL_S, SEEN_TTL_S, alive_key, beat_value, seen_key
 
 log = logging.getLogger("probegate.worker.heartbeat")
 
@@ -22,6 +25,33 @@ def in_flight() -> int:
     from celery.worker import state
 
     return len(state.active_requests)
+
+
+class TrialMeter:
+    """The trials this worker took (batches received, by their trial count) over the last minute."""
+
+    def __init__(self, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s, self.clock = window_s, clock
+        self._taken: deque[tuple[float, int]] = deque()
+        self._lock = threading.Lock()
+
+    def received(self, request: Any = None, **_: Any) -> None:
+        """Celery's `task_received` (main process): count the batch's trials, from its wire payload."""
+        args = getattr(request, "args", None) or ()
+        payload = args[0] if args else None
+        indices = payload.get("indices") if isinstance(payload, dict) else None
+        self.add(len(indices) if isinstance(indices, list) else 0)
+
+    def add(self, trials: int) -> None:
+        with self._lock:
+            self._taken.append((self.clock(), trials))
+
+    def last_minute(self) -> int:
+        with self._lock:
+            cutoff = self.clock() - self.window_s
+            while self._taken and self._taken[0][0] < cutoff:
+                self._taken.popleft()
+            return sum(n for _, n in self._taken)
 
 
 class Heartbeat:
@@ -36,8 +66,11 @@ class Heartbeat:
         every_s: float = BEAT_S,
         ttl_s: float = KEY_TTL_S,
         busy: Callable[[], int] = in_flight,
+        meter: TrialMeter | None = None,
     ) -> None:
         self.key, self.name, self.every_s, self.busy = alive_key(queue), name, every_s, busy
+        self.seen = seen_key(queue)
+        self.meter = meter or TrialMeter()
         self.ttl_ms = int(ttl_s * 1000)
         # A write that hangs (a connection dropped without a FIN) gives up within one beat.
         self._client = redis.Redis.from_url(url, socket_timeout=every_s, socket_connect_timeout=every_s)
@@ -63,8 +96,10 @@ class Heartbeat:
 
     def beat(self) -> bool:
         """Write the key once; False when the broker could not be reached (the next beat tries again)."""
+        value = beat_value(self.name, self.beats, self.busy(), self.meter.last_minute())
         try:
-            self._client.set(self.key, beat_value(self.name, self.beats, self.busy()), px=self.ttl_ms)
+            with self._client.pipeline(transaction=False) as both:
+                both.set(self.key, value, px=self.ttl_ms).set(self.seen, value, px=int(SEEN_TTL_S * 1000)).execute()
         except redis.RedisError as exc:
             log.warning("heartbeat not written: %s", exc)
             return False
