@@ -328,15 +328,24 @@ class Workers:
                 proc.wait(timeout=10)
 
 
-def enrol(workers: Workers, registry: Path, *names: str, admin: str | None = None, new_keys: bool = True) -> None:
-    """Make each worker's key (`new_keys`; else enrol the key it has) and enrol it as `box-<name>`; with `admin`
-    (the broker's admin URL) also make its own broker user, which the worker then connects as."""
+def enrol(
+    workers: Workers,
+    registry: Path,
+    *names: str,
+    admin: str | None = None,
+    new_keys: bool = True,
+    owned: tuple[str, ...] = (),
+) -> None:
+    """Make each worker's key (`new_keys`; else enrol the key it has) and enrol it as `box-<name>` (those in
+    `owned` as owned workers); with `admin` (the broker's admin URL) also make its own broker user, which the
+    worker then connects as."""
     for name in names:
         if new_keys:
             write_new_key(workers.key(name))
         done = subprocess.run(
             [GATE, "workers", "enrol", str(public_path(workers.key(name))), "--name", f"box-{name}",
-             "--workers", str(registry), *(("--redis-admin-url", admin) if admin else ())],
+             "--workers", str(registry), *(("--redis-admin-url", admin) if admin else ()),
+             *(("--owned",) if name in owned else ())],
             capture_output=True, text=True,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
