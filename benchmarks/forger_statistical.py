@@ -13,6 +13,14 @@ rate, P(Binomial(10, rate) >= 8), is printed beside it. `accepted`: rows passed 
 failing property's: its true rate is below the band); `lie-made`: rows passed whose seeded truth has
 fewer than 8 hits (passes the lies made); `extra trials`: replays, tie-breaks and reruns per primary.
 
+Then the owned tier (`gate workers enrol --owned`, docs/trust.md "Owned workers"), whatever `--workers` says:
+one stranger alone (a fleet shrunk to one: nobody to replay on), a stranger (honest, or either forger) beside
+one owned worker `own` (the stranger runs every second trial as the liar does above; every second run goes to
+`own`), and `own` alone, at the same rate, shares and runs; then by true rate at the default share.
+`caught`: rows whose stranger was caught and every result it gave run again (on `own`); `on truth`: rows whose
+kind is the seeded truth's (a pass at 8 true hits or more, else `inconclusive_sample`); `owned ran`: the share of
+the second runs the owned worker answered.
+
     .venv/bin/python benchmarks/forger_statistical.py [--runs 400] [--rate 0.75] [--workers 2]
 
 `benchmarks/forger_celery.py` runs the same configuration through real enrolled workers and checks it
@@ -25,7 +33,8 @@ import argparse
 import math
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -70,8 +79,8 @@ class AssignedFleet(FakeFleet):
     """The fleet with its primaries sent as the Celery coordinator sends them to enrolled workers: batches of
     the executor's own size for `processes` worker processes, assigned round the workers in name order."""
 
-    def __init__(self, workers, rng: random.Random, processes: int) -> None:
-        super().__init__(workers, rng)
+    def __init__(self, workers, rng: random.Random, processes: int, owned: Sequence[str] = ()) -> None:
+        super().__init__(workers, rng, owned=owned)
         self.processes = processes
 
     def run(self, specs, inputs):
@@ -85,36 +94,132 @@ class AssignedFleet(FakeFleet):
 
 
 def one(
-    run_id: str, forger: Forger, rate: float, workers: int, share: float, rng: random.Random, processes: int = 0
+    run_id: str,
+    forger: Forger,
+    rate: float,
+    workers: int,
+    share: float,
+    rng: random.Random,
+    processes: int = 0,
+    *,
+    names: Sequence[str] = (),
+    owned: Sequence[str] = (),
 ) -> RowResult:
-    """One row; `processes` > 0: primaries batched and assigned as Celery does (else one trial per worker in turn)."""
+    """One row; `processes` > 0: primaries batched and assigned as Celery does (else one trial per worker in turn).
+    `names` (in the round's order) replaces the liar and workers-1 honest workers: `liar` answers as `forger`,
+    any other honestly; `owned` are the registry's owned workers among them."""
     specs = specs_for(run_id, RULE)
     real = truth(rate)
     # Named so that in name order (the coordinator's round) the honest workers come first, as box-honest
     # before box-liar in benchmarks/forger_celery.py.
-    names = ["liar", *(f"honest{k}" for k in range(1, workers))]
+    names = list(names) or ["liar", *(f"honest{k}" for k in range(1, workers))]
     lying = forger(specs, real, names)
     answers = {n: (lying if n == "liar" else (lambda s, _w: real(s))) for n in names}
-    fleet = AssignedFleet(answers, rng, processes) if processes else FakeFleet(answers, rng)
+    fleet = AssignedFleet(answers, rng, processes, owned) if processes else FakeFleet(answers, rng, owned=owned)
     return run_row(fleet, specs, RULE, share=share, seed=f"{rng.getrandbits(64):x}")
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One line's figures over its runs."""
+
+    accepted: float  # rows passed
+    lie_made: float  # rows passed whose seeded truth does not pass
+    extra: float  # trials besides the primaries (replays, tie-breaks, reruns) per primary
+    caught: float  # rows whose liar was caught: every result it gave discarded and run again
+    on_truth: float  # rows whose kind is the seeded truth's: a pass at 8 true hits or more, else a sample short
+    owned_ran: float  # of the second runs, the share owned workers answered (nan: none ran)
+
+
+def figures(
+    forger: str,
+    rate: float,
+    workers: int,
+    share: float,
+    runs: int,
+    seed: int,
+    processes: int = 0,
+    *,
+    names: Sequence[str] = (),
+    owned: Sequence[str] = (),
+) -> Figures:
+    """`runs` rows of `forger` at `rate` (the fleet of `one`), each run id and seed as `measure` draws them."""
+    rng = random.Random(seed)
+    passed = false = extra = primaries = caught = on_truth = by_owned = seconds = 0
+    for n in range(runs):
+        run_id = f"bench-{seed}-{n}"
+        result = one(run_id, FORGERS[forger], rate, workers, share, rng, processes, names=names, owned=owned)
+        ok = result.kind is Kind.PASS
+        passed += ok
+        true_hits = sum(truth(rate)(s) for s in specs_for(run_id, RULE))
+        false += ok and true_hits < RULE.min_hits
+        true_kind = Kind.PASS if true_hits >= RULE.min_hits else Kind.INCONCLUSIVE_SAMPLE
+        on_truth += result.kind is true_kind
+        caught += "liar" in result.summary.discarded
+        by_owned += sum(ran for worker, ran in result.summary.verified_by.items() if worker in owned)
+        seconds += sum(result.summary.verified_by.values())
+        extra += result.extra
+        primaries += result.primaries
+    return Figures(
+        accepted=passed / runs,
+        lie_made=false / runs,
+        extra=extra / primaries,
+        caught=caught / runs,
+        on_truth=on_truth / runs,
+        owned_ran=by_owned / seconds if seconds else math.nan,
+    )
 
 
 def measure(
     forger: str, rate: float, workers: int, share: float, runs: int, seed: int, processes: int = 0
 ) -> tuple[float, float, float]:
     """Acceptance rate, false passes (rows passed whose seeded truth does not) and extra trials per primary."""
-    rng = random.Random(seed)
-    passed = false = extra = primaries = 0
-    for n in range(runs):
-        run_id = f"bench-{seed}-{n}"
-        result = one(run_id, FORGERS[forger], rate, workers, share, rng, processes)
-        ok = result.kind is Kind.PASS
-        passed += ok
-        true_hits = sum(truth(rate)(s) for s in specs_for(run_id, RULE))
-        false += ok and true_hits < RULE.min_hits
-        extra += result.extra
-        primaries += result.primaries
-    return passed / runs, false / runs, extra / primaries
+    got = figures(forger, rate, workers, share, runs, seed, processes)
+    return got.accepted, got.lie_made, got.extra
+
+
+# The owned tier's fleets: (label, forger, names in the round's order, owned names). The stranger is named `liar`
+# whatever it does, so that it takes the trials the liar takes above (every second one, from the first).
+OWNED_FLEETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("stranger alone", "honest", ("liar",), ()),
+    ("forger (all) alone", "all", ("liar",), ()),
+    ("honest stranger + owned", "honest", ("liar", "own"), ("own",)),
+    ("forger (all) + owned", "all", ("liar", "own"), ("own",)),
+    ("forger (enough) + owned", "enough", ("liar", "own"), ("own",)),
+    ("owned alone", "honest", ("own",), ("own",)),
+)
+RATES = (0.5, 0.75, 0.9, 0.95, 1.0)
+
+
+def owned_line(label: str, column: str, got: Figures, base: float) -> str:
+    ratio = got.accepted / base if base else float("nan")
+    ran = "-" if math.isnan(got.owned_ran) else f"{got.owned_ran:.2f}"
+    return (
+        f"{label:<28}{column:<16}{got.accepted:>9.3f}{got.lie_made:>10.3f}{ratio:>11.2f}{got.caught:>8.3f}"
+        f"{got.on_truth:>10.3f}{got.extra:>13.2f}x{ran:>11}"
+    )
+
+
+def owned_tables(rate: float, runs: int, seed: int, base: float) -> None:
+    print(
+        f"owned workers (gate workers enrol --owned): a stranger alone, beside one owned worker, and the owned "
+        f"one alone; true rate {rate}, {runs} runs each"
+    )
+    header = f"{'accepted':>9}{'lie-made':>10}{'vs honest':>11}{'caught':>8}{'on truth':>10}{'extra trials':>14}"
+    print(f"{'fleet':<28}{'replays':<16}{header}{'owned ran':>11}")
+    for label, forger, names, owned in OWNED_FLEETS:
+        for column, share in (("off (share 0)", 0.0), (f"default ({DEFAULT_SHARE})", DEFAULT_SHARE), ("share 1", 1.0)):
+            got = figures(forger, rate, len(names), share, runs, seed, names=names, owned=owned)
+            print(owned_line(label, column, got, base))
+    print(f"owned fleets by true rate, default share ({DEFAULT_SHARE}), {runs // 2} runs each; forgers below the band:")
+    print(f"{'fleet':<28}{'rate (exact)':<16}{header}{'owned ran':>11}")
+    honest = {at: figures("honest", at, 2, DEFAULT_SHARE, runs // 2, seed).accepted for at in RATES}
+    for label, forger, names, owned in OWNED_FLEETS:
+        for at in RATES:
+            if forger != "honest" and at >= RULE.min_hits / RULE.trials:
+                continue
+            got = figures(forger, at, len(names), DEFAULT_SHARE, runs // 2, seed, names=names, owned=owned)
+            print(owned_line(label, f"{at} ({exact_pass(at):.3f})", got, honest[at]))
 
 
 def exact_pass(rate: float) -> float:
@@ -142,11 +247,12 @@ def main() -> None:
             who = "all honest" if forger == "honest" else f"forger ({forger}) + honest"
             print(f"{who:<28}{label:<16}{accepted:>9.3f}{false:>10.3f}{ratio:>11.2f}{extra:>13.2f}x")
     print("extra trials for honest fleets (replays per primary trial), by true rate:")
-    for rate in (0.5, 0.75, 0.9, 0.95, 1.0):
+    for rate in RATES:
         costs = [
             measure("honest", rate, args.workers, share, args.runs // 2, args.seed)[2] for share in (DEFAULT_SHARE, 1.0)
         ]
         print(f"  rate {rate:<5} default share {costs[0]:.2f}x   share 1 {costs[1]:.2f}x")
+    owned_tables(args.rate, args.runs, args.seed, base)
 
 
 if __name__ == "__main__":
