@@ -64,7 +64,12 @@ What a hostile worker can still do with what it keeps, and why that buys no deci
   delete the reply queue, nor unbind it.
 - Rebind or empty other workers' mailboxes and their control-fanout bindings: control broadcasts go by
   PUBLISH to every subscriber, so nothing is routed through them.
-- Publish worker heartbeats (nothing in probegate listens to them).
+- Publish Celery's worker heartbeats (nothing in probegate listens to them). probegate's own heartbeat is a
+  key under Q (`Q.alive`, `Q.seen`: worker.celery.shared.liveness), which no other worker's user can write, so
+  no worker can keep another alive or pass for it; a worker may stop beating, which only moves its batches.
+
+An invite's join user (`join_rules`) is another kind: it may push onto its own invite's request list and take
+a reply (GETDEL) under `probegate:join:reply:*`, nothing else (worker.celery.shared.joining).
 """
 
 from __future__ import annotations
