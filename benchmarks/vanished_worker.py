@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import os
 import re
 import shutil
 import sys
@@ -145,22 +144,6 @@ def executor_for(url: str, registry: Path) -> CeleryExecutor:
     return CeleryExecutor(url, image=DEFAULT_IMAGE, worker_wait_s=60, enrolled=lambda: load_roster(registry))
 
 
-def vanish(workers: Workers, name: str, client: docker.DockerClient) -> int:
-    """SIGKILL the worker's whole process group and remove its containers, as a server powered off (as
-    tests/integration/worker_celery/test_vanished_workers.py does); the containers removed."""
-    group = workers.procs[name].pid
-    mine: list = []
-    for container in client.containers.list(filters={"label": "probegate.pid"}, sparse=True):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            if os.getpgid(int(container.attrs.get("Labels", {}).get("probegate.pid", ""))) == group:
-                mine.append(container)
-    workers.kill(name)
-    for container in mine:
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
-    return len(mine)
-
-
 def drop_left_batches(admin_url: str, queue: str) -> int:
     """Drop what a killed worker left on the broker: the batches still queued on its direct queue (moved
     elsewhere by then) and its unacknowledged ones (kept under its queue's name, restored to it after the
@@ -212,7 +195,7 @@ def one_round(
     loss.reached.wait(args.cap)
     killed_at = time.monotonic()
     w2_answered = sum(1 for o in loss.observations if o.worker_id == f"box-{LOST}")
-    removed = vanish(workers, LOST, client) if not loss.ended.is_set() else 0
+    removed = workers.vanish(LOST, client) if not loss.ended.is_set() else 0
     gone_at: float | None = None
     give_up = loss.started + args.cap
     while not loss.ended.is_set() and time.monotonic() < give_up:

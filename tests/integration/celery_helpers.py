@@ -316,6 +316,21 @@ class Workers:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
 
+    def vanish(self, name: str, client) -> int:
+        """SIGKILL the worker's whole process group and remove its containers, as a server powered off; how
+        many containers were removed."""
+        group = self.procs[name].pid
+        mine: list = []
+        for container in client.containers.list(filters={"label": "probegate.pid"}, sparse=True):
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                if os.getpgid(int(container.attrs.get("Labels", {}).get("probegate.pid", ""))) == group:
+                    mine.append(container)
+        self.kill(name)
+        for container in mine:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+        return len(mine)
+
     def stop_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:

@@ -6,10 +6,8 @@ and its link to the broker gone silent with no FIN (the worker process still run
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import subprocess
 import threading
 import time
@@ -98,20 +96,6 @@ def check_moved(run: Run, executor: CeleryExecutor, lost_at: float) -> None:
     assert {o.worker_id for o in observations} <= {"box-w1", "box-w2"}
 
 
-def vanish(workers: Workers, name: str, docker_client) -> None:
-    """SIGKILL the worker's whole process group and remove its containers, as a server powered off."""
-    group = workers.procs[name].pid
-    mine: list = []
-    for container in docker_client.containers.list(filters={"label": "probegate.pid"}, sparse=True):
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            if os.getpgid(int(container.attrs.get("Labels", {}).get("probegate.pid", ""))) == group:
-                mine.append(container)
-    workers.kill(name)
-    for container in mine:
-        with contextlib.suppress(Exception):
-            container.remove(force=True)
-
-
 def start_run(
     workers: Workers, url: str, registry: Path, tmp: Path, docker_client, lose: Callable[[], None]
 ) -> tuple[Run, CeleryExecutor, float]:
@@ -132,7 +116,7 @@ def test_a_worker_killed_mid_run_has_its_batches_moved_within_seconds(
     """w2's process group is SIGKILLed and its containers removed while it holds batches: within seconds (its
     heartbeat lapsed, no result timeout waited out) they run on w1, every trial once and clean."""
     workers, registry = two_workers
-    lost = lambda: vanish(workers, "w2", docker_client)  # noqa: E731
+    lost = lambda: workers.vanish("w2", docker_client)  # noqa: E731
     run, executor, lost_at = start_run(workers, redis_server.url, registry, tmp_path, docker_client, lost)
     check_moved(run, executor, lost_at)
     # Presumed gone only once its heartbeat had lapsed: `gate workers status` shows it gone, w1 up.
