@@ -32,7 +32,7 @@ def run_status(args: argparse.Namespace, admin: str) -> int:
     from gate.core.trust.fleet import fleet, invites_open
     from gate.io.invites import invites_path, load_invites
     from gate.io.workers import load_roster, registry_path
-    from worker.celery.coordinator.heartbeats import read_beats
+    from worker.celery.coordinator.liveness import read_beats
 
     registry = registry_path(args.workers)
     roster = load_roster(registry, missing_ok=True)

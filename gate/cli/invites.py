@@ -80,7 +80,7 @@ def _invite(args: argparse.Namespace, registry: Any, admin: str) -> int:
     from gate.io.workers import check_registry_writable, locked
     from worker.celery.coordinator.acl import create_join_user
     from worker.celery.shared.broker import with_user
-    from worker.celery.shared.joining import join_user
+    from worker.celery.shared.joinkeys import join_user
 
     if args.uses < 1:
         raise UsageError("must be at least 1", field="--uses")
@@ -123,7 +123,7 @@ def _uninvite(invite_id: str, registry: Any, admin: str) -> int:
     from gate.io.invites import invites_path, load_invites, save_invites
     from gate.io.workers import locked
     from worker.celery.coordinator.acl import delete_user
-    from worker.celery.shared.joining import join_user
+    from worker.celery.shared.joinkeys import join_user
 
     book_path = invites_path(registry)
     now = datetime.now(UTC)
@@ -141,9 +141,9 @@ def _uninvite(invite_id: str, registry: Any, admin: str) -> int:
 
 
 def _admit(args: argparse.Namespace, registry: Any, admin: str) -> int:
-    from worker.celery.coordinator.admission import Admission
+    from worker.celery.coordinator.admitter import Admitter
 
-    admission = Admission(admin, registry, clock=lambda: datetime.now(UTC))
+    admission = Admitter(admin, registry, clock=lambda: datetime.now(UTC))
     print(f"gate: admitting join requests for {registry} (stop with Ctrl-C or SIGTERM)", file=sys.stderr, flush=True)
     try:
         while True:

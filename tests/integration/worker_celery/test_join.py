@@ -23,7 +23,7 @@ from gate.core.trust.invites import parse_token, request_mac
 from gate.io.keys import SigningKey, load_signing_key, public_path, write_new_key
 from gate.io.sealing import OpeningKey
 from worker.celery.shared.app import direct_queue, make_app
-from worker.celery.shared.joining import reply_key, request_list
+from worker.celery.shared.joinkeys import reply_key, request_list
 from worker.celery.worker.join import join_request
 
 pytestmark = pytest.mark.integration

@@ -65,11 +65,11 @@ What a hostile worker can still do with what it keeps, and why that buys no deci
 - Rebind or empty other workers' mailboxes and their control-fanout bindings: control broadcasts go by
   PUBLISH to every subscriber, so nothing is routed through them.
 - Publish Celery's worker heartbeats (nothing in probegate listens to them). probegate's own heartbeat is a
-  key under Q (`Q.alive`, `Q.seen`: worker.celery.shared.liveness), which no other worker's user can write, so
+  key under Q (`Q.alive`, `Q.seen`: worker.celery.shared.beats), which no other worker's user can write, so
   no worker can keep another alive or pass for it; a worker may stop beating, which only moves its batches.
 
 An invite's join user (`join_rules`) is another kind: it may push onto its own invite's request list and take
-a reply (GETDEL) under `probegate:join:reply:*`, nothing else (worker.celery.shared.joining).
+a reply (GETDEL) under `probegate:join:reply:*`, nothing else (worker.celery.shared.joinkeys).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ import redis
 
 from worker.celery.shared.app import direct_queue
 from worker.celery.shared.broker import broker_call, with_user
-from worker.celery.shared.joining import join_user, reply_key, request_list
+from worker.celery.shared.joinkeys import join_user, reply_key, request_list
 from worker.celery.shared.results import result_place
 
 USER_PREFIX = "probegate-worker-"

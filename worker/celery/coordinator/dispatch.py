@@ -36,9 +36,9 @@ from worker.celery.coordinator.gathering import BROKER_WAIT_S, Gathering
 from worker.celery.coordinator.imagepublish import RunImages
 from worker.celery.coordinator.liveness import Liveness, redis_reader
 from worker.celery.shared.app import SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, direct_queue, make_app
+from worker.celery.shared.beats import GONE_AFTER_S
 from worker.celery.shared.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.shared.broker import broker_call
-from worker.celery.shared.liveness import GONE_AFTER_S
 from worker.celery.shared.wire import encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 

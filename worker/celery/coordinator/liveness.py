@@ -1,5 +1,7 @@
-"""Which enrolled workers the coordinator presumes gone: those whose heartbeat (worker.celery.shared.liveness)
-it has not seen for `gone_after_s`. A worker is watched from the first batch sent to it, with the benefit of
+"""What the coordinator makes of the workers' heartbeats (worker.celery.shared.beats): which enrolled workers
+it presumes gone during a run, and, for `gate workers status`, each one's heartbeat as the broker holds it.
+
+Presumed gone: a worker whose heartbeat the coordinator has not seen for `gone_after_s`. A worker is watched from the first batch sent to it, with the benefit of
 the doubt until then (it answered discovery); it is up again as soon as its heartbeat is seen again. The
 broker restarting empty loses every heartbeat, so `restarted` gives every worker a fresh allowance.
 
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable
+from datetime import UTC, datetime, timedelta
 
 import redis
 
 from gate.core.errors import BrokerError
+from gate.core.trust.fleet import Beat
 from worker.celery.shared.app import direct_queue
+from worker.celery.shared.beats import GONE_AFTER_S, SEEN_TTL_S, alive_key, read_beat, seen_key
 from worker.celery.shared.broker import broker_call
-from worker.celery.shared.liveness import GONE_AFTER_S, alive_key
 
 GAP_S = 5.0  # looks further apart than this (an outage, a pause between waves) are no evidence against anyone
 
@@ -85,3 +89,38 @@ class Liveness:
     def unseen_s(self, key: str) -> float:
         """Seconds since `key` was last seen beating (or first watched)."""
         return self.clock() - self._seen.get(key, self.clock())
+
+
+def read_beats(url: str, key_ids: Collection[str]) -> dict[str, Beat]:
+    """Each key id's heartbeat as the broker at `url` holds it now, in one round trip: live or not, when it last
+    beat by the broker's own clock (from what is left of its `.seen` key's life), and its own word on its load."""
+    ordered = list(key_ids)
+    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    try:
+        with broker_call("reading the workers' heartbeats"), client.pipeline(transaction=False) as asking:
+            asking.time()
+            for key in ordered:
+                queue = direct_queue(key)
+                asking.get(alive_key(queue)).pttl(seen_key(queue))
+            answers = asking.execute()
+    finally:
+        client.close()
+    seconds, micros = answers[0]
+    now = datetime.fromtimestamp(seconds + micros / 1e6, UTC)
+    beats: dict[str, Beat] = {}
+    for n, key in enumerate(ordered):
+        alive, left_ms = answers[1 + 2 * n], answers[2 + 2 * n]
+        fields = read_beat(alive) or {}
+        seen = now - timedelta(milliseconds=SEEN_TTL_S * 1000 - left_ms) if left_ms and left_ms > 0 else None
+        beats[key] = Beat(
+            up=alive is not None,
+            last_seen=seen,
+            in_flight=_count(fields.get("in_flight")),
+            trials_last_minute=_count(fields.get("trials_last_minute")),
+        )
+    return beats
+
+
+def _count(value: object) -> int | None:
+    """A worker's own count, shown only when it is a plausible one."""
+    return value if isinstance(value, int) and 0 <= value < 10**9 else None

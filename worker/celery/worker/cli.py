@@ -302,7 +302,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _beat_while_serving(broker: str, own: str, name: str) -> None:
     """Write this worker's heartbeat from the moment Celery is ready until it shuts down (the coordinator
-    presumes a worker gone when its heartbeat lapses, worker.celery.shared.liveness)."""
+    presumes a worker gone when its heartbeat lapses, worker.celery.shared.beats)."""
     from celery.signals import task_received, worker_ready, worker_shutdown
 
     from worker.celery.worker.heartbeat import Heartbeat, TrialMeter

@@ -1,5 +1,5 @@
 """The worker's heartbeat: a thread of the worker's main process that writes its `<direct queue>.alive` key
-every BEAT_S, expiring after KEY_TTL_S (worker.celery.shared.liveness). It starts when Celery says the worker
+every BEAT_S, expiring after KEY_TTL_S (worker.celery.shared.beats). It starts when Celery says the worker
 is ready and deletes the key on a clean shutdown (the goodbye); a worker that vanishes leaves the key to lapse.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from worker.celery.shared.liveness import BEAT_S, KEY_TTL_S, SEEN_TTL_S, alive_key, beat_value, seen_key
+from worker.celery.shared.beats import BEAT_S, KEY_TTL_S, SEEN_TTL_S, alive_key, beat_value, seen_key
 
 log = logging.getLogger("probegate.worker.heartbeat")
 

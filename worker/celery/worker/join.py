@@ -31,7 +31,7 @@ from gate.core.trust.invites import (
 from gate.io.keys import SigningKey
 from gate.io.sealing import OpeningKey, SealError
 from worker.celery.shared.broker import with_user
-from worker.celery.shared.joining import reply_key, request_list
+from worker.celery.shared.joinkeys import reply_key, request_list
 
 POLL_S = 0.5  # how often the joining server asks for its reply
 

@@ -2,7 +2,7 @@
 
 A joining server pushes its signed request onto its invite's own list, which only that invite's join user may
 write (worker.celery.coordinator.acl.join_rules) and only the coordinator reads; the coordinator's admission
-(worker.celery.coordinator.admission) writes the reply under the request's digest, which the joining server
+(worker.celery.coordinator.admitter) writes the reply under the request's digest, which the joining server
 polls: a sealed grant, or a refusal that says why.
 """
 

@@ -1,6 +1,6 @@
-"""Admission: the coordinator's process that enrols joining servers without a person (`gate workers admit`).
+"""The admitter: the coordinator's process that enrols joining servers without a person (`gate workers admit`).
 
-It waits on the request lists of the open invites (worker.celery.shared.joining), and for each request checks
+It waits on the request lists of the open invites (worker.celery.shared.joinkeys), and for each request checks
 it against the invite book (gate.core.trust.invites.admit: the invite open, the token's MAC, the key's
 signature, no replay), then, under the registry's lock, enrols the key exactly as `gate workers enrol
 --redis-admin-url` does (its own broker user, worker.celery.coordinator.acl) and spends one use of the invite.
@@ -37,7 +37,7 @@ from gate.io.sealing import seal
 from gate.io.workers import load_roster, locked, save_roster, verify_pem
 from worker.celery.coordinator.acl import acl_user, delete_user, make_worker_user
 from worker.celery.shared.broker import broker_call
-from worker.celery.shared.joining import MAX_REQUEST_BYTES, REPLY_TTL_S, join_user, reply_key, request_list
+from worker.celery.shared.joinkeys import MAX_REQUEST_BYTES, REPLY_TTL_S, join_user, reply_key, request_list
 
 REPLY_GRACE_S = 30.0  # a closed invite's join user outlives its last reply this long: the asker reads why
 
@@ -55,7 +55,7 @@ class Outcome:
         return {"invite": self.invite_id, "admitted": self.name, "refused": self.refused or None, "detail": self.detail}
 
 
-class Admission:
+class Admitter:
     """Admits the join requests of the invites beside the registry at `registry`, through the broker `admin_url`."""
 
     def __init__(self, admin_url: str, registry: Path, *, clock: Callable[[], datetime]) -> None:
