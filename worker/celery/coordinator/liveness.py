@@ -1,9 +1,10 @@
 """What the coordinator makes of the workers' heartbeats (worker.celery.shared.beats): which enrolled workers
 it presumes gone during a run, and, for `gate workers status`, each one's heartbeat as the broker holds it.
 
-Presumed gone: a worker whose heartbeat the coordinator has not seen for `gone_after_s`. A worker is watched from the first batch sent to it, with the benefit of
-the doubt until then (it answered discovery); it is up again as soon as its heartbeat is seen again. The
-broker restarting empty loses every heartbeat, so `restarted` gives every worker a fresh allowance.
+Presumed gone: a worker whose heartbeat the coordinator has not seen for `gone_after_s`. A worker is watched
+from the first batch sent to it, with the benefit of the doubt until then (it answered discovery); it is up
+again as soon as its heartbeat is seen again. The broker restarting empty loses every heartbeat, so
+`restarted` gives every worker a fresh allowance.
 
 The heartbeat is the worker's own key, which only its broker user may write: a worker can neither keep another
 alive nor make it look gone (a broker user that may write anywhere can do both, which only moves batches
@@ -14,6 +15,7 @@ evidence either: after one, every worker gets a fresh allowance.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime, timedelta
@@ -43,7 +45,8 @@ def redis_reader(url: str) -> Callable[[Collection[str]], set[str]]:
 
 
 class Liveness:
-    """The last time each watched worker (by key id) was seen beating; `gone_after_s` None: never presume."""
+    """The last time each watched worker (by key id) was seen beating; `gone_after_s` None: never presume.
+    Thread-safe: cross-checks gather on threads of their own, each looking."""
 
     def __init__(
         self,
@@ -55,36 +58,44 @@ class Liveness:
         self.read, self.gone_after_s, self.clock = read, gone_after_s, clock
         self._seen: dict[str, float] = {}
         self._looked: float | None = None  # when heartbeats were last read
+        self._lock = threading.Lock()
         self.gone: frozenset[str] = frozenset()  # presumed gone at the last look, and not seen since
 
     def watch(self, keys: Iterable[str]) -> None:
         """Start the allowance of workers not watched yet (batches were just sent to them)."""
-        now = self.clock()
-        for key in keys:
-            self._seen.setdefault(key, now)
+        with self._lock:
+            now = self.clock()
+            for key in keys:
+                self._seen.setdefault(key, now)
 
     def restarted(self) -> None:
         """The broker lost every heartbeat (or no one looked): each watched worker gets a fresh allowance."""
-        now = self.clock()
+        with self._lock:
+            self._fresh(self.clock())
+
+    def _fresh(self, now: float) -> None:
         self._seen = dict.fromkeys(self._seen, now)
 
     def look(self) -> frozenset[str]:
         """Read the watched workers' heartbeats; those presumed gone now. An unreachable broker says nothing
         about the workers (the gathering waits it out): the last look stands."""
-        if self.gone_after_s is None or not self._seen:
+        with self._lock:
+            watched = list(self._seen)
+        if self.gone_after_s is None or not watched:
             return frozenset()
         try:
-            beating = self.read(self._seen)
+            beating = self.read(watched)
         except BrokerError:
             return self.gone
-        now = self.clock()
-        if self._looked is not None and now - self._looked > GAP_S:
-            self.restarted()  # not looked for a while (an outage, a pause between waves): that is no evidence
-        self._looked = now
-        for key in beating:
-            self._seen[key] = now
-        self.gone = frozenset(key for key, seen in self._seen.items() if now - seen > self.gone_after_s)
-        return self.gone
+        with self._lock:
+            now = self.clock()
+            if self._looked is not None and now - self._looked > GAP_S:
+                self._fresh(now)  # not looked for a while (an outage, a pause between waves): that is no evidence
+            self._looked = now
+            for key in beating:
+                self._seen[key] = now
+            self.gone = frozenset(key for key, seen in self._seen.items() if now - seen > self.gone_after_s)
+            return self.gone
 
     def unseen_s(self, key: str) -> float:
         """Seconds since `key` was last seen beating (or first watched)."""
