@@ -27,6 +27,7 @@ from gate.core.suite.trial import Captured, Observation, Side, TrialSpec
 from worker.celery.shared.app import TASK_RUN_BATCH, direct_queue, make_app
 from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
 from worker.celery.shared.wire import decode_batch, encode_observations
+from worker.celery.worker.heartbeat import beat_while_serving
 from worker.host.sandbox import DockerSandbox
 
 
@@ -141,8 +142,11 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
             result["signature"] = sign_result(run_batch.request.id, batch, clean)
         return result
 
-    # A signing worker's own queue is named after its key, as a real worker's is.
-    queues = f"{queue},{direct_queue(worker_key().key_id if key else identity)}"
+    # A signing worker's own queue is named after its key, as a real worker's is; it beats like one too (a liar
+    # that stopped beating would only see its batches go to other workers).
+    own = direct_queue(worker_key().key_id if key else identity)
+    queues = f"{queue},{own}"
+    beat_while_serving(broker, own, identity)
     app.worker_main(
         ["worker", "-Q", queues, "-c", "1", "-n", name, "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
     )

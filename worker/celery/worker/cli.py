@@ -277,7 +277,9 @@ def _serve(args: argparse.Namespace) -> int:
     # One identity for the whole worker (every pool process): its observations carry it. Its own direct
     # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
     os.environ.setdefault("PROBEGATE_WORKER_ID", name.replace("%h", socket.gethostname()))
-    _beat_while_serving(args.broker, own, os.environ["PROBEGATE_WORKER_ID"])
+    from worker.celery.worker.heartbeat import beat_while_serving
+
+    beat_while_serving(args.broker, own, os.environ["PROBEGATE_WORKER_ID"])
     try:
         app.worker_main(
             [
@@ -298,20 +300,6 @@ def _serve(args: argparse.Namespace) -> int:
         if kept is not None:
             kept.stop()
     return RET_OK
-
-
-def _beat_while_serving(broker: str, own: str, name: str) -> None:
-    """Write this worker's heartbeat from the moment Celery is ready until it shuts down (the coordinator
-    presumes a worker gone when its heartbeat lapses, worker.celery.shared.beats)."""
-    from celery.signals import task_received, worker_ready, worker_shutdown
-
-    from worker.celery.worker.heartbeat import Heartbeat, TrialMeter
-
-    meter = TrialMeter()
-    heart = Heartbeat(broker, own, name, meter=meter)
-    task_received.connect(meter.received, weak=False)
-    worker_ready.connect(lambda **_: heart.start(), weak=False)
-    worker_shutdown.connect(lambda **_: heart.stop(), weak=False)
 
 
 def _pool_option(value: str | None) -> str:

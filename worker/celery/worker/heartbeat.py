@@ -27,6 +27,19 @@ def in_flight() -> int:
     return len(state.active_requests)
 
 
+def beat_while_serving(broker: str, queue: str, name: str) -> Heartbeat:
+    """Write the heartbeat of the worker consuming direct queue `queue` from the moment Celery says it is ready
+    until it shuts down, counting the trials it takes (Celery's signals, in the worker's main process)."""
+    from celery.signals import task_received, worker_ready, worker_shutdown
+
+    meter = TrialMeter()
+    heart = Heartbeat(broker, queue, name, meter=meter)
+    task_received.connect(meter.received, weak=False)
+    worker_ready.connect(lambda **_: heart.start(), weak=False)
+    worker_shutdown.connect(lambda **_: heart.stop(), weak=False)
+    return heart
+
+
 class TrialMeter:
     """The trials this worker took (batches received, by their trial count) over the last minute."""
 
