@@ -72,7 +72,9 @@ def ready(docker_client, path: str, count: int, timeout: float = 60, but: frozen
     """Wait until the pool at `path` keeps `count` running containers (none of `but`); their IDs."""
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
-        running = docker_client.containers.list(filters={"label": f"{LABEL_POOL}={path}", "status": "running"})
+        # Sparse: a full listing inspects each container, which races a removal (404 for one just listed).
+        pooled = {"label": f"{LABEL_POOL}={path}", "status": "running"}
+        running = docker_client.containers.list(filters=pooled, sparse=True)
         ids = {c.id for c in running} - but
         if len(ids) >= count:
             return ids
@@ -103,7 +105,7 @@ def test_a_run_through_a_worker_with_a_pool_starts_no_container(
         assert containers_created(docker_client, rid, t0) == 0, f"run {attempt} started a container of its own"
         # The container the run took is removed at the close (not when the worker's janitor closes the run) ...
         give_up, pooled = time.monotonic() + 10, {"label": f"{LABEL_POOL}={path}"}
-        while first & {c.id for c in docker_client.containers.list(all=True, filters=pooled)}:
+        while first & {c.id for c in docker_client.containers.list(all=True, filters=pooled, sparse=True)}:
             assert time.monotonic() < give_up, "the run's pooled container outlived its close"
             time.sleep(0.1)
         first = ready(docker_client, path, 1, but=frozenset(first))  # ... and the pool refills for the next run
