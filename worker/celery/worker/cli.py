@@ -28,7 +28,8 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,8 +57,29 @@ KEY_HELP = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What `gate-worker` takes from its environment, read once where it starts; the flags' defaults."""
+
+    broker_file: Path  # $PROBEGATE_BROKER_FILE, else ~/.config/probegate/broker.json: where a join keeps its grant
+    broker: str | None = None  # $PROBEGATE_BROKER: keeps the password out of ps
+    registry: str | None = None  # $PROBEGATE_REGISTRY
+    worker_id: str | None = None  # $PROBEGATE_WORKER_ID: the identity observations carry, if set ahead
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
+        return cls(
+            broker=env.get("PROBEGATE_BROKER") or None,
+            registry=env.get("PROBEGATE_REGISTRY") or None,
+            broker_file=Path(env.get("PROBEGATE_BROKER_FILE") or Path.home() / ".config" / "probegate" / "broker.json"),
+            worker_id=env.get("PROBEGATE_WORKER_ID") or None,
+        )
+
+
+def build_parser(settings: WorkerSettings | None = None) -> argparse.ArgumentParser:
+    settings = settings if settings is not None else WorkerSettings.from_env(os.environ)
     parser = ArgParser(prog="gate-worker", description="Run probegate trials on this machine.")
+    parser.set_defaults(settings=settings)
     parser.add_argument("--version", action="version", version=f"%(prog)s (probegate) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
     pre = sub.add_parser("preflight", help="prove the frozen clock and the closed network on this engine")
@@ -65,25 +87,25 @@ def build_parser() -> argparse.ArgumentParser:
     key = sub.add_parser("key", help="print this worker's public key (PEM) and key id, creating the key when missing")
     key.add_argument("--key", type=Path, help=KEY_HELP)
     serve = sub.add_parser("serve", help="consume trial batches from the broker")
-    serve.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
+    serve.add_argument("--broker", default=settings.broker, help=BROKER_HELP)
     join = sub.add_parser("join", help="ask the coordinator to enrol this server with a join token, then serve")
     join.add_argument("token", metavar="TOKEN", help="the token `gate workers invite` printed")
     join.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the admission (default 120)")
     join.add_argument("--no-serve", action="store_true", help="join, write the broker file, and exit")
     for parser_ in (serve, join):
-        _serve_arguments(parser_)
+        _serve_arguments(parser_, settings)
     beat = sub.add_parser("beat", help="schedule the nightly re-seal check on the broker")
-    beat.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help=BROKER_HELP)
+    beat.add_argument("--broker", default=settings.broker, help=BROKER_HELP)
     beat.add_argument("--image", help="the sandbox image whose workers run the check")
     beat.add_argument("--fixture", required=True, help="fixture tree, as the worker running the check sees it")
     beat.add_argument("--seal", required=True, help="seal file, as the worker running the check sees it")
     return parser
 
 
-def _serve_arguments(serve: argparse.ArgumentParser) -> None:
+def _serve_arguments(serve: argparse.ArgumentParser, settings: WorkerSettings) -> None:
     """What `serve` and `join` (which serves once joined) take."""
     serve.add_argument("--key", type=Path, help=KEY_HELP)
-    serve.add_argument("--broker-file", type=Path, help=BROKER_FILE_HELP)
+    serve.add_argument("--broker-file", type=Path, default=settings.broker_file, help=BROKER_FILE_HELP)
     serve.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="worker processes")
     serve.add_argument(
         "--image", help="image to preflight, and to run batches that name none (default: the bundled sandbox image)"
@@ -97,7 +119,7 @@ def _serve_arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--cache", type=Path, help="local blob cache (default ~/.cache/probegate)")
     serve.add_argument("--blobs", help="blob store URL (default: the broker's Redis)")
     serve.add_argument("--name", help="worker name (default probegate-<host>-<pid>)")
-    serve.add_argument("--registry", default=os.environ.get("PROBEGATE_REGISTRY") or None, help=REGISTRY_HELP)
+    serve.add_argument("--registry", default=settings.registry, help=REGISTRY_HELP)
     serve.add_argument("--queue", help="consume this queue instead of the shared one: a fleet for pinned runs")
     serve.add_argument("--pool", help=POOL_HELP)
 
@@ -107,11 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0].startswith("--") and argv[0] not in ("-h", "--help", "--version"):
         argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(WorkerSettings.from_env(os.environ)).parse_args(argv)
         if args.command == "join":
             return _join(args)
         if args.command == "serve" and not args.broker:
-            _from_broker_file(args, broker_file(args.broker_file))
+            _from_broker_file(args, args.broker_file)
         if args.command in ("serve", "beat"):
             check_redis_url(args.broker, "--broker (or PROBEGATE_BROKER)")
         if args.command == "preflight":
@@ -166,14 +188,6 @@ def _key(args: argparse.Namespace) -> int:
     return RET_OK
 
 
-def broker_file(given: Path | None) -> Path:
-    """--broker-file, else $PROBEGATE_BROKER_FILE, else ~/.config/probegate/broker.json."""
-    if given is not None:
-        return given
-    env = os.environ.get("PROBEGATE_BROKER_FILE")
-    return Path(env) if env else Path.home() / ".config" / "probegate" / "broker.json"
-
-
 def _from_broker_file(args: argparse.Namespace, path: Path) -> bool:
     """Take the broker URL (and the name, unless --name) a join wrote to `path`; False when there is none."""
     from gate.io.inputs import read_input
@@ -191,7 +205,7 @@ def _from_broker_file(args: argparse.Namespace, path: Path) -> bool:
 
 def _join(args: argparse.Namespace) -> int:
     """Join with the token (unless this server joined before: its broker file is there), then serve."""
-    path = broker_file(args.broker_file)
+    path = args.broker_file
     if _from_broker_file(args, path):
         print(f"gate-worker: joined before ({path}); serving", file=sys.stderr)
     else:
@@ -276,10 +290,11 @@ def _serve(args: argparse.Namespace) -> int:
     name = args.name or f"probegate-{os.getpid()}@%h"
     # One identity for the whole worker (every pool process): its observations carry it. Its own direct
     # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
-    os.environ.setdefault("PROBEGATE_WORKER_ID", name.replace("%h", socket.gethostname()))
+    worker_id = args.settings.worker_id or name.replace("%h", socket.gethostname())
+    os.environ["PROBEGATE_WORKER_ID"] = worker_id  # for the pool processes, which read it
     from worker.celery.worker.heartbeat import beat_while_serving
 
-    beat_while_serving(args.broker, own, os.environ["PROBEGATE_WORKER_ID"])
+    beat_while_serving(args.broker, own, worker_id)
     try:
         app.worker_main(
             [
