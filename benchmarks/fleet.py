@@ -25,11 +25,7 @@ honest 2- and 3-worker fleets and an honest stranger beside an owned worker, at 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -39,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from celery_helpers import RedisServer, Workers, enrol  # noqa: E402
+from celery_helpers import Workers  # noqa: E402
+from dispatch_setup import bench_fleet  # noqa: E402
 from fleet_proxy import DelayProxy  # noqa: E402
 from forger_statistical import DEFAULT_SHARE, RATES, figures  # noqa: E402
 
@@ -49,8 +46,7 @@ from gate.core.testing import make_spec  # noqa: E402
 from gate.io.snapshot import LocalInputs  # noqa: E402
 from gate.io.workers import load_roster  # noqa: E402
 from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
-from worker.host.engine import DEFAULT_IMAGE, docker_client  # noqa: E402
-from worker.host.sweep import sweep_dead_workers  # noqa: E402
+from worker.host.engine import DEFAULT_IMAGE  # noqa: E402
 
 DEADLINE_S = 10.0  # per trial, as the other fleet benchmarks
 PROBE = "print('ok')\n"
@@ -164,38 +160,25 @@ def main() -> int:
     args = parser.parse_args()
 
     names = [f"w{k}" for k in range(1, args.workers + 1)]
-    tmp = Path(tempfile.mkdtemp(prefix="probegate-fleet-"))
-    (tmp / "tree").mkdir()
-    (tmp / "tree" / "probe.py").write_text(PROBE)
-    fixture = b"{}"
-    digest = hashlib.sha256(fixture).hexdigest()
-    registry = tmp / "workers.json"
-    client = docker_client()
-    redis = RedisServer(tmp / "redis")
-    redis.start()
-    proxy = DelayProxy(redis.port, args.delay_ms / 1000)
-    workers = Workers(redis.url, tmp)
     rows: list[tuple[dict, dict]] = []
-    try:
-        enrol(workers, registry, *names, admin=redis.url)
-        lan = {name: workers.urls[name] for name in names}
-        far = {name: proxy.url(url) for name, url in lan.items()}
-        with LocalInputs(tmp / "tree", {digest: fixture}) as inputs:
-            ctx = {"url": redis.url, "registry": registry, "inputs": inputs, "digest": digest, "args": args}
-            ctx["proxy"] = proxy
-            for round_ in range(args.repeat):
-                start_fleet(workers, names, lan, args.concurrency)
-                lan_row = phase("lan", round_, ctx)
-                start_fleet(workers, names, far, args.concurrency)
-                far_row = phase("far", round_, ctx)
-                rows.append((lan_row, far_row))
-    finally:
-        workers.stop_all()
-        proxy.close()
-        redis.stop()
-        with contextlib.suppress(Exception):
-            sweep_dead_workers(client)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with bench_fleet("fleet", PROBE, names) as fleet:
+        proxy = DelayProxy(fleet.redis.port, args.delay_ms / 1000)
+        try:
+            workers = fleet.workers
+            lan = {name: workers.urls[name] for name in names}
+            far = {name: proxy.url(url) for name, url in lan.items()}
+            with LocalInputs(fleet.tree, {fleet.digest: fleet.fixture}) as inputs:
+                ctx = {"url": fleet.redis.url, "registry": fleet.registry, "inputs": inputs, "digest": fleet.digest}
+                ctx.update(args=args, proxy=proxy)
+                for round_ in range(args.repeat):
+                    start_fleet(workers, names, lan, args.concurrency)
+                    lan_row = phase("lan", round_, ctx)
+                    start_fleet(workers, names, far, args.concurrency)
+                    far_row = phase("far", round_, ctx)
+                    rows.append((lan_row, far_row))
+        finally:
+            workers.stop_all()
+            proxy.close()
 
     print(
         f"(a) {args.trials} trials a run over {args.properties} properties, {args.workers} enrolled workers of "

@@ -25,12 +25,8 @@ batches of a run that already ended (their answers would count nowhere).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -44,7 +40,8 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests
 
 import docker  # noqa: E402
 import redis as redis_client  # noqa: E402
-from celery_helpers import RedisServer, Workers, enrol  # noqa: E402
+from celery_helpers import Workers  # noqa: E402
+from dispatch_setup import bench_fleet  # noqa: E402
 
 from gate.core.suite.plan import trial_seed  # noqa: E402
 from gate.core.suite.trial import Limits, Observation, TrialSpec  # noqa: E402
@@ -54,7 +51,7 @@ from gate.io.snapshot import LocalInputs  # noqa: E402
 from gate.io.workers import load_roster  # noqa: E402
 from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
 from worker.celery.shared.app import direct_queue, unacked_keys  # noqa: E402
-from worker.host.engine import DEFAULT_IMAGE, docker_client  # noqa: E402
+from worker.host.engine import DEFAULT_IMAGE  # noqa: E402
 from worker.host.sweep import sweep_dead_workers  # noqa: E402
 
 NAMES = ("w1", "w2")  # enrolled as box-w1, box-w2
@@ -255,41 +252,25 @@ def main() -> int:
     parser.add_argument("--cap", type=float, default=300.0, help="the most a run is waited for, in s")
     args = parser.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="probegate-vanished-"))
-    (tmp / "tree").mkdir()
-    (tmp / "tree" / "probe.py").write_text(PROBE)
-    fixture = b"{}"
-    digest = hashlib.sha256(fixture).hexdigest()
-    registry = tmp / "workers.json"
-    client = docker_client()
-    redis = RedisServer(tmp / "redis")
-    redis.start()
-    workers = Workers(redis.url, tmp)
     rows: list[dict] = []
-    try:
-        enrol(workers, registry, *NAMES, admin=redis.url)
+    with bench_fleet("vanished", PROBE, NAMES) as fleet:
+        workers, client = fleet.workers, fleet.client
         for name in NAMES:
             workers.start(name, concurrency=args.concurrency)
         workers.wait_ready()
-        with LocalInputs(tmp / "tree", {digest: fixture}) as inputs:
-            warm = executor_for(redis.url, registry)  # the image's id and its publication, once
-            warm_run = Timed(warm, "warm", plan(8, "warm", inputs, digest, warm.image_id()), inputs).start()
+        with LocalInputs(fleet.tree, {fleet.digest: fleet.fixture}) as inputs:
+            warm = executor_for(fleet.redis.url, fleet.registry)  # the image's id and its publication, once
+            warm_run = Timed(warm, "warm", plan(8, "warm", inputs, fleet.digest, warm.image_id()), inputs).start()
             warm_run.ended.wait(args.cap)
             for round_ in range(args.repeat):
                 if round_:
-                    restart_lost(workers, redis.url, client, args.concurrency)
-                row = one_round(round_, workers, redis.url, registry, inputs, digest, client, args)
+                    restart_lost(workers, fleet.redis.url, client, args.concurrency)
+                row = one_round(round_, workers, fleet.redis.url, fleet.registry, inputs, fleet.digest, client, args)
                 rows.append(row)
                 report(row, file=sys.stderr)
                 if row["capped"]:
                     print("  the loss run hit the cap: no further rounds", file=sys.stderr)
                     break
-    finally:
-        workers.stop_all()
-        redis.stop()
-        with contextlib.suppress(Exception):
-            sweep_dead_workers(client)
-        shutil.rmtree(tmp, ignore_errors=True)
 
     print(
         f"{args.trials} trials a run ({DEADLINE_S:.0f} s deadline, default result timeout), 2 enrolled workers of "
