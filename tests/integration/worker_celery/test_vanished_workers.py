@@ -78,7 +78,8 @@ def executor_for(url: str, registry: Path) -> CeleryExecutor:
 
 def check_moved(run: Run, executor: CeleryExecutor, lost_at: float) -> None:
     """Every trial came back once and clean, the run ended well before the result timeout, and the card's
-    events say box-w2 was presumed gone and which of its batches went to box-w1."""
+    events say which of box-w2's batches went to box-w1: copied once box-w1 was idle (the first answer counts),
+    or moved once box-w2 was presumed gone, whichever came first."""
     observations = run.wait(WITHIN_S)
     ended_after = time.monotonic() - lost_at
     assert sorted(o.trial_index for o in observations) == list(range(TRIALS)), observations
@@ -89,8 +90,8 @@ def check_moved(run: Run, executor: CeleryExecutor, lost_at: float) -> None:
     ]
     assert not bad, bad
     gone = [e for e in executor.events if e.kind == "worker_gone"]
-    moved = [e for e in executor.events if e.kind == "batch_reassigned"]
-    assert len(gone) == 1 and "'box-w2'" in gone[0].detail, executor.events
+    moved = [e for e in executor.events if e.kind in ("batch_reassigned", "batch_duplicated")]
+    assert len(gone) <= 1 and all("'box-w2'" in e.detail for e in gone), executor.events
     assert moved and all("'box-w2'" in e.detail and "'box-w1'" in e.detail for e in moved), executor.events
     assert ended_after < WITHIN_S, ended_after
     assert {o.worker_id for o in observations} <= {"box-w1", "box-w2"}

@@ -32,6 +32,7 @@ class Answers:
         # worker id on an observation -> the key that signed it (enrolled and verified when a roster is in
         # force): a cross-check avoids the queue of the key that produced the result, whatever it calls itself.
         self._keys: dict[str, str] = {}
+        self.refused: set[str] = set()  # batch ids whose result gave faults instead of observations
 
     def issue(self, task_id: str, payload: dict[str, Any]) -> None:
         """Note the batch sent as `task_id` with this wire payload: a signed result must name its digest."""
@@ -54,6 +55,7 @@ class Answers:
         if meta.get("status") != "SUCCESS":
             detail = f"worker task {meta.get('status')}: {str(meta.get('result'))[:300]}"
             # A task that raised on the worker is a fault nobody has shown to be outside the patch.
+            self.refused.add(task_id)
             yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.UNKNOWN) for s in batch)
             return
         result = meta["result"]
@@ -62,12 +64,14 @@ class Answers:
             checked = self._signer(task_id, result, roster, assigned)
             if not isinstance(checked, EnrolledWorker):
                 # UNKNOWN, never HARNESS: a credit would let whoever forged it silence the property.
+                self.refused.add(task_id)
                 yield from (Observation.harness_fault(s, checked, origin=FaultOrigin.UNKNOWN) for s in batch)
                 return
             signer = checked
         if (refusal := _version_refusal(result)) is not None:
             self.events.append(HarnessEvent(kind="worker_version", detail=f"batch {task_id}: {refusal}"[:300]))
             # UNKNOWN: the version is the worker's word, and a credit must not be for the taking.
+            self.refused.add(task_id)
             yield from (Observation.harness_fault(s, refusal, origin=FaultOrigin.UNKNOWN) for s in batch)
             return
         if fetched := result.get("fetched"):

@@ -71,21 +71,46 @@ class Assigner:
         self, groups: Sequence[list[TrialSpec]], queue: str | None, shared: str
     ) -> list[tuple[str, str | None]]:
         """Each batch's queue and the key meant to answer it (None: whoever consumes the queue). `queue`: one
-        chosen worker's direct queue (a cross-check); `shared`: where batches go when nothing is assigned."""
+        chosen worker's direct queue (a cross-check, a moved batch); `shared`: where batches go when nothing is
+        assigned. Assigned primaries are dealt instead (worker.celery.coordinator.dealer)."""
         if queue is not None:  # a cross-check, sent to one chosen worker's direct queue
             return [(queue, self._key_of(queue))] * len(groups)
-        if self._rotation is None:
-            return [(shared, None)] * len(groups)
-        # Every batch is assigned, not only statistical ones: a worker taking safety or contract batches off
-        # the shared queue would choose which trials it answers, and one rule for all is the easier to prove.
-        # A paired property's base batch and the patch batch of the same indices are one turn of the round: both
-        # sides of every pair go to the same worker's direct queue, so a slow or noisy worker hits them alike.
-        turns = {pair_of(batch): batch[0].property_id for batch in groups}
-        chosen, self._rotation = assign(self._rotation, list(turns.values()))
-        by_turn = dict(zip(turns, chosen, strict=True))
-        keys = [by_turn[pair_of(batch)] for batch in groups]
+        return [(shared, None)] * len(groups)  # nothing assigned (no roster): whoever consumes the shared queue
+
+    def plan(self, groups: Sequence[list[TrialSpec]]) -> list[tuple[str, list[list[TrialSpec]]]]:
+        """A wave's turns in order, each with the enrolled worker the round assigns it to. A paired property's base
+        batch and the patch batch of the same indices are one turn: both sides of every pair go to the same worker,
+        so a slow or noisy worker hits them alike. Every batch is assigned, not only statistical ones: a worker
+        taking safety or contract batches off the shared queue would choose which trials it answers."""
+        assert self._rotation is not None
+        turns: dict[tuple[str, str, tuple[int, ...]], list[list[TrialSpec]]] = {}
+        for batch in groups:
+            turns.setdefault(pair_of(batch), []).append(batch)
+        chosen, self._rotation = assign(self._rotation, [key[1] for key in turns])
+        return list(zip(chosen, turns.values(), strict=True))
+
+    def dealt(self, groups: Sequence[list[TrialSpec]], keys: Sequence[str]) -> None:
+        """Note primaries dealt to enrolled workers (worker.celery.coordinator.dealer): the card's shares."""
         self._note_shares(groups, keys)
-        return [(direct_queue(key), key) for key in keys]
+
+    def copied(self, task_id: str, copy: str) -> None:
+        """Batch `copy` is a straggler's copy of `task_id`: neither goes to a worker the other went to, should
+        either move."""
+        both = self._tried.get(task_id, frozenset()) | self._tried.get(copy, frozenset())
+        self._tried[task_id] = self._tried[copy] = both
+
+    def won(self, task_id: str, other: str, batch: Sequence[TrialSpec]) -> None:
+        """Of a batch sent twice, `task_id`'s answer counts and `other`'s does not: the share follows the answer."""
+        if task_id in self._primary:
+            return
+        self._primary.add(task_id)
+        self._primary.discard(other)
+        self._move_share(batch, self.name_of(self._keys.get(other)), self.name_of(self._keys.get(task_id)))
+
+    def name_of(self, key_id: str | None) -> str:
+        """The enrolled name of `key_id` (a prefix of the key when it is not enrolled)."""
+        worker = self.roster.by_key(key_id) if self.roster is not None and key_id else None
+        return worker.name if worker is not None else (key_id or "?")[:16]
 
     def sent(self, task_id: str, key_id: str, *, primary: bool) -> None:
         """Note that batch `task_id` went to `key_id`'s direct queue: only this key's signature counts for it
@@ -138,8 +163,7 @@ class Assigner:
         if primary:
             self._primary.discard(task_id)
             self._primary.update(resent)
-        before, after = self.roster.by_key(self._keys.get(task_id, "")), self.roster.by_key(key_id)
-        old, new = (w.name if w is not None else "?" for w in (before, after))
+        old, new = self.name_of(self._keys.get(task_id)), self.name_of(key_id)
         if primary:
             self._move_share(batch, old, new)
         detail = f"task {task_id} ({len(batch)} trials) never came back from {old!r}: sent to {new!r}"
@@ -155,8 +179,7 @@ class Assigner:
         assert self.roster is not None and self._rotation is not None
         for batch, key in zip(groups, keys, strict=True):
             run_id, prop = batch[0].run_id, batch[0].property_id
-            worker = self.roster.by_key(key)
-            name = worker.name if worker is not None else key[:16]
+            name = self.name_of(key)
             row = self._assignments.setdefault(run_id, {}).setdefault(prop, {})
             if batch[0].side is Side.PATCH:  # the row's trials, as its `workers`: a pair's base side went alike
                 row[name] = row.get(name, 0) + len(batch)

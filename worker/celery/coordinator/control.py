@@ -22,7 +22,7 @@ from typing import Any
 from celery import Celery
 
 from gate.core.errors import BrokerError
-from worker.celery.shared.app import CONTROL_CLOSE_RUN, DIRECT_PREFIX, SHARED_QUEUE, STOP_SIGNAL
+from worker.celery.shared.app import CONTROL_CLOSE_RUN, DIRECT_PREFIX, SHARED_QUEUE, STOP_SIGNAL, direct_queue
 from worker.celery.shared.broker import broker_call
 
 # A control message is dropped by a worker whose clock is past its expiry: allow for skewed clocks.
@@ -40,6 +40,7 @@ class WorkerControl:
         self._dispatched: set[str] = set()  # runs with batches sent: only those have containers to close
         # The direct queues of the workers on our queue (asked with `discover`): where batches can be assigned.
         self.on_queue: frozenset[str] = frozenset()
+        self._by_queue: dict[str, int] = {}  # direct queue -> its worker's pool processes (the worker's word)
 
     def discover(self) -> int:
         """Worker processes consuming our queue, waiting up to `wait_s` for the first."""
@@ -57,7 +58,12 @@ class WorkerControl:
                         )
                         named = self.app.control.inspect(timeout=1.0, destination=workers, limit=len(workers))
                         pools = named.stats() or {}
-                        processes = sum(int(s.get("pool", {}).get("max-concurrency", 1)) for s in pools.values())
+                        for name in workers:
+                            count = _concurrency(pools.get(name))
+                            self._by_queue.update(
+                                {q["name"]: count for q in stats[name] if q["name"].startswith(DIRECT_PREFIX)}
+                            )
+                        processes = sum(_concurrency(s) for s in pools.values())
                         self._processes = processes or len(workers)
                         return self._processes
             except BrokerError:
@@ -65,6 +71,10 @@ class WorkerControl:
             if time.monotonic() >= give_up:
                 return 0
             time.sleep(0.5)
+
+    def processes_of(self, keys: Iterable[str]) -> dict[str, int]:
+        """Each enrolled key's pool processes as its worker reported them to `discover` (1 when not known)."""
+        return {key: self._by_queue.get(direct_queue(key), 1) for key in keys}
 
     def direct_queues(self) -> tuple[str, ...]:
         """The direct queues of the workers on the broker (each consumes its own), asked once."""
@@ -116,6 +126,13 @@ class WorkerControl:
                 )
 
         _bounded(broadcast, "probegate-close-run", wait_s)
+
+
+def _concurrency(stats: Any) -> int:
+    """A worker's pool processes from its `stats` reply (1 when it says nothing usable)."""
+    pool = stats.get("pool") if isinstance(stats, dict) else None
+    count = pool.get("max-concurrency") if isinstance(pool, dict) else None
+    return count if isinstance(count, int) and count > 0 else 1
 
 
 def _bounded(call: Callable[[], None], name: str, wait_s: float) -> None:

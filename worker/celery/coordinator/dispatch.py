@@ -32,6 +32,7 @@ from gate.io.snapshot import LocalInputs
 from worker.celery.coordinator.answers import Answers
 from worker.celery.coordinator.assigner import Assigner
 from worker.celery.coordinator.control import WorkerControl
+from worker.celery.coordinator.dealer import Dealer
 from worker.celery.coordinator.gathering import BROKER_WAIT_S, Gathering
 from worker.celery.coordinator.imagepublish import RunImages
 from worker.celery.coordinator.liveness import Liveness, redis_reader
@@ -91,6 +92,8 @@ class CeleryExecutor:
         self.control = WorkerControl(self.app, self.queue, wait_s=worker_wait_s, enrolled=enrolled is not None)
         self.assigner = Assigner(self.events)  # who runs what (with a roster)
         self.answers = Answers(self.events)  # which results count
+        self.dealer = Dealer(self.events)  # a wave's primaries by room, and the copies of its stragglers
+        self._moot: dict[str, str] = {}  # task id answered -> its other copy, which no longer counts
         # Which assigned workers vanished (heartbeats): their batches go to others within seconds, not minutes.
         self.liveness = Liveness(redis_reader(broker), gone_after_s)
         self._inputs: LocalInputs | None = None  # the run's inputs, uploaded again after a broker restart
@@ -235,10 +238,28 @@ class CeleryExecutor:
     def _send(
         self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
     ) -> dict[str, list[TrialSpec]]:
-        sent: dict[str, list[TrialSpec]] = {}
+        """Send `specs` in batches: to `queue` (one chosen worker's), else a new wave of primaries, dealt to the
+        enrolled workers up as they have room (the rest follow as answers come back, `more`), or without a
+        roster all at once to the shared queue. Returns the batches sent, by task id."""
         groups = batches(specs, self.batch_size_for(specs, processes))
+        if queue is None and self.assigner.assigning:
+            self.dealer.start(self.assigner.plan(groups), self.control.processes_of(self.assigner.workers))
+            return self._deal()
+        sent: dict[str, list[TrialSpec]] = {}
         for batch, (target, key_id) in zip(groups, self.assigner.targets(groups, queue, self.queue), strict=True):
             sent[self._send_batch(batch, target, key_id, primary=queue is None)] = batch
+        return sent
+
+    def _deal(self) -> dict[str, list[TrialSpec]]:
+        """Send the waiting primaries the enrolled workers up have room for."""
+        if not (dealt := self.dealer.next(self.liveness.gone)):
+            return {}
+        self.assigner.dealt([batch for batch, _ in dealt], [key for _, key in dealt])
+        sent: dict[str, list[TrialSpec]] = {}
+        for batch, key in dealt:
+            task = self._send_batch(batch, direct_queue(key), key, primary=True)
+            self.dealer.sent(task, key, batch)
+            sent[task] = batch
         return sent
 
     def _send_batch(self, batch: list[TrialSpec], queue: str, key_id: str | None, *, primary: bool) -> str:
@@ -268,9 +289,38 @@ class CeleryExecutor:
 
     # The executor as gathering's Outbox (worker.celery.coordinator.gathering).
     def answered(self, task_id: str, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
-        """The observations that count from a batch's result meta (worker.celery.coordinator.answers)."""
+        """The observations that count from a batch's result meta (worker.celery.coordinator.answers). Of a batch
+        sent twice (a straggler's copy), the first answer that is not refused counts and the other copy is moot."""
         roster, assigned = self.assigner.roster, self.assigner.key(task_id)
-        return self.answers.observations(batch, meta, task_id, roster, assigned)
+        observations = list(self.answers.observations(batch, meta, task_id, roster, assigned))
+        other = self.dealer.copy_of(task_id)
+        self.dealer.done(task_id)
+        if other is not None:
+            if task_id in self.answers.refused:
+                return iter(())  # the other copy may still answer validly; if it never does, its faults count
+            self._moot[task_id] = other
+            self.assigner.won(task_id, other, batch)
+        return iter(observations)
+
+    def superseded(self, task_id: str) -> str | None:
+        """The other copy of answered batch `task_id`, whose answer no longer counts (None: there is none)."""
+        other = self._moot.pop(task_id, None)
+        if other is not None:
+            self.dealer.done(other)
+        return other
+
+    def more(self) -> dict[str, list[TrialSpec]]:
+        """The primaries the workers have room for now, and the copies of stragglers sent to idle workers."""
+        sent = self._deal()
+        for task, batch, key in self.dealer.copies(self.liveness.gone):
+            copy = self._send_batch(batch, direct_queue(key), key, primary=False)
+            self.dealer.sent(copy, key, batch, copy_of=task)
+            self.assigner.copied(task, copy)
+            slow, idle = self.assigner.name_of(self.assigner.key(task)), self.assigner.name_of(key)
+            detail = f"task {task} ({len(batch)} trials) still out on {slow!r}: a copy sent to idle {idle!r} as {copy}"
+            self.events.append(HarnessEvent(kind="batch_duplicated", property_id=batch[0].property_id, detail=detail))
+            sent[copy] = batch
+        return sent
 
     def send_inputs_again(self, batches: list[list[TrialSpec]]) -> None:
         """Upload the run's tree and fixtures and publish the batches' images again (the broker lost them)."""
@@ -284,7 +334,9 @@ class CeleryExecutor:
     def send_again(self, batch: list[TrialSpec], queue: str | None, task_id: str) -> str:
         """Send a batch the broker lost to the queue it went to, for the key it was assigned to; its new task id."""
         key, primary = self.assigner.key(task_id), self.assigner.primary(task_id)
-        return self._send_batch(batch, queue or self.queue, key, primary=primary)
+        again = self._send_batch(batch, queue or self.queue, key, primary=primary)
+        self.dealer.replaced(task_id, again)
+        return again
 
     def presumed_lost(self, pending: Collection[str]) -> list[str]:
         """The batches of `pending` assigned to a worker whose heartbeat lapsed (said once per worker)."""
@@ -292,15 +344,22 @@ class CeleryExecutor:
         lost = [task for task in pending if self.assigner.key(task) in gone]
         for key in {self.assigner.key(task) for task in lost}:
             if key is not None and self.assigner.first_gone(key):
-                worker = self.assigner.roster.by_key(key) if self.assigner.roster is not None else None
-                name = worker.name if worker is not None else key[:16]
+                name = self.assigner.name_of(key)
                 detail = f"{name!r} sent no heartbeat for {self.liveness.unseen_s(key):.0f}s: presumed gone"
                 self.events.append(HarnessEvent(kind="worker_gone", detail=detail))
         return lost
 
     def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
-        """A batch whose worker is gone, sent to the next enrolled worker that is up and was not tried for it."""
+        """A batch whose worker is gone, sent to the next enrolled worker that is up and was not tried for it
+        (nothing sent when a copy of it is out on another worker: that one counts)."""
+        if self.dealer.copy_of(task_id) is not None:
+            self.dealer.done(task_id)
+            return {}
         return self._reassign(task_id, batch)
+
+    def twin(self, task_id: str) -> str | None:
+        """The other copy of batch `task_id` still out (None: there is none)."""
+        return self.dealer.copy_of(task_id)
 
     def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
         """Gathering, but a batch whose assigned worker never answered goes to another enrolled worker's
@@ -309,11 +368,13 @@ class CeleryExecutor:
             yield from self.gathering.gather(sent, timeout, self)
             return
         while sent:
-            task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
+            task_of: dict[Any, str] = {}
             lost: dict[str, list[Observation]] = {}
             # closing: a caller that stops listening closes the gathering too, which revokes what is still queued.
             with contextlib.closing(self.gathering.gather(sent, timeout, self)) as gathered:
                 for obs in gathered:
+                    if obs.key not in task_of:  # batches dealt since the last look joined `sent`
+                        task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
                     task = task_of.get(obs.key)
                     # A task still in flight when gathering yields for it never reported (answered ones are dropped).
                     if task is not None and self.gathering.in_flight(task) and self.assigner.key(task) is not None:
@@ -329,11 +390,15 @@ class CeleryExecutor:
             sent = again
             if sent:
                 timeout = self._timeout([spec for batch in sent.values() for spec in batch], 1)
+        for batch in self.dealer.take_waiting():  # every worker presumed gone before the wave was dealt
+            detail = "no enrolled worker was left up to take it"
+            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
 
     def _reassign(self, task: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
         """Send a lost batch to the next enrolled worker it was not sent to: its new tasks; None when every
         worker was tried or the broker refused the send (the caller yields the batch's faults)."""
         self.gathering.drop(task)
+        self.dealer.done(task)
         if (key := self.assigner.next_key(task, gone=self.liveness.gone)) is None:
             return None
         try:

@@ -50,7 +50,20 @@ class Outbox(Protocol):
         ...
 
     def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
-        """Send a batch whose worker is gone to another one: its new batches (None: no other worker took it)."""
+        """Send a batch whose worker is gone to another one: its new batches (empty: a copy of it is out
+        elsewhere already; None: no other worker took it)."""
+        ...
+
+    def more(self) -> dict[str, list[TrialSpec]]:
+        """Batches sent now that workers have room (a wave's next primaries, stragglers' copies)."""
+        ...
+
+    def superseded(self, task_id: str) -> str | None:
+        """The other copy of answered batch `task_id`, whose answer no longer counts (None: there is none)."""
+        ...
+
+    def twin(self, task_id: str) -> str | None:
+        """The other copy of batch `task_id` still out (None: there is none)."""
         ...
 
 
@@ -74,8 +87,9 @@ class Gathering:
         self.note = note or _to_stderr  # what the person waiting is told: an outage, a restart
         self._runs_of: dict[str, str] = {}  # task id -> run id, for batches not yet answered (abort revokes them)
         self._queue_of: dict[str, str] = {}  # task id -> the queue it went to (sent again there after a restart)
-        # Batches given up on with their worker (task id -> batch): an answer from one now is only an event.
-        self._abandoned: dict[str, list[TrialSpec]] = {}
+        # Batches given up on (task id -> the event an answer from it now is, its batch): its worker presumed
+        # gone (`late_answer`), or the other copy of a straggler answered first (`duplicate_answer`).
+        self._abandoned: dict[str, tuple[str, list[TrialSpec]]] = {}
 
     def sent(self, task_id: str, run_id: str, queue: str) -> None:
         """Note a batch sent to `queue`: it is in flight until answered."""
@@ -138,6 +152,13 @@ class Gathering:
                         pending.discard(task_id)
                         self.drop(task_id)
                         yield from outbox.answered(task_id, sent[task_id], meta)
+                        if (other := outbox.superseded(task_id)) is not None and other in pending:
+                            pending.discard(other)
+                            self.drop(other)
+                            self._abandoned[other] = ("duplicate_answer", sent[other])
+                    for task_id, batch in outbox.more().items():
+                        sent[task_id] = batch
+                        pending.add(task_id)
                 except BrokerError as exc:
                     if broker_down_since is None:
                         broker_down_since = time.monotonic()
@@ -161,7 +182,11 @@ class Gathering:
             with contextlib.suppress(BrokerError), broker_call("revoking queued batches"):
                 self.app.control.revoke(list(pending))
             raise
+        faulted: set[str] = set()
         for task_id in pending:
+            if outbox.twin(task_id) in faulted:
+                continue  # two copies of one batch: its trials end as faults once
+            faulted.add(task_id)
             batch = sent[task_id]
             self.events.append(
                 HarnessEvent(
@@ -181,9 +206,9 @@ class Gathering:
         batch = sent[task_id]
         pending.discard(task_id)
         self.drop(task_id)
-        self._abandoned[task_id] = batch  # read on: its worker may come back and answer, which counts nowhere
+        self._abandoned[task_id] = ("late_answer", batch)  # read on: its worker may come back and answer
         again = outbox.send_elsewhere(task_id, batch)
-        if not again:
+        if again is None:
             detail = "its worker is presumed gone and no other enrolled worker could take it"
             return 0.0, [Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch]
         sent.update(again)
@@ -192,9 +217,10 @@ class Gathering:
 
     def _late(self, task_id: str) -> None:
         """An abandoned batch answered after all: the copy sent elsewhere is the one that counts."""
-        batch = self._abandoned.pop(task_id)
-        detail = f"task {task_id} ({len(batch)} trials) answered after its worker was given up on: not counted"
-        self.events.append(HarnessEvent(kind="late_answer", property_id=batch[0].property_id, detail=detail))
+        kind, batch = self._abandoned.pop(task_id)
+        why = "its worker was given up on" if kind == "late_answer" else "another copy of it was answered"
+        detail = f"task {task_id} ({len(batch)} trials) answered after {why}: not counted"
+        self.events.append(HarnessEvent(kind=kind, property_id=batch[0].property_id, detail=detail))
 
     def _ready(self, pending: set[str], timeout: float) -> dict[str, Any]:
         """Task id -> meta of the pending batches that finished, waiting up to `timeout` for the first. Each is

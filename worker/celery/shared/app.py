@@ -12,6 +12,7 @@ import os
 import re
 
 from celery import Celery
+from kombu import Exchange, Queue
 
 # Redis hands an unacknowledged message to another worker after this long. A batch must finish
 # well inside it, so the coordinator caps a batch's summed deadlines at half of it (see dispatch).
@@ -38,6 +39,7 @@ def queue_for(image: str) -> str:
 
 
 DIRECT_PREFIX = "probegate.direct."
+DIRECT_PREFETCH = 4  # messages per process a worker consuming its direct queue alone holds ahead
 
 
 def direct_queue(key_id: str) -> str:
@@ -97,6 +99,10 @@ def make_app(
         enable_utc=True,
     )
     if alone:
+        # Only the coordinator puts batches on a direct queue, and no more than the worker has room for: the next
+        # one waits in the worker already while one runs, so no round trip to the broker sits between them.
+        app.conf.worker_prefetch_multiplier = DIRECT_PREFETCH
+        app.conf.task_queues = (Queue(alone, Exchange(alone), routing_key=alone, no_ack=True),)
         # Its mailbox never expires: kombu then keeps no binding deadline for it and never sweeps expired
         # bindings, which are other clients' (a coordinator's reply queue) and not this user's to delete.
         app.conf.control_queue_expires = None

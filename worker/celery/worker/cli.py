@@ -276,6 +276,8 @@ def _serve(args: argparse.Namespace) -> int:
             **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
         }
     )
+    from celery.utils.nodenames import default_nodename, host_format
+
     from worker.celery.shared.app import SHARED_QUEUE, direct_queue, make_app, queue_for
     from worker.celery.worker.confinement import confined
 
@@ -296,25 +298,22 @@ def _serve(args: argparse.Namespace) -> int:
 
     beat_while_serving(args.broker, own, worker_id)
     try:
-        app.worker_main(
-            [
-                "worker",
-                "-Q",
-                ",".join(queues),
-                "-c",
-                str(args.concurrency),
-                "-n",
-                name,
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-            ]
+        # Built here rather than through Celery's command line, which offers no first-come scheduling: with it a
+        # pool process is handed its next batch while it runs one, not after the previous one's ack came back.
+        worker = app.Worker(
+            hostname=host_format(default_nodename(name)),
+            queues=queues,
+            concurrency=args.concurrency,
+            loglevel="INFO",
+            without_gossip=True,
+            without_mingle=True,
+            optimization="fcfs" if alone else None,
         )
+        worker.start()
     finally:
         if kept is not None:
             kept.stop()
-    return RET_OK
+    return worker.exitcode or RET_OK
 
 
 def _pool_option(value: str | None) -> str:

@@ -22,19 +22,21 @@ from typing import Any
 import docker
 from celery import shared_task
 from celery.exceptions import Reject, SoftTimeLimitExceeded
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from gate import __version__
 from gate.core.errors import GateError
 from gate.core.suite.trial import FaultOrigin, Observation, Sandbox, TrialSpec
 from worker.celery.shared.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
+from worker.celery.shared.results import flush_results
 from worker.celery.shared.wire import decode_batch, encode_observations, version_refusal
 from worker.celery.worker.imagefetch import Fetched, ensure_image
 from worker.celery.worker.runs import open_runs  # also registers the close-run control command in the worker
 from worker.celery.worker.signing import sign_result
 from worker.celery.worker.stopping import WorkerStopping, stoppable  # also: a shutting-down worker stops its batches
 
+RESULTS_FLUSH_S = 10.0  # the most an exiting pool process waits to store the results it still holds
 MAX_IMAGE_WAIT_S = 600.0  # whatever a message asks, a pool process waits no longer for a publication
 _sandbox: Sandbox | None = None
 _inputs: BlobInputs | None = None
@@ -116,6 +118,12 @@ def _prove_default_image_early(**_: Any) -> None:
         threading.Thread(target=_prove_default_image, name="probegate-prove", daemon=True).start()
 
 
+@worker_process_shutdown.connect
+def _store_results_left(**_: Any) -> None:
+    # Results go out on a thread of their own (worker.celery.shared.results): none is left behind at exit.
+    flush_results(RESULTS_FLUSH_S)
+
+
 def _prove_default_image() -> None:
     """Prove the worker's default image; a failure is left for the first batch to meet and report."""
     global _engine
@@ -133,7 +141,7 @@ def bounded_wait(value: object) -> float:
     return min(wait, MAX_IMAGE_WAIT_S) if math.isfinite(wait) and wait > 0 else 0.0
 
 
-@shared_task(name=TASK_RUN_BATCH, bind=True)
+@shared_task(name=TASK_RUN_BATCH, bind=True, Request="worker.celery.worker.requests:BatchRequest")
 def run_batch(self: Any, batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
     """Run a batch of trial specs; returns the observations, signed with this worker's key over this
     task's id and the batch as received (worker.celery.worker.signing), whether this was a redelivery and, when

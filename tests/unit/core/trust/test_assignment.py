@@ -233,8 +233,17 @@ def test_both_sides_of_a_pair_go_to_the_same_worker_and_pairs_go_round() -> None
     for queue, payload in sends:
         for spec in decode_batch(payload):
             where[spec.side, spec.trial_index] = queue
+    # Batches of 2: four turns of 2 indices (both sides) go round three workers, the first twice; each worker has
+    # room for one turn, so the fourth waits until box-a answered its first. The shares count the row's trials
+    # (the patch side), as its `workers` do.
+    assert len(sends) == 6 and set(where.values()) == {direct_queue(k.key_id) for k in keys.values()}
+    assert executor.more() == {}
+    for task in [task for task in executor.dealer._out if executor.assigner.key(task) == keys["box-a"].key_id]:
+        executor.dealer.done(task)  # box-a answered its pair's two batches
+    executor.more()
+    for queue, payload in sends[6:]:
+        for spec in decode_batch(payload):
+            where[spec.side, spec.trial_index] = queue
     assert len(where) == 16 and all(where[Side.BASE, i] == where[Side.PATCH, i] for i in range(8))
-    assert len(sends) == 8 and set(where.values()) == {direct_queue(k.key_id) for k in keys.values()}
-    # Batches of 2: four turns of 2 indices (both sides) go round three workers, the first twice; the shares
-    # count the row's trials (the patch side), as its `workers` do.
+    assert {queue for queue, _ in sends[6:]} == {direct_queue(keys["box-a"].key_id)}
     assert sorted(executor.assigned("r1")["p"].values()) == [2, 2, 4]

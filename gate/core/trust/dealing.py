@@ -1,0 +1,87 @@
+"""Dealing batches by room: each wave's batches are assigned round the enrolled workers (gate.core.trust.assignment)
+but sent only as each worker has room, and a worker whose own turns are all out takes the last turns of the one
+furthest behind, so a slow server holds fewer batches and a fast one never waits on it. Pure: the caller says
+which workers are up, how much each may hold and what each holds now.
+
+The coordinator still chooses: a worker never picks its batches, and answering fast only earns it more of them
+when it has room, a share the cross-check and replay rules are indifferent to (their bounds hold per trial and
+per worker, docs/trust.md). Near the end of a wave a batch still out on one worker may be copied to an idle one
+(`straggler`): the first valid answer counts, the other is an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+ROOM_PER_PROCESS = 2  # one batch running and one waiting in the worker, so no round trip falls between them
+MAX_PROCESSES = 16  # a worker's process count is its own word: it earns it no more room than this
+
+
+def room_for(processes: int) -> int:
+    """How many batches a worker reporting `processes` pool processes may hold at once."""
+    return ROOM_PER_PROCESS * min(max(1, processes), MAX_PROCESSES)
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One worker up for dealing: its key, the batches it may hold and those it holds now."""
+
+    worker: str
+    room: int
+    holding: int = 0
+
+    @property
+    def free(self) -> int:
+        return max(0, self.room - self.holding)
+
+
+def deal(lists: Mapping[str, Sequence[int]], seats: Sequence[Seat]) -> tuple[tuple[str, str], ...]:
+    """The turns to send now, in order, each as (the worker it goes to, the worker whose list it comes off).
+    `lists`: each worker's turns of the round not sent yet, by size (a paired property's base and patch batches
+    of the same indices go together), workers without a seat (gone) included. Seats take turns one at a time:
+    a worker with room takes the head of its own list, or, its list empty, the tail of the longest list of
+    another that holds two or more (the last one stays its owner's, or the copy of a straggler's)."""
+    left = {worker: list(sizes) for worker, sizes in lists.items()}
+    free = {seat.worker: seat.free for seat in seats}
+    rooms = {seat.worker: seat.room for seat in seats}
+    seated = {seat.worker for seat in seats}
+    chosen: list[tuple[str, str]] = []
+    moved = True
+    while moved:
+        moved = False
+        for seat in seats:
+            worker = seat.worker
+            donors = [w for w in left if w != worker and (len(left[w]) > 1 or (w not in seated and left[w]))]
+            if left.get(worker):
+                source, index = worker, 0
+            elif donors:
+                source, index = max(donors, key=lambda w: (w not in seated, len(left[w]), w)), -1
+            else:
+                continue
+            size = left[source][index]
+            # A turn larger than a worker's whole room still goes to it once it holds nothing.
+            if free[worker] < min(size, rooms[worker]) or free[worker] == 0:
+                continue
+            left[source].pop(index)
+            free[worker] -= size
+            chosen.append((worker, source))
+            moved = True
+    return tuple(chosen)
+
+
+@dataclass(frozen=True)
+class Out:
+    """A primary batch out on a worker: its id, its worker, when it was sent, and the workers it went to."""
+
+    task: str
+    worker: str
+    sent_at: float
+    tried: frozenset[str]
+
+
+def straggler(out: Sequence[Out], idle: str, now: float, typical_s: float) -> str | None:
+    """The batch to copy to idle worker `idle` (None: none): the oldest out on another worker, never sent to
+    `idle`, whose age is past `typical_s` (how long an answered batch of the wave took from send to answer)."""
+    late = [o for o in out if o.worker != idle and idle not in o.tried and now - o.sent_at > typical_s]
+    return min(late, key=lambda o: (o.sent_at, o.task)).task if late else None
