@@ -8,6 +8,9 @@ cross-check code (`gate.run.crosscheck`) over an in-process fleet of worker call
 true rate just below the band. Forgers: `all` reports a hit on every statistical trial it runs (its own
 and the replays it is sent: it cannot tell them apart); `enough` knows every trial's truth and flips the
 fewest of its own misses that lift the pooled hits to the band, answering everything else honestly.
+`slip` is built against replays sized to a stated escape (`[suite] replay_escape`): on a row whose truth fails
+it flips as many of its own misses (at least enough to lift the row to the band) as give its lies the best chance,
+by the replay rule's own sizing (`gate.core.trust.replay.unreplayed`), of all going unreplayed.
 `honest` is the baseline: the same fleet with the forger replaced by an honest worker. The exact honest
 rate, P(Binomial(10, rate) >= 8), is printed beside it. `accepted`: rows passed (every one of them a
 failing property's: its true rate is below the band); `lie-made`: rows passed whose seeded truth has
@@ -20,6 +23,11 @@ one owned worker `own` (the stranger runs every second trial as the liar does ab
 `caught`: rows whose stranger was caught and every result it gave run again (on `own`); `on truth`: rows whose
 kind is the seeded truth's (a pass at 8 true hits or more, else `inconclusive_sample`); `owned ran`: the share of
 the second runs the owned worker answered.
+
+Last, replays sized to a stated escape (`[suite] replay_escape`, 0 by default): the honest fleets' extra trials by
+true rate at escapes 0, 0.1, 0.2 and 0.5, then each forger beside one honest stranger, two, and an owned worker at
+`--rate`; `fail->pass`: rows passed whose seeded truth fails, over rows whose truth fails (the bound: at most the
+escape).
 
     .venv/bin/python benchmarks/forger_statistical.py [--runs 400] [--rate 0.75] [--workers 2]
 
@@ -35,6 +43,7 @@ import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +56,7 @@ from support.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import TrialSpec
 from gate.core.trust.assignment import Rotation, assign
+from gate.core.trust.replay import unreplayed
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
 from worker.celery.coordinator.dispatch import CeleryExecutor
@@ -72,7 +82,26 @@ def enough_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], nam
     return lambda spec, _worker: spec.trial_index in lies or real(spec)
 
 
-FORGERS: dict[str, Forger] = {"honest": honest_forger, "all": all_forger, "enough": enough_forger}
+def slip_forger(specs: list[TrialSpec], real: Callable[[TrialSpec], bool], names: list[str], escape: float = 0.0):
+    true_hits = sum(real(s) for s in specs)
+    mine = [s for n, s in enumerate(specs) if names[n % len(names)] == "liar"]
+    own = [s.trial_index for s in mine if not real(s)]
+    hits = len(mine) - len(own)
+    best, lies = -1.0, set()
+    for count in range(RULE.min_hits - true_hits, len(own) + 1) if true_hits < RULE.min_hits else ():
+        kept = unreplayed(hits + count, true_hits + count - RULE.min_hits, escape)
+        chance = math.comb(kept, count) / math.comb(hits + count, count)
+        if chance > best:
+            best, lies = chance, set(own[:count])
+    return lambda spec, _worker: spec.trial_index in lies or real(spec)
+
+
+FORGERS: dict[str, Forger] = {
+    "honest": honest_forger,
+    "all": all_forger,
+    "enough": enough_forger,
+    "slip": slip_forger,
+}
 
 
 class AssignedFleet(FakeFleet):
@@ -104,6 +133,7 @@ def one(
     *,
     names: Sequence[str] = (),
     owned: Sequence[str] = (),
+    escape: float = 0.0,
 ) -> RowResult:
     """One row; `processes` > 0: primaries batched and assigned as Celery does (else one trial per worker in turn).
     `names` (in the round's order) replaces the liar and workers-1 honest workers: `liar` answers as `forger`,
@@ -113,10 +143,10 @@ def one(
     # Named so that in name order (the coordinator's round) the honest workers come first, as box-honest
     # before box-liar in benchmarks/forger_celery.py.
     names = list(names) or ["liar", *(f"honest{k}" for k in range(1, workers))]
-    lying = forger(specs, real, names)
+    lying = partial(forger, escape=escape)(specs, real, names) if forger is slip_forger else forger(specs, real, names)
     answers = {n: (lying if n == "liar" else (lambda s, _w: real(s))) for n in names}
     fleet = AssignedFleet(answers, rng, processes, owned) if processes else FakeFleet(answers, rng, owned=owned)
-    return run_row(fleet, specs, RULE, share=share, seed=f"{rng.getrandbits(64):x}")
+    return run_row(fleet, specs, RULE, share=share, seed=f"{rng.getrandbits(64):x}", escape=escape)
 
 
 @dataclass(frozen=True)
@@ -129,6 +159,7 @@ class Figures:
     caught: float  # rows whose liar was caught: every result it gave discarded and run again
     on_truth: float  # rows whose kind is the seeded truth's: a pass at 8 true hits or more, else a sample short
     owned_ran: float  # of the second runs, the share owned workers answered (nan: none ran)
+    fail_pass: float  # of the rows whose seeded truth fails, the share passed (nan: none failed)
 
 
 def figures(
@@ -142,17 +173,21 @@ def figures(
     *,
     names: Sequence[str] = (),
     owned: Sequence[str] = (),
+    escape: float = 0.0,
 ) -> Figures:
     """`runs` rows of `forger` at `rate` (the fleet of `one`), each run id and seed as `measure` draws them."""
     rng = random.Random(seed)
-    passed = false = extra = primaries = caught = on_truth = by_owned = seconds = 0
+    passed = false = failing = extra = primaries = caught = on_truth = by_owned = seconds = 0
     for n in range(runs):
         run_id = f"bench-{seed}-{n}"
-        result = one(run_id, FORGERS[forger], rate, workers, share, rng, processes, names=names, owned=owned)
+        result = one(
+            run_id, FORGERS[forger], rate, workers, share, rng, processes, names=names, owned=owned, escape=escape
+        )
         ok = result.kind is Kind.PASS
         passed += ok
         true_hits = sum(truth(rate)(s) for s in specs_for(run_id, RULE))
         false += ok and true_hits < RULE.min_hits
+        failing += true_hits < RULE.min_hits
         true_kind = Kind.PASS if true_hits >= RULE.min_hits else Kind.INCONCLUSIVE_SAMPLE
         on_truth += result.kind is true_kind
         caught += "liar" in result.summary.discarded
@@ -167,6 +202,7 @@ def figures(
         caught=caught / runs,
         on_truth=on_truth / runs,
         owned_ran=by_owned / seconds if seconds else math.nan,
+        fail_pass=false / failing if failing else math.nan,
     )
 
 
@@ -222,6 +258,48 @@ def owned_tables(rate: float, runs: int, seed: int, base: float) -> None:
             print(owned_line(label, f"{at} ({exact_pass(at):.3f})", got, honest[at]))
 
 
+ESCAPES = (0.0, 0.1, 0.2, 0.5)
+# (label, forger, names in the round's order, owned names): the fleets of the escape tables.
+ESCAPE_FLEETS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("2 honest", "honest", ("liar", "honest1"), ()),
+    ("3 honest", "honest", ("liar", "honest1", "honest2"), ()),
+    ("honest stranger + owned", "honest", ("liar", "own"), ("own",)),
+)
+BESIDE: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("1 honest", ("liar", "honest1"), ()),
+    ("2 honest", ("liar", "honest1", "honest2"), ()),
+    ("owned", ("liar", "own"), ("own",)),
+)
+
+
+def escape_tables(rate: float, runs: int, seed: int) -> None:
+    half = runs // 2
+    print(f"replays sized to a stated escape ([suite] replay_escape), default share ({DEFAULT_SHARE}):")
+    print(f"honest extra trials per primary by true rate, {half} runs each:")
+    print(f"{'fleet':<26}{'escape':>7}" + "".join(f"{f'rate {at}':>11}" for at in RATES) + f"{'worst':>8}")
+    for label, forger, names, owned in ESCAPE_FLEETS:
+        for escape in ESCAPES:
+            extra = [
+                figures(
+                    forger, at, len(names), DEFAULT_SHARE, half, seed, names=names, owned=owned, escape=escape
+                ).extra
+                for at in RATES
+            ]
+            print(f"{label:<26}{escape:>7}" + "".join(f"{x:>10.2f}x" for x in extra) + f"{max(extra):>7.2f}x")
+    print(f"forgers at true rate {rate}, {runs} runs each:")
+    print(f"{'forger':<10}{'beside':<10}{'escape':>7}{'accepted':>10}{'lie-made':>10}{'fail->pass':>12}{'extra':>9}")
+    for forger in ("all", "enough", "slip"):
+        for label, names, owned in BESIDE:
+            for escape in ESCAPES:
+                got = figures(
+                    forger, rate, len(names), DEFAULT_SHARE, runs, seed, names=names, owned=owned, escape=escape
+                )
+                print(
+                    f"{forger:<10}{label:<10}{escape:>7}{got.accepted:>10.3f}{got.lie_made:>10.3f}"
+                    f"{got.fail_pass:>12.3f}{got.extra:>8.2f}x"
+                )
+
+
 def exact_pass(rate: float) -> float:
     n, k = RULE.trials, RULE.min_hits
     return sum(math.comb(n, i) * rate**i * (1 - rate) ** (n - i) for i in range(k, n + 1))
@@ -253,6 +331,7 @@ def main() -> None:
         ]
         print(f"  rate {rate:<5} default share {costs[0]:.2f}x   share 1 {costs[1]:.2f}x")
     owned_tables(args.rate, args.runs, args.seed, base)
+    escape_tables(args.rate, args.runs, args.seed)
 
 
 if __name__ == "__main__":

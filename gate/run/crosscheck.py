@@ -56,8 +56,10 @@ def cross_check(
     *,
     share: float,
     seed: str,
+    escape: float = 0.0,
 ) -> CrossChecked:
-    """Cross-check the chosen trials in place in `tallies` (a counted outcome only ever gets worse)."""
+    """Cross-check the chosen trials in place in `tallies` (a counted outcome only ever gets worse); `escape`
+    sizes the statistical margin replays (`gate.core.trust.replay.unreplayed`)."""
     workers = {t.prop.id: dict(Counter(o.worker_id for o in t.observations)) for t in tallies}
     # Owned workers' results need no second run (only an executor with a registry names any).
     trusted = frozenset(getattr(executor, "trusted_workers", frozenset()))
@@ -79,7 +81,7 @@ def cross_check(
     }
     chosen = choose(seed, candidates, share)
     count = sum(len(v) for v in chosen.values())
-    stat = choose_replays(seed, _stat_rows(tallies), share, trusted)
+    stat = choose_replays(seed, _stat_rows(tallies), share, trusted, escape)
     elsewhere: RunElsewhere | None = getattr(executor, "run_elsewhere", None)
     if not (count or stat.count) or elsewhere is None:
         note = "" if not (count or stat.count) else LOCAL_NOTE
@@ -91,6 +93,7 @@ def cross_check(
             note=note,
             outliers=flagged,
             replays_chosen=stat.count,
+            replay_escape=escape,
             trusted=trusted,
         )
         return CrossChecked(summary, workers, tuple(events))
@@ -116,6 +119,7 @@ def cross_check(
         outliers=flagged,
         replays_chosen=stat.count,
         replays_for_margin=stat.for_margin,
+        replay_escape=escape,
         replays_checked=replayed.checked,
         unresolved=replayed.unresolved,
         discarded=sorted(liars),

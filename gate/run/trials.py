@@ -84,7 +84,8 @@ def execute(
             sent=sent,
             base_planner=base_planner,
         )
-        checked = cross_check(executor, tallies, sent, inputs, judge_one, share=share, seed=new_seed())
+        escape = suite.config.replay_escape
+        checked = cross_check(executor, tallies, sent, inputs, judge_one, share=share, seed=new_seed(), escape=escape)
     except HarnessError as exc:
         # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
         # every property is a harness_error, and the card is still written.

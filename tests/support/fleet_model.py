@@ -125,8 +125,11 @@ class RowResult:
     summary: CrossCheckSummary
 
 
-def run_row(fleet: FakeFleet, specs: Sequence[TrialSpec], rule: FixedRule, *, share: float, seed: str) -> RowResult:
-    """The row's primaries on the fleet, then the run's cross-checks and replays; its kind as the fold gives it."""
+def run_row(
+    fleet: FakeFleet, specs: Sequence[TrialSpec], rule: FixedRule, *, share: float, seed: str, escape: float = 0.0
+) -> RowResult:
+    """The row's primaries on the fleet, then the run's cross-checks and replays (`escape`: the suite's
+    `replay_escape`); its kind as the fold gives it."""
     prop = PropertySpec(
         id=PROPERTY,
         band=Band.STATISTICAL,
@@ -140,7 +143,7 @@ def run_row(fleet: FakeFleet, specs: Sequence[TrialSpec], rule: FixedRule, *, sh
         tally.add(obs, judge(prop, obs))
     primaries = fleet.ran
     sent = {spec.key: spec for spec in specs}
-    checked = cross_check(fleet, [tally], sent, None, judge, share=share, seed=seed)  # type: ignore[arg-type]
+    checked = cross_check(fleet, [tally], sent, None, judge, share=share, seed=seed, escape=escape)  # type: ignore[arg-type]
     counts = OutcomeCounts.of(tally.outcomes)
     return RowResult(
         kind_of(counts, Band.STATISTICAL, rule), counts.hit, primaries, fleet.ran - primaries, checked.summary

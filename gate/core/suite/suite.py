@@ -210,6 +210,9 @@ class SuiteConfig(BaseModel):
     # The share of safety/contract trials run again on a second worker (at least one per property
     # when above 0); a local pool has no second worker and cross-checks nothing.
     cross_check: StrictFloat = Field(0.05, ge=0, le=1)
+    # How likely one worker's lies that turn a statistical row may all go unreplayed (docs/trust.md, "Statistical
+    # replays and their bound"): 0, never, by replaying all but the band's margin of each worker's hits.
+    replay_escape: StrictFloat = Field(0.0, ge=0, lt=1)
     # Each check call runs in the check process (gate.io.checkproc) and is a miss when it has not
     # returned within this many seconds, or when that process grows past this many MiB of address space.
     check_deadline_s: StrictFloat = Field(5.0, gt=0, le=600)

@@ -42,6 +42,8 @@ class CrossCheckSummary(BaseModel):
     # added, how many ran on a second worker; disputes no tie-break settled (their rows cannot pass).
     replays_chosen: int = Field(0, ge=0)
     replays_for_margin: int = Field(0, ge=0)
+    # The suite's `replay_escape`: 0, a lie that turns a row is always replayed; above, at most this often not.
+    replay_escape: float = Field(0.0, ge=0, lt=1)
     replays_checked: int = Field(0, ge=0)
     unresolved: tuple[TrialRef, ...] = ()
     # Caught workers whose every counted result was discarded and run again elsewhere (`reran` trials).
@@ -65,6 +67,7 @@ def summarize(
     outliers: Sequence[HitRateOutlier] = (),
     replays_chosen: int = 0,
     replays_for_margin: int = 0,
+    replay_escape: float = 0.0,
     replays_checked: int = 0,
     unresolved: Sequence[tuple[str, int]] = (),
     discarded: Sequence[str] = (),
@@ -90,6 +93,7 @@ def summarize(
         outliers=tuple(outliers),
         replays_chosen=replays_chosen,
         replays_for_margin=replays_for_margin,
+        replay_escape=replay_escape,
         replays_checked=replays_checked,
         unresolved=tuple(TrialRef(property_id=p, trial_index=i) for p, i in sorted(unresolved)),
         discarded=tuple(discarded),
@@ -111,6 +115,11 @@ def summary_lines(summary: CrossCheckSummary, workers: dict[str, int]) -> list[s
         lines.append(
             f"statistical replays: {summary.replays_checked}/{summary.replays_chosen} ran on a second worker "
             f"({summary.replays_for_margin} for the band's margin)"
+        )
+    if summary.replay_escape:
+        lines.append(
+            f"statistical replays sized to replay_escape {summary.replay_escape:g}: the lies that turn a row "
+            f"all go unreplayed with probability at most {summary.replay_escape:g}"
         )
     if summary.trusted:
         lines.append(f"owned workers (results counted with no second run): {', '.join(summary.trusted)}")

@@ -6,8 +6,11 @@ in one place here (the I/O is `gate.run.replays`):
 
 1. Which trials are replayed (`choose_replays`), drawn after every primary is in, from a seed no worker
    has seen: `share` of each worker's judged trials of each statistical row (at least one each when
-   `share` > 0), and, on a row whose counts would pass, all but `margin` of each worker's hits. So the
-   hits of any one worker that no other worker saw could all be misses and the row would still pass.
+   `share` > 0), and, on a row whose counts would pass, enough of each worker's hits (`unreplayed`) that
+   the lies able to turn the row, at least `margin` + 1 of them, all go unreplayed with probability at
+   most `escape` (the suite's `replay_escape`). At the default `escape` of 0 that is all but `margin` of
+   each worker's hits: the hits of any one worker that no other worker saw could all be misses and the
+   row would still pass.
    A paired row is replayed by whole pairs (its base trial with its patch trial, on one other worker):
    every pair with a patch hit or a base miss, the two claims a lie that helps the patch can make; what
    is left unreplayed (patch missed, base hit) only ever counts against the patch.
@@ -28,9 +31,13 @@ in one place here (the I/O is `gate.run.replays`):
 Why that bounds a single liar on the fixed band rule: a replayed lie (a reported outcome that differs
 from the seeded truth) is a dispute, which blocks the row or gets the liar caught and its results run
 again by the others; so in a row that passes on its word every lie is among the liar's unreplayed
-hits, of which there are at most `margin` = hits - min_hits. Then the true hits are at least
-hits - margin = min_hits: the row would have passed without the lies. A liar raises the chance
-a failing row passes by nothing (it can only lower it); the share, besides, catches it at random.
+hits. A row whose truth fails needs at least `margin` + 1 lies (hits - lies < min_hits), and the
+replayed hits are the lowest-pointed ones, a uniform draw the liar cannot foresee: all of `lies` go
+unreplayed with probability C(kept, lies) / C(hits, lies), which `unreplayed` holds to `escape` or less.
+At `escape` 0 no more than `margin` hits are kept, so the true hits are at least hits - margin = min_hits:
+the row would have passed without the lies, and a liar raises the chance a failing row passes by nothing
+(it can only lower it); the share, besides, catches it at random. Above 0, a row whose truth fails passes
+with probability at most `escape` over the replay seed, whatever one worker lies on.
 `benchmarks/forger_statistical.py` measures it, with what it costs. Judging each worker's share against
 the band on its own was weighed and not taken: at 8 of 10 and a true rate of 0.95 it passes 0.955 of
 honest rows over 2 workers and 0.60 over 3 (pooled: 0.988), and a liar still lifts its own share (at a
@@ -40,8 +47,10 @@ true rate of 0.75 over 2 workers, 0.40 honest against 0.63 with a liar).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 from gate.core.suite.trial import Observation, TrialKey
 from gate.core.trust.crosscheck import RANK, Pair, Settled, Settlement, Side, WorkerDisagreement, differing, observed
@@ -97,12 +106,32 @@ def margin(rule: BandRule, hits: int, trials: int) -> int:
     return spare
 
 
+def unreplayed(hits: int, spare: int, escape: float) -> int:
+    """How many of one worker's `hits` may go unreplayed on a row with margin `spare`: the most that leave the
+    `spare` + 1 lies able to turn the row all unreplayed with probability at most `escape` (0: `spare`)."""
+    if not 0 <= escape < 1:
+        raise ValueError(f"escape {escape} outside [0, 1)")
+    lies = spare + 1
+    if escape == 0 or hits < lies:
+        return min(hits, spare)
+    bound = Fraction(escape) * math.comb(hits, lies)
+    low, high = spare, hits - 1  # keeping all the hits lets every lie through
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if math.comb(mid, lies) <= bound else (low, mid - 1)
+    return low
+
+
 def choose_replays(
-    seed: str, rows: Mapping[str, StatRow], share: float, trusted: frozenset[str] = frozenset()
+    seed: str,
+    rows: Mapping[str, StatRow],
+    share: float,
+    trusted: frozenset[str] = frozenset(),
+    escape: float = 0.0,
 ) -> Choice:
     """The statistical trials to replay on another worker (rule 1); nothing when `share` is 0. A `trusted`
     worker's (an owned one's) trials are never chosen: its hits count as true ones, so the margin still bounds
-    every other worker's unreplayed hits."""
+    every other worker's unreplayed hits. `escape` sizes the margin replays of fixed and sequential rows."""
     if share <= 0:
         return Choice({})
     chosen: dict[str, tuple[int, ...]] = {}
@@ -121,12 +150,12 @@ def choose_replays(
         # A row that can fail anyway (a fault, a timeout, hits below the band) needs no more: lies only add hits.
         spare = margin(row.rule, sum(k is OutcomeKind.HIT for _, _, k in judged), len(judged))
         if spare >= 0 and len(judged) == len(row.trials):
+            paired = isinstance(row.rule, PairedRule)
             for trials in by_worker.values():
-                unchecked = sorted(
-                    (i for i, k in trials if k is OutcomeKind.HIT and i not in picks),
-                    key=lambda i: _point(seed, property_id, i),
-                )
-                more = unchecked[: max(0, len(unchecked) - spare)]
+                hits = [i for i, k in trials if k is OutcomeKind.HIT]
+                unchecked = sorted((i for i in hits if i not in picks), key=lambda i: _point(seed, property_id, i))
+                kept = spare if paired else unreplayed(len(hits), spare, escape)
+                more = unchecked[: max(0, len(unchecked) - kept)]
                 picks.update(more)
                 added += len(more)
         if isinstance(row.rule, PairedRule) and len(judged) == len(row.trials):

@@ -131,6 +131,15 @@ def test_defaults_apply_when_suite_table_is_absent(tmp_path):
     assert (suite.config.ledger.budget, suite.config.ledger.ttl_hours) == (2, 6.0)
 
 
+def test_replays_are_sized_to_let_no_lie_escape_unless_the_suite_states_an_escape(tmp_path):
+    """`replay_escape` defaults to 0 (the zero-lift bound), loads when stated, and must lie in [0, 1)."""
+    assert load_suite(write(tmp_path, prop_toml())).config.replay_escape == 0.0
+    stated = load_suite(write(tmp_path, "[suite]\nreplay_escape = 0.2\n" + prop_toml())).config.replay_escape
+    assert stated == 0.2
+    for bad in ("1.0", "-0.1"):
+        assert "replay_escape" in str(suite_error(tmp_path, f"[suite]\nreplay_escape = {bad}\n" + prop_toml()))
+
+
 def test_statistical_band_rules(tmp_path):
     """A statistical property's rule is its declared trials/min_hits, defaulting to 8 of 10."""
     suite = load_suite(

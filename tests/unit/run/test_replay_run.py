@@ -4,6 +4,7 @@ chosen knowing the seed), a single worker, two workers with no third, and honest
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from support.fleet_model import Answer, FakeFleet, RowResult, run_row, specs_for, truth
 
 from gate.core.suite.trial import TrialSpec
+from gate.core.trust.crosscheck_summary import summary_lines
+from gate.core.trust.replay import unreplayed
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
 
@@ -222,3 +225,39 @@ def test_a_fleet_shrunk_to_one_stranger_decides_with_an_owned_worker_and_not_wit
         assert run_row(lone, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id).kind is Kind.PASS
         alone = FakeFleet({"stranger": lambda spec, _w: honest(spec)}, random.Random(run_id))
         assert run_row(alone, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id).kind is not Kind.PASS
+
+
+def slipping(run_id: str, rate: float, escape: float) -> tuple[Answer, bool]:
+    """The forger built against sized replays, as worker 0 of two: on a row whose truth fails it flips the count of
+    its own misses whose lies the rule's sizing leaves the best chance of all going unreplayed; and whether it lied."""
+    specs, honest = specs_for(run_id, RULE), truth(rate)
+    true_hits = sum(honest(s) for s in specs)
+    own = [s.trial_index for n, s in enumerate(specs) if n % 2 == 0 and not honest(s)]
+    hits = sum(1 for n, s in enumerate(specs) if n % 2 == 0) - len(own)
+    best, lies = -1.0, frozenset[int]()
+    for count in range(RULE.min_hits - true_hits, len(own) + 1) if true_hits < RULE.min_hits else ():
+        kept = unreplayed(hits + count, true_hits + count - RULE.min_hits, escape)
+        if (chance := math.comb(kept, count) / math.comb(hits + count, count)) > best:
+            best, lies = chance, frozenset(own[:count])
+    return (lambda spec, _w: spec.trial_index in lies or honest(spec)), bool(lies)
+
+
+def test_a_forger_built_to_slip_through_sized_replays_passes_a_failing_row_no_more_often_than_stated() -> None:
+    """Adversarial: beside an honest stranger, and beside an owned worker, the slipping forger lies on every row whose
+    truth it can lift; at escape 0 it passes none of them, at 0.2 at most a fifth (within 3 s.e.), and the card
+    and its report lines record the escape."""
+    for escape in (0.0, 0.2):
+        for owned in (False, True):
+            tried = bought = 0
+            for n in range(250):
+                run_id = f"slip-{n}"
+                liar, lied = slipping(run_id, 0.7, escape)
+                workers = {"liar": liar, "other": lambda spec, _w: truth(0.7)(spec)}
+                fleet = FakeFleet(workers, random.Random(run_id), owned=("other",) if owned else ())
+                result = run_row(fleet, specs_for(run_id, RULE), RULE, share=0.05, seed=run_id, escape=escape)
+                assert result.summary.replay_escape == escape
+                assert (f"replay_escape {escape:g}" in "\n".join(summary_lines(result.summary, {}))) == (escape > 0)
+                tried += lied
+                bought += lied and result.kind is Kind.PASS
+            assert tried > 50
+            assert bought <= escape * tried + 3 * math.sqrt(escape * (1 - escape) * tried), (escape, owned, bought)

@@ -3,13 +3,28 @@ what a replay pair means, who is caught and what is discarded."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gate.core.suite.trial import Captured, Observation
 from gate.core.testing import make_spec
 from gate.core.trust.crosscheck import Settled, Settlement, Side, WorkerDisagreement
-from gate.core.trust.replay import StatRow, caught, choose_replays, compare, discards, margin, on_rows, unproven
+from gate.core.trust.replay import (
+    StatRow,
+    _point,
+    caught,
+    choose_replays,
+    compare,
+    discards,
+    margin,
+    on_rows,
+    unproven,
+    unreplayed,
+)
 from gate.core.verdicts.bands import FixedRule, SprtRule
 from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, OutcomeKind
@@ -187,3 +202,63 @@ def test_a_paired_row_replays_every_pair_with_a_patch_hit_or_a_base_miss(
     )
     picked = set(choose_replays(seed, {"p": row}, 0.05).indices.get("p", ()))
     assert {i for i, (base, patch) in enumerate(pairs) if patch or not base} <= picked
+
+
+@given(st.integers(0, 40), st.integers(0, 40))
+def test_at_escape_zero_a_worker_keeps_no_more_unreplayed_hits_than_the_margin(hits: int, spare: int) -> None:
+    """The default sizing is the zero-lift rule: all but the margin of each worker's hits are replayed."""
+    assert unreplayed(hits, spare, 0.0) == min(hits, spare)
+
+
+@given(st.integers(0, 40), st.integers(0, 40), st.floats(0.0, 0.999))
+def test_the_hits_kept_are_the_most_whose_lies_escape_at_most_the_stated_escape(
+    hits: int, spare: int, escape: float
+) -> None:
+    """`unreplayed` is the largest count whose spare + 1 lies all go unreplayed with probability <= escape."""
+    kept, lies = unreplayed(hits, spare, escape), spare + 1
+
+    def escapes(u: int) -> Fraction:
+        return Fraction(math.comb(u, lies), math.comb(hits, lies)) if hits >= lies else Fraction(0)
+
+    assert kept <= hits and escapes(kept) <= Fraction(escape)
+    assert kept == hits or escapes(kept + 1) > Fraction(escape)
+
+
+def test_an_escape_outside_zero_to_one_is_refused() -> None:
+    """An escape of 1 would replay nothing on purpose; a negative one means nothing."""
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="escape"):
+            unreplayed(5, 1, bad)
+
+
+@given(rows_strategy, st.text(min_size=1, max_size=8), st.sampled_from([0.1, 0.2, 0.5]))
+def test_the_replayed_hits_of_a_worker_are_the_lowest_pointed_and_no_fewer_than_the_escape_needs(
+    trials: list[tuple[str, bool]], seed: str, escape: float
+) -> None:
+    """On a passing row each worker's replayed hits are a prefix of its hits in the seed's order (a uniform draw
+    the worker cannot foresee) and leave at most `unreplayed` of them: the two facts the escape bound rests on."""
+    rule = FixedRule(trials=len(trials), min_hits=max(0, (8 * len(trials)) // 10))
+    picked = set(choose_replays(seed, {"p": row_of(trials, rule)}, 0.05, escape=escape).indices.get("p", ()))
+    spare = margin(rule, sum(hit for _, hit in trials), len(trials))
+    if spare < 0:
+        return
+    for worker in {w for w, _ in trials}:
+        hits = sorted(
+            (i for i, (w, hit) in enumerate(trials) if w == worker and hit), key=lambda i: _point(seed, "p", i)
+        )
+        replayed = [i in picked for i in hits]
+        assert replayed == sorted(replayed, reverse=True)
+        assert replayed.count(False) <= unreplayed(len(hits), spare, escape)
+
+
+def test_a_forger_placing_the_fewest_lies_that_turn_the_row_escapes_no_more_often_than_stated() -> None:
+    """Adversarial, the stated bound itself: on 8 of 10 with 8 hits reported (margin 0), one worker's 5 hits hold
+    one lie; over 2,000 replay seeds it goes unreplayed at most 0.2 of the time at escape 0.2 (3 s.e.), never at 0."""
+    row = row_of([("liar", True), ("honest", True)] * 3 + [("liar", True), ("honest", False)] * 2, FixedRule())
+    liar_hits = [i for i in range(10) if i % 2 == 0]
+    for escape, most in ((0.0, 0), (0.2, 0.2)):
+        for lie in liar_hits:
+            free = sum(
+                lie not in choose_replays(f"s{n}", {"p": row}, 0.05, escape=escape).indices["p"] for n in range(2000)
+            )
+            assert free / 2000 <= most + 3 * math.sqrt(most * (1 - most) / 2000), (escape, lie, free)
