@@ -7,7 +7,7 @@ Each round times two runs of the same suite, open to close, each after an 8-tria
 
 - LAN: the workers connect to Redis directly;
 - far: the same workers (same names, keys, broker users and caches), started again with their broker URL pointed
-  at a delay proxy (`benchmarks/fleet_proxy.py`) that holds every chunk `--delay-ms` in each direction (100 ms
+  at a delay proxy (`tests/integration/delayproxy.py`) that holds every chunk `--delay-ms` in each direction (100 ms
   round trip by default).
 
 The suite: `--trials` trials (400) over `--properties` properties (20, of 20 trials each), a trivial probe that
@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from celery_helpers import Workers  # noqa: E402
+from delayproxy import DelayProxy  # noqa: E402
 from dispatch_setup import bench_fleet  # noqa: E402
-from fleet_proxy import DelayProxy  # noqa: E402
 from forger_statistical import DEFAULT_SHARE, RATES, figures  # noqa: E402
 
 from gate.core.suite.batching import batches  # noqa: E402

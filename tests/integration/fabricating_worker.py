@@ -6,8 +6,10 @@ Given a KEY file it signs every result with it, as an enrolled worker that lies 
 `PROBEGATE_FABRICATE=statistical` in its environment it leaves safety evidence alone and instead
 reports the expected tool on every tool-choice trial it runs (its own and any replay: it cannot tell
 them apart), as a worker buying a statistical pass would; `statistical:N` turns only its first N misses
-into hits (a liar on just enough trials). `nodifference` reports the patch side of each pair it runs as
-the base side of the same index went (a paired property's liar: the patch no worse than the base).
+into hits (a liar on just enough trials); `instant` does as `statistical` without running more than each
+property's first trial (the others are copies of it), so it answers at once and draws every batch it can.
+`nodifference` reports the patch side of each pair it runs as the base side of the same index went (a paired
+property's liar: the patch no worse than the base).
 
     python fabricating_worker.py BROKER NAME QUEUE CACHE [KEY]
 """
@@ -80,6 +82,12 @@ def fabricate_hit(obs: Observation) -> Observation:
     )
 
 
+def copied(obs: Observation, spec: TrialSpec) -> Observation:
+    """Another trial's observation, passed off as `spec`'s."""
+    key = {"property_id": spec.property_id, "trial_index": spec.trial_index, "side": spec.side, "seed": spec.seed}
+    return obs.model_copy(update={"run_id": spec.run_id, **key})
+
+
 class NoDifference:
     """Reports the patch side of every pair it runs as the base side of the same index went: "no difference",
     a liar's pass for a patch that is worse than the base. Its batches of a pair come base first (the
@@ -119,13 +127,28 @@ def main(broker: str, name: str, queue: str, cache: str, key: str | None = None)
     if mode == "nodifference":
         hit_maker = NoDifference()
 
-    @app.task(name=TASK_RUN_BATCH, lazy=False)
-    def run_batch(batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
-        specs = decode_batch(batch)
+    instant = mode == "instant"
+    if instant:
+        hit_maker = HitMaker(None)
+    seen: dict[tuple[str, str], Observation] = {}  # (run, property) -> its first trial, run for real
+
+    def observe(specs: list[TrialSpec]) -> list[Observation]:
         # Containers kept warm between a run's batches, as a real worker keeps them: the stand-in answers as fast
         # as an honest worker, so the coordinator deals it its share and no more.
         with open_runs(lambda: sandbox).serving({spec.run_id for spec in specs}):
-            observed = sandbox.run_batch(specs, inputs)
+            if not instant:
+                return sandbox.run_batch(specs, inputs)
+            # Instant: each property's first trial runs, every later one is a copy of it under its own key, so the
+            # stand-in answers at once and draws every batch the coordinator lets it.
+            for spec in specs:
+                if (spec.run_id, spec.property_id) not in seen:
+                    seen[spec.run_id, spec.property_id] = sandbox.run_batch([spec], inputs)[0]
+            return [copied(seen[spec.run_id, spec.property_id], spec) for spec in specs]
+
+    @app.task(name=TASK_RUN_BATCH, lazy=False)
+    def run_batch(batch: dict[str, Any], image_wait_s: float = 0.0) -> dict[str, Any]:
+        specs = decode_batch(batch)
+        observed = observe(specs)
         lie: Callable[[TrialSpec, Observation], Observation] = hit_maker if hit_maker is not None else fabricate
         clean = encode_observations([lie(spec, obs) for spec, obs in zip(specs, observed, strict=True)])
         result = {

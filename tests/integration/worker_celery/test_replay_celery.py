@@ -136,3 +136,22 @@ def test_beside_two_honest_workers_the_stand_in_is_caught_and_its_results_run_ag
     assert (row["kind"], row["hits"]) == ("inconclusive_sample", 6), row
     assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said
     assert not any("not evidence" in reason for reason in refusals(run))  # refused for the row, not the liar
+
+
+def test_an_instant_stand_in_buys_nothing_with_the_replays_on(
+    workers: Workers, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """Adversarial: a stand-in that answers every batch at once (each property's first trial run, the rest
+    copies, every tool-choice trial a hit), so that it is dealt every turn it has room for
+    (test_readiness_celery), gets the noisy sampler's row (true 6/10) no pass: its hits beyond the margin are
+    replayed on the honest worker. That the replays are what stops it, whatever share of the row it drew, is
+    test_replay_run's instant liar (a failing row bought in most runs with them off)."""
+    registry = tmp_path / "workers.json"
+    enrol(workers, registry, "honest", "liar")
+    workers.start("honest")
+    start_statistical_liar(workers, "liar", "instant")
+    workers.wait_ready()
+    run = noisy(tmp_path, workers.url, registry, "0.05")
+    row = stat_row(run)
+    assert row["kind"] != "pass" and row["assigned"].get("box-liar", 0) >= 1, row
+    assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said

@@ -261,3 +261,32 @@ def test_a_forger_built_to_slip_through_sized_replays_passes_a_failing_row_no_mo
                 bought += lied and result.kind is Kind.PASS
             assert tried > 50
             assert bought <= escape * tried + 3 * math.sqrt(escape * (1 - escape) * tried), (escape, owned, bought)
+
+
+class DealtFleet(FakeFleet):
+    """The row's primaries as readiness dealing leaves them to a liar answering at once: the honest worker `h1`
+    keeps the first `kept` (those it was sent before the liar took its last turns), the liar runs the rest."""
+
+    def __init__(self, liar: Answer, rate: float, rng: random.Random, kept: int) -> None:
+        honest = truth(rate)
+        super().__init__({"liar": liar, "h1": lambda spec, _w: honest(spec)}, rng)
+        self.kept = kept
+
+    def run(self, specs, inputs):  # type: ignore[no-untyped-def]
+        for n, spec in enumerate(specs):
+            yield self._answer(spec, "h1" if n < self.kept else "liar")
+
+
+def test_an_instant_liar_that_drew_most_of_the_row_buys_it_only_without_replays() -> None:
+    """Adversarial, readiness dealing: a liar on every trial that answered at once and so drew all but 0 to 2 of
+    the row's trials passes a row whose truth fails only with the replays off (the defence); with them on, a
+    pass is always the truth's."""
+    bought = {0.05: 0, 0.0: 0}
+    for kept in (0, 1, 2):
+        for n in range(40):
+            run_id = f"dealt-{kept}-{n}"
+            for share in bought:
+                fleet = DealtFleet(always, 0.7, random.Random(run_id), kept)
+                result = run_row(fleet, specs_for(run_id, RULE), RULE, share=share, seed=run_id)
+                bought[share] += result.kind is Kind.PASS and true_kind(0.7, run_id) is not Kind.PASS
+    assert bought[0.05] == 0 and bought[0.0] > 30, bought
