@@ -116,7 +116,8 @@ class AssignedFleet(FakeFleet):
         # The executor's sizing rule itself (it reads only these two attributes), not a copy of it.
         sizing = SimpleNamespace(batch_size=None, visibility_timeout_s=VISIBILITY_TIMEOUT_S)
         groups = batches(specs, CeleryExecutor.batch_size_for(sizing, specs, self.processes))  # type: ignore[arg-type]
-        chosen, _ = assign(Rotation(tuple(sorted(self.names))), [group[0].property_id for group in groups])
+        round_ = Rotation(tuple(sorted(self.names)), owned=self.trusted_workers)
+        chosen, _ = assign(round_, [group[0].property_id for group in groups])
         for group, worker in zip(groups, chosen, strict=True):
             for spec in group:
                 yield self._answer(spec, worker)

@@ -22,6 +22,7 @@ from gate.core.suite.fold import Tally
 from gate.core.suite.plan import trial_seed
 from gate.core.suite.suite import PropertySpec
 from gate.core.suite.trial import Captured, ClockSpec, Observation, TrialSpec
+from gate.core.trust.assignment import Rotation
 from gate.core.trust.crosscheck_summary import CrossCheckSummary
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Band, Kind, Outcome, OutcomeCounts, OutcomeKind, kind_of
@@ -40,10 +41,10 @@ def truth(rate: float) -> Callable[[TrialSpec], bool]:
 
 
 class FakeFleet:
-    """Executor-shaped: `run` gives trial i to worker i mod n (the coordinator's rotation, one trial a
-    batch); `run_elsewhere` sends a group to one worker outside the avoid set, picked by `rng` (as the
-    Celery executor picks one direct queue), an `owned` one when any is left (as it prefers them). Counts the
-    trials each worker ran."""
+    """Executor-shaped: `run` gives trial i to the round's place i mod n (the coordinator's rotation, one trial
+    a batch: an owned worker has two places); `run_elsewhere` sends a group to one worker outside the avoid
+    set, picked by `rng` (as the Celery executor picks one direct queue), an `owned` one when any is left (as
+    it prefers them). Counts the trials each worker ran."""
 
     def __init__(
         self, workers: Mapping[str, Answer], rng: random.Random, *, strict: bool = True, owned: Sequence[str] = ()
@@ -67,8 +68,9 @@ class FakeFleet:
         )
 
     def run(self, specs: Sequence[TrialSpec], inputs: Any) -> Iterator[Observation]:
+        places = Rotation(self.names, owned=self.trusted_workers).places  # an owned worker's places, as assigned
         for n, spec in enumerate(specs):
-            yield self._answer(spec, self.names[n % len(self.names)])
+            yield self._answer(spec, places[n % len(places)])
 
     def run_elsewhere(
         self, specs: Sequence[TrialSpec], inputs: Any, avoid_workers: frozenset[str]

@@ -1,9 +1,11 @@
 """Who runs what: the coordinator assigns each batch to one enrolled worker, so no worker chooses its
 own share by answering fastest. Pure: the caller says which workers are enrolled and alive.
 
-Each property's batches go round the workers in turn, and each new property starts one worker further
+Each property's batches go round the workers in turn, and each new property starts one place further
 on, so single-batch properties spread too. Across calls (waves) the turns carry on, so a property's
-batch counts never differ by more than one between workers.
+batch counts never differ by more than one between workers. An owned worker has two places in the round
+(`OWNED_PLACES`): its results need no replay, so the more of a statistical row it runs, the fewer of the
+strangers' hits lie beyond the band's margin (docs/trust.md, "Statistical replays and their bound").
 """
 
 from __future__ import annotations
@@ -11,19 +13,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+OWNED_PLACES = 2  # places an owned worker has in the round, against one for a stranger
+
 
 @dataclass(frozen=True)
 class Rotation:
-    """The workers batches go round (key ids, in a fixed order) and each property's place in the round."""
+    """The workers batches go round (key ids, in a fixed order), the owned ones among them, and each property's
+    place in the round."""
 
     workers: tuple[str, ...]
-    # property id -> (the worker index its first batch went to, batches assigned so far)
+    # property id -> (the place its first batch went to, batches assigned so far)
     turns: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    started: int = 0  # properties started so far: the next one starts at this index
+    started: int = 0  # properties started so far: the next one starts at this place
+    owned: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.workers:
             raise ValueError("a rotation needs at least one worker")
+
+    @property
+    def places(self) -> tuple[str, ...]:
+        """The round's places: every worker once, then each owned one again until it has OWNED_PLACES."""
+        more = tuple(w for _ in range(OWNED_PLACES - 1) for w in self.workers if w in self.owned)
+        return self.workers + more
 
 
 def assign(rotation: Rotation, properties: Sequence[str]) -> tuple[tuple[str, ...], Rotation]:
@@ -31,15 +43,15 @@ def assign(rotation: Rotation, properties: Sequence[str]) -> tuple[tuple[str, ..
     turns = dict(rotation.turns)
     started = rotation.started
     chosen: list[str] = []
-    count = len(rotation.workers)
+    places = rotation.places
     for prop in properties:
         if prop not in turns:
-            turns[prop] = (started % count, 0)
+            turns[prop] = (started % len(places), 0)
             started += 1
         first, done = turns[prop]
-        chosen.append(rotation.workers[(first + done) % count])
+        chosen.append(places[(first + done) % len(places)])
         turns[prop] = (first, done + 1)
-    return tuple(chosen), Rotation(rotation.workers, turns, started)
+    return tuple(chosen), Rotation(rotation.workers, turns, started, rotation.owned)
 
 
 def shares(properties: Sequence[str], workers: Sequence[str], sizes: Sequence[int]) -> dict[str, dict[str, int]]:

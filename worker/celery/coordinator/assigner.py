@@ -63,8 +63,9 @@ class Assigner:
             detail = f"no enrolled worker's direct queue is consumed on queue {queue}"
             self.events.append(HarnessEvent(kind="no_enrolled_worker", detail=detail))
             return detail
-        if self._rotation is None or self._rotation.workers != alive:
-            self._rotation = Rotation(alive)
+        owned = frozenset(w.key_id for w in active if w.owned) & frozenset(alive)
+        if self._rotation is None or (self._rotation.workers, self._rotation.owned) != (alive, owned):
+            self._rotation = Rotation(alive, owned=owned)
         return None
 
     def targets(

@@ -10,8 +10,9 @@ faults after the result timeout: the run ends as harness_error, never as a false
 keep a run's containers warm between its batches; `close` broadcasts that the run is over so
 every worker removes them at once.
 
-With a worker registry (`enrolled`) the coordinator decides who runs what (assigner.py) and takes only results
-signed by the key each batch was sent to (answers.py). Results are gathered through broker outages and restarts
+With a worker registry (`enrolled`) the coordinator decides who runs what (assigner.py), sends each worker its
+batches as it has room (dealer.py; the sending half of the executor is outbox.py) and takes only results signed by
+the key each batch was sent to (answers.py). Results are gathered through broker outages and restarts
 (gathering.py); workers are found and told of a run's end by control.py, all beside this module.
 """
 
@@ -20,12 +21,10 @@ from __future__ import annotations
 import contextlib
 import math
 import secrets
-from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
 
 from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
-from gate.core.suite.batching import batches
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
 from gate.core.trust.enrolment import Roster
 from gate.io.snapshot import LocalInputs
@@ -36,11 +35,11 @@ from worker.celery.coordinator.dealer import Dealer
 from worker.celery.coordinator.gathering import BROKER_WAIT_S, Gathering
 from worker.celery.coordinator.imagepublish import RunImages
 from worker.celery.coordinator.liveness import Liveness, redis_reader
-from worker.celery.shared.app import SHARED_QUEUE, TASK_RUN_BATCH, VISIBILITY_TIMEOUT_S, direct_queue, make_app
+from worker.celery.coordinator.outbox import BatchOutbox
+from worker.celery.shared.app import SHARED_QUEUE, VISIBILITY_TIMEOUT_S, direct_queue, make_app
 from worker.celery.shared.beats import GONE_AFTER_S
 from worker.celery.shared.blobs import BlobStore, RedisBlobStore, upload
 from worker.celery.shared.broker import broker_call
-from worker.celery.shared.wire import encode_batch
 from worker.host.engine import DEFAULT_IMAGE
 
 MAX_BATCH = 1000
@@ -49,7 +48,7 @@ CLOSE_WAIT_S = 3.0  # the most `close` waits for its broadcast to be published (
 PUBLISH_WAIT_S = 300.0  # the most a worker lacking the run's image waits for its publication in flight
 
 
-class CeleryExecutor:
+class CeleryExecutor(BatchOutbox):
     """Dispatches trial batches to `gate-worker serve` processes over Redis. `queue` pins batches to
     a fleet started with `--queue` (default: the shared queue every worker consumes); `registry`
     (host[:port]) carries the run's image instead of the blob store; `enrolled` (the worker registry,
@@ -235,179 +234,10 @@ class CeleryExecutor:
         """Worker processes consuming our queue, waiting up to `worker_wait_s` for the first (asked once)."""
         return self.control.discover()
 
-    def _send(
-        self, specs: Sequence[TrialSpec], processes: int, *, queue: str | None = None
-    ) -> dict[str, list[TrialSpec]]:
-        """Send `specs` in batches: to `queue` (one chosen worker's), else a new wave of primaries, dealt to the
-        enrolled workers up as they have room (the rest follow as answers come back, `more`), or without a
-        roster all at once to the shared queue. Returns the batches sent, by task id."""
-        groups = batches(specs, self.batch_size_for(specs, processes))
-        if queue is None and self.assigner.assigning:
-            self.dealer.start(self.assigner.plan(groups), self.control.processes_of(self.assigner.workers))
-            return self._deal()
-        sent: dict[str, list[TrialSpec]] = {}
-        for batch, (target, key_id) in zip(groups, self.assigner.targets(groups, queue, self.queue), strict=True):
-            sent[self._send_batch(batch, target, key_id, primary=queue is None)] = batch
-        return sent
-
-    def _deal(self) -> dict[str, list[TrialSpec]]:
-        """Send the waiting primaries the enrolled workers up have room for."""
-        if not (dealt := self.dealer.next(self.liveness.gone)):
-            return {}
-        self.assigner.dealt([batch for batch, _ in dealt], [key for _, key in dealt])
-        sent: dict[str, list[TrialSpec]] = {}
-        for batch, key in dealt:
-            task = self._send_batch(batch, direct_queue(key), key, primary=True)
-            self.dealer.sent(task, key, batch)
-            sent[task] = batch
-        return sent
-
-    def _send_batch(self, batch: list[TrialSpec], queue: str, key_id: str | None, *, primary: bool) -> str:
-        """Send one batch to `queue` (`key_id`: the enrolled key meant to answer it; `primary`: it carries its
-        row's share, not a cross-check's); returns its task id."""
-        payload = encode_batch(batch)
-        # argsrepr: Celery would otherwise render a repr of the whole batch into every message.
-        result = self.app.send_task(
-            TASK_RUN_BATCH,
-            args=[payload],
-            kwargs=self.images.wait_hint(batch[0].run_id, batch[0].image_id),
-            queue=queue,
-            argsrepr=f"<{len(batch)} trials of {batch[0].property_id}>",
-        )
-        if key_id is not None:
-            self.assigner.sent(result.id, key_id, primary=primary)  # only this key's signature counts for it
-            self.liveness.watch([key_id])
-        self.gathering.sent(result.id, batch[0].run_id, queue)
-        self.answers.issue(result.id, payload)  # what a signed result must name
-        self.control.busy(spec.run_id for spec in batch)
-        return result.id
-
     def assigned(self, run_id: str) -> dict[str, dict[str, int]]:
         """Trials the coordinator assigned in run `run_id`: property id -> enrolled name -> trials (primaries
         only; empty without a roster, where batches go to the shared queue)."""
         return self.assigner.assigned(run_id)
-
-    # The executor as gathering's Outbox (worker.celery.coordinator.gathering).
-    def answered(self, task_id: str, batch: list[TrialSpec], meta: dict[str, Any]) -> Iterator[Observation]:
-        """The observations that count from a batch's result meta (worker.celery.coordinator.answers). Of a batch
-        sent twice (a straggler's copy), the first answer that is not refused counts and the other copy is moot."""
-        roster, assigned = self.assigner.roster, self.assigner.key(task_id)
-        observations = list(self.answers.observations(batch, meta, task_id, roster, assigned))
-        other = self.dealer.copy_of(task_id)
-        self.dealer.done(task_id)
-        if other is not None:
-            if task_id in self.answers.refused:
-                return iter(())  # the other copy may still answer validly; if it never does, its faults count
-            self._moot[task_id] = other
-            self.assigner.won(task_id, other, batch)
-        return iter(observations)
-
-    def superseded(self, task_id: str) -> str | None:
-        """The other copy of answered batch `task_id`, whose answer no longer counts (None: there is none)."""
-        other = self._moot.pop(task_id, None)
-        if other is not None:
-            self.dealer.done(other)
-        return other
-
-    def more(self) -> dict[str, list[TrialSpec]]:
-        """The primaries the workers have room for now, and the copies of stragglers sent to idle workers."""
-        sent = self._deal()
-        for task, batch, key in self.dealer.copies(self.liveness.gone):
-            copy = self._send_batch(batch, direct_queue(key), key, primary=False)
-            self.dealer.sent(copy, key, batch, copy_of=task)
-            self.assigner.copied(task, copy)
-            slow, idle = self.assigner.name_of(self.assigner.key(task)), self.assigner.name_of(key)
-            detail = f"task {task} ({len(batch)} trials) still out on {slow!r}: a copy sent to idle {idle!r} as {copy}"
-            self.events.append(HarnessEvent(kind="batch_duplicated", property_id=batch[0].property_id, detail=detail))
-            sent[copy] = batch
-        return sent
-
-    def send_inputs_again(self, batches: list[list[TrialSpec]]) -> None:
-        """Upload the run's tree and fixtures and publish the batches' images again (the broker lost them)."""
-        self.liveness.restarted()  # the restart took every heartbeat with it
-        if (inputs := self._inputs) is not None:
-            self._upload(inputs)
-        for run_id, image_id in dict.fromkeys((batch[0].run_id, batch[0].image_id) for batch in batches):
-            if image_id:
-                self.images.republish(run_id, image_id)
-
-    def send_again(self, batch: list[TrialSpec], queue: str | None, task_id: str) -> str:
-        """Send a batch the broker lost to the queue it went to, for the key it was assigned to; its new task id."""
-        key, primary = self.assigner.key(task_id), self.assigner.primary(task_id)
-        again = self._send_batch(batch, queue or self.queue, key, primary=primary)
-        self.dealer.replaced(task_id, again)
-        return again
-
-    def presumed_lost(self, pending: Collection[str]) -> list[str]:
-        """The batches of `pending` assigned to a worker whose heartbeat lapsed (said once per worker)."""
-        gone = self.liveness.look()
-        lost = [task for task in pending if self.assigner.key(task) in gone]
-        for key in {self.assigner.key(task) for task in lost}:
-            if key is not None and self.assigner.first_gone(key):
-                name = self.assigner.name_of(key)
-                detail = f"{name!r} sent no heartbeat for {self.liveness.unseen_s(key):.0f}s: presumed gone"
-                self.events.append(HarnessEvent(kind="worker_gone", detail=detail))
-        return lost
-
-    def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
-        """A batch whose worker is gone, sent to the next enrolled worker that is up and was not tried for it
-        (nothing sent when a copy of it is out on another worker: that one counts)."""
-        if self.dealer.copy_of(task_id) is not None:
-            self.dealer.done(task_id)
-            return {}
-        return self._reassign(task_id, batch)
-
-    def twin(self, task_id: str) -> str | None:
-        """The other copy of batch `task_id` still out (None: there is none)."""
-        return self.dealer.copy_of(task_id)
-
-    def _gather_assigned(self, sent: dict[str, list[TrialSpec]], timeout: float) -> Iterator[Observation]:
-        """Gathering, but a batch whose assigned worker never answered goes to another enrolled worker's
-        direct queue (each worker at most once per batch) instead of ending as harness faults at once."""
-        if not self.assigner.assigning:
-            yield from self.gathering.gather(sent, timeout, self)
-            return
-        while sent:
-            task_of: dict[Any, str] = {}
-            lost: dict[str, list[Observation]] = {}
-            # closing: a caller that stops listening closes the gathering too, which revokes what is still queued.
-            with contextlib.closing(self.gathering.gather(sent, timeout, self)) as gathered:
-                for obs in gathered:
-                    if obs.key not in task_of:  # batches dealt since the last look joined `sent`
-                        task_of = {spec.key: task for task, batch in sent.items() for spec in batch}
-                    task = task_of.get(obs.key)
-                    # A task still in flight when gathering yields for it never reported (answered ones are dropped).
-                    if task is not None and self.gathering.in_flight(task) and self.assigner.key(task) is not None:
-                        lost.setdefault(task, []).append(obs)
-                        continue
-                    yield obs
-            again: dict[str, list[TrialSpec]] = {}
-            for task, faults in lost.items():
-                if (resent := self._reassign(task, sent[task])) is None:
-                    yield from faults
-                    continue
-                again.update(resent)
-            sent = again
-            if sent:
-                timeout = self._timeout([spec for batch in sent.values() for spec in batch], 1)
-        for batch in self.dealer.take_waiting():  # every worker presumed gone before the wave was dealt
-            detail = "no enrolled worker was left up to take it"
-            yield from (Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch)
-
-    def _reassign(self, task: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
-        """Send a lost batch to the next enrolled worker it was not sent to: its new tasks; None when every
-        worker was tried or the broker refused the send (the caller yields the batch's faults)."""
-        self.gathering.drop(task)
-        self.dealer.done(task)
-        if (key := self.assigner.next_key(task, gone=self.liveness.gone)) is None:
-            return None
-        try:
-            with broker_call("reassigning a lost batch"):
-                resent = self._send(batch, 1, queue=direct_queue(key))
-        except BrokerError:
-            return None
-        self.assigner.moved(task, batch, key, resent)
-        return resent
 
     def _timeout(self, specs: Sequence[TrialSpec], processes: int) -> float:
         if self.result_timeout_s is not None:

@@ -247,3 +247,15 @@ def test_both_sides_of_a_pair_go_to_the_same_worker_and_pairs_go_round() -> None
     assert len(where) == 16 and all(where[Side.BASE, i] == where[Side.PATCH, i] for i in range(8))
     assert {queue for queue, _ in sends[6:]} == {direct_queue(keys["box-a"].key_id)}
     assert sorted(executor.assigned("r1")["p"].values()) == [2, 2, 4]
+
+
+def test_an_owned_worker_has_two_places_in_the_round() -> None:
+    """Beside one stranger an owned worker is assigned two batches of a row for each of the stranger's, and
+    single-batch properties still go round every place."""
+    rotation = Rotation(("own", "stranger"), owned=frozenset({"own"}))
+    assert rotation.places == ("own", "stranger", "own")
+    chosen, rotation = assign(rotation, ["row"] * 9)
+    assert Counter(chosen) == {"own": 6, "stranger": 3}
+    singles, _ = assign(rotation, ["a", "b", "c"])
+    assert Counter(singles) == {"own": 2, "stranger": 1}
+    assert Rotation(("a", "b")).places == ("a", "b")

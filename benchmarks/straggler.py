@@ -1,0 +1,143 @@
+"""A slow server in a fleet of two: wall time with one worker's probes at a quarter of a CPU against two fast ones.
+
+Servers simulated on one machine, as `benchmarks/fleet.py` does (a private redis-server, enrolled `gate-worker
+serve` processes w1 and w2 on real Docker, each under its own broker user, concurrency 1, a coordinator reading
+the registry). w2 is made slow the way a weak server is: a watcher gives each of its probe containers a CPU quota
+of `--cpus` (a quarter of a CPU by default) the moment it appears (`docker update`; the containers carry their
+worker's label), so everything inside them, the sandbox's supervisor and the probe, runs on that share; the
+work outside them (the worker process, `docker exec`) is not slowed, as it would be on a weak server.
+
+The suite: `--trials` trials (400) over `--properties` properties, a probe that burns `--burn-ms` of CPU and prints
+a line. Each round times, after a warm-up run of each:
+
+- fast: w1 and w2 unlimited (the baseline);
+- slowed: w2 limited, the coordinator dealing by room (batches sent as each worker has room, the one behind
+  giving up its last turns, stragglers copied);
+- slowed, dealt at once: the same, with the coordinator patched (here only) to send every batch of a wave at
+  once round the workers and copy nothing, as it did before dealing by room.
+
+Reported: seconds and trials/s per run, the trials each worker answered, and slowed/fast (the issue's target: at
+most 1.3; 1.93 before dealing by room).
+
+    .venv/bin/python benchmarks/straggler.py [--trials 400] [--cpus 0.25] [--burn-ms 20] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import docker  # noqa: E402
+from dispatch_setup import bench_fleet  # noqa: E402
+from fleet import start_fleet, timed_run  # noqa: E402
+
+from gate.io.snapshot import LocalInputs  # noqa: E402
+from worker.celery.coordinator import dealer  # noqa: E402
+
+PERIOD_US = 100_000
+
+
+def probe(burn_ms: float) -> str:
+    """A probe that burns `burn_ms` of CPU in its container, then prints a line."""
+    loop = f"while time.process_time() - t < {burn_ms / 1000!r}:\n    pass\n"
+    return f"import time\nt = time.process_time()\n{loop}print('ok')\n"
+
+
+@contextlib.contextmanager
+def slowed(client: docker.DockerClient, worker_prefix: str, cpus: float) -> Iterator[list[str]]:
+    """While open, every probe container of the worker named `worker_prefix`@… gets a CPU quota of `cpus`."""
+    done: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.05):
+            with contextlib.suppress(docker.errors.APIError):
+                for container in client.containers.list(filters={"label": "probegate.worker"}):
+                    owner = container.labels.get("probegate.worker", "")
+                    if owner.startswith(f"{worker_prefix}@") and container.id not in done:
+                        container.update(cpu_period=PERIOD_US, cpu_quota=int(cpus * PERIOD_US))
+                        done.append(container.id)
+
+    thread = threading.Thread(target=watch, name="slow-containers", daemon=True)
+    thread.start()
+    try:
+        yield done
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+@contextlib.contextmanager
+def dealt_at_once() -> Iterator[None]:
+    """The coordinator as it was before dealing by room: a wave's batches all sent at once round the workers,
+    no turn given up, no straggler copied (this benchmark's baseline only)."""
+    with (
+        mock.patch.object(dealer, "room_for", lambda processes: 1_000_000),
+        mock.patch.object(dealer.Dealer, "copies", lambda self, gone: []),
+    ):
+        yield
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=400)
+    parser.add_argument("--properties", type=int, default=20)
+    parser.add_argument("--cpus", type=float, default=0.25, help="the slow worker's containers' CPU share")
+    parser.add_argument("--burn-ms", type=float, default=20.0, help="CPU each trial's probe burns")
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+
+    names = ["w1", "w2"]
+    rows: list[dict[str, dict]] = []
+    with bench_fleet("straggler", probe(args.burn_ms), names) as fleet:
+        start_fleet(fleet.workers, names, {n: fleet.workers.urls[n] for n in names}, 1)
+        with LocalInputs(fleet.tree, {fleet.digest: fleet.fixture}) as inputs:
+
+            def timed(label: str, round_: int) -> dict:
+                ctx = (fleet.redis.url, fleet.registry)
+                timed_run(*ctx, f"warm-{label}-{round_}", 8, 2, inputs, fleet.digest)
+                row = timed_run(*ctx, f"{label}-{round_}", args.trials, args.properties, inputs, fleet.digest)
+                print(f"  round {round_ + 1} {label}: {row['elapsed']:.1f} s, split {row['split']}, "
+                      f"events {dict(row['events']) or '-'}", file=sys.stderr)  # fmt: skip
+                return row
+
+            for round_ in range(args.repeat):
+                row = {"fast": timed("fast", round_)}
+                with slowed(fleet.client, "w2", args.cpus) as limited:
+                    row["slowed"] = timed("slowed", round_)
+                    with dealt_at_once():
+                        row["at once"] = timed("at-once", round_)
+                    if not limited:
+                        raise RuntimeError("no container of w2 was slowed")
+                rows.append(row)
+        fleet.workers.stop_all()
+
+    print(
+        f"(c) {args.trials} trials a run over {args.properties} properties, each probe burning {args.burn_ms:.0f} ms "
+        f"of CPU; 2 enrolled workers of concurrency 1 on Docker; slowed: w2's containers at {args.cpus} CPU"
+    )
+    print(
+        f"{'round':>5}{'fast s':>8}{'slowed s':>10}{'split':>10}{'ratio':>7}{'at once s':>11}{'split':>10}{'ratio':>7}"
+    )
+    for k, row in enumerate(rows, 1):
+        fast, slow, once = row["fast"], row["slowed"], row["at once"]
+        print(
+            f"{k:>5}{fast['elapsed']:>8.1f}{slow['elapsed']:>10.1f}{slow['split']:>10}"
+            f"{slow['elapsed'] / fast['elapsed']:>7.2f}{once['elapsed']:>11.1f}{once['split']:>10}"
+            f"{once['elapsed'] / fast['elapsed']:>7.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
