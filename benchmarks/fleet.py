@@ -29,6 +29,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,9 +76,13 @@ def plan(n: int, properties: int, run_id: str, inputs: LocalInputs, digest: str,
     ]
 
 
-def timed_run(url: str, registry: Path, run_id: str, n: int, properties: int, inputs, digest: str) -> dict:
-    """One run, open to close, through a fresh coordinator; its trials/s and who ran what."""
-    executor = CeleryExecutor(url, image=DEFAULT_IMAGE, worker_wait_s=60, enrolled=lambda: load_roster(registry))
+def timed_run(
+    url: str, registry: Path, run_id: str, n: int, properties: int, inputs, digest: str, **options: Any
+) -> dict:
+    """One run, open to close, through a fresh coordinator (`options`: more of its settings); its trials/s and
+    who ran what."""
+    roster = lambda: load_roster(registry)  # noqa: E731
+    executor = CeleryExecutor(url, image=DEFAULT_IMAGE, worker_wait_s=60, enrolled=roster, **options)
     specs = plan(n, properties, run_id, inputs, digest, executor.image_id())
     started = time.monotonic()
     executor.open(run_id, Limits())

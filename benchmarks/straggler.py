@@ -13,8 +13,8 @@ a line. Each round times, after a warm-up run of each:
 - fast: w1 and w2 unlimited (the baseline);
 - slowed: w2 limited, the coordinator dealing by room (batches sent as each worker has room, the one behind
   giving up its last turns, stragglers copied);
-- slowed, dealt at once: the same, with the coordinator patched (here only) to send every batch of a wave at
-  once round the workers and copy nothing, as it did before dealing by room.
+- slowed, at once: the same with `room_per_process=0` (`gate run --room 0`): every batch of a wave sent at once
+  round the workers and no straggler copied, as before dealing by room.
 
 Reported: seconds and trials/s per run, the trials each worker answered, and slowed/fast (the issue's target: at
 most 1.3; 1.93 before dealing by room).
@@ -30,7 +30,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,7 +41,6 @@ from dispatch_setup import bench_fleet  # noqa: E402
 from fleet import start_fleet, timed_run  # noqa: E402
 
 from gate.io.snapshot import LocalInputs  # noqa: E402
-from worker.celery.coordinator import dealer  # noqa: E402
 
 PERIOD_US = 100_000
 
@@ -77,17 +75,6 @@ def slowed(client: docker.DockerClient, worker_prefix: str, cpus: float) -> Iter
         thread.join(5)
 
 
-@contextlib.contextmanager
-def dealt_at_once() -> Iterator[None]:
-    """The coordinator as it was before dealing by room: a wave's batches all sent at once round the workers,
-    no turn given up, no straggler copied (this benchmark's baseline only)."""
-    with (
-        mock.patch.object(dealer, "room_for", lambda processes: 1_000_000),
-        mock.patch.object(dealer.Dealer, "copies", lambda self, gone: []),
-    ):
-        yield
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=400)
@@ -103,10 +90,11 @@ def main() -> int:
         start_fleet(fleet.workers, names, {n: fleet.workers.urls[n] for n in names}, 1)
         with LocalInputs(fleet.tree, {fleet.digest: fleet.fixture}) as inputs:
 
-            def timed(label: str, round_: int) -> dict:
+            def timed(label: str, round_: int, **options: int) -> dict:
                 ctx = (fleet.redis.url, fleet.registry)
-                timed_run(*ctx, f"warm-{label}-{round_}", 8, 2, inputs, fleet.digest)
-                row = timed_run(*ctx, f"{label}-{round_}", args.trials, args.properties, inputs, fleet.digest)
+                timed_run(*ctx, f"warm-{label}-{round_}", 8, 2, inputs, fleet.digest, **options)
+                run = (f"{label}-{round_}", args.trials, args.properties, inputs, fleet.digest)
+                row = timed_run(*ctx, *run, **options)
                 print(f"  round {round_ + 1} {label}: {row['elapsed']:.1f} s, split {row['split']}, "
                       f"events {dict(row['events']) or '-'}", file=sys.stderr)  # fmt: skip
                 return row
@@ -115,8 +103,7 @@ def main() -> int:
                 row = {"fast": timed("fast", round_)}
                 with slowed(fleet.client, "w2", args.cpus) as limited:
                     row["slowed"] = timed("slowed", round_)
-                    with dealt_at_once():
-                        row["at once"] = timed("at-once", round_)
+                    row["at once"] = timed("at-once", round_, room_per_process=0)
                     if not limited:
                         raise RuntimeError("no container of w2 was slowed")
                 rows.append(row)

@@ -150,6 +150,13 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         "(default: the suite's `cross_check`, 0.05); at least one per property when above 0",
     )
     run.add_argument(
+        "--room",
+        type=room,
+        metavar="N",
+        help="with --broker: batches each worker process may hold at once, the next sent as each answer comes "
+        "back (default 2); 0 sends each wave's batches at once round the workers and copies no straggler",
+    )
+    run.add_argument(
         "--result-timeout",
         type=seconds,
         metavar="S",
@@ -227,6 +234,17 @@ def share(text: str) -> float:
     value = finite(text)
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text!r}")
+    return value
+
+
+def room(text: str) -> int:
+    """argparse type: a whole number of batches from 0 to 64."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 64, not {text!r}")
     return value
 
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gate.core.errors import ConfigError
 
@@ -26,6 +26,7 @@ class Placement:
     queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
+    room: int | None = None  # with a broker: batches each worker process may hold at once (None: the default)
     # With a broker: the worker registry results are checked against (`enrolled_workers`); None there
     # only with --allow-unenrolled-workers.
     enrolled: Callable[[], Roster] | None = None
@@ -56,7 +57,9 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
     if placement.broker:
         from worker.celery.coordinator.dispatch import CeleryExecutor
 
-        options = {"image": image} if image else {}
+        options: dict[str, Any] = {"image": image} if image else {}
+        if placement.room is not None:
+            options["room_per_process"] = placement.room
         return CeleryExecutor(
             placement.broker,
             enrolled=enrolled,

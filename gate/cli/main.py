@@ -381,6 +381,7 @@ def _placement(args: argparse.Namespace) -> Placement:
         queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
+        room=args.room,
         enrolled=enrolled,
     )
 

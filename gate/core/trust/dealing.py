@@ -18,9 +18,9 @@ ROOM_PER_PROCESS = 2  # one batch running and one waiting in the worker, so no r
 MAX_PROCESSES = 16  # a worker's process count is its own word: it earns it no more room than this
 
 
-def room_for(processes: int) -> int:
-    """How many batches a worker reporting `processes` pool processes may hold at once."""
-    return ROOM_PER_PROCESS * min(max(1, processes), MAX_PROCESSES)
+def room_for(processes: int, per_process: int = ROOM_PER_PROCESS) -> int:
+    """How many batches a worker reporting `processes` pool processes may hold at once, `per_process` each."""
+    return per_process * min(max(1, processes), MAX_PROCESSES)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ pytestmark = pytest.mark.integration
 
 FABRICATOR = INTEGRATION / "fabricating_worker.py"
 STAT = "tool_choice_rate"
+# Every batch of a wave sent at once round the workers: which trials of the row the stand-in gets, and so which
+# of the pinned seeds' misses it can turn into hits, is then the round's alone, not the workers' speed's.
+ROUND = ("--room", "0")
 
 
 def start_statistical_liar(workers: Workers, name: str, lies: str = "statistical") -> None:
@@ -62,7 +65,7 @@ def refusals(run: Run) -> list[str]:
 def fooled_then_refused(workers: Workers, registry: Path, tmp: Path, lies: str, shares: tuple[str, ...]) -> None:
     """With cross-checks off the stand-in's lies pass the row, and only the pinned seeds stand in accept's way;
     at each of `shares` its replayed lies are disputes no third worker can settle, and accept refuses the row."""
-    fooled = noisy(tmp, workers.url, registry, "0")
+    fooled = noisy(tmp, workers.url, registry, "0", *ROUND)
     row = stat_row(fooled)
     assert set(w.split("@")[0] for w in row["workers"]) == {"box-honest", "box-liar"}, row
     assert row["kind"] == "pass" and row["hits"] >= 8, row  # the lies bought the pass
@@ -73,7 +76,7 @@ def fooled_then_refused(workers: Workers, registry: Path, tmp: Path, lies: str, 
     for share in shares:
         # The whole suite: which trials of the row the stand-in gets (and so which misses it can turn into hits)
         # follows from the batches of every property going round the workers; the row alone left that to luck.
-        run = noisy(tmp, workers.url, registry, share)
+        run = noisy(tmp, workers.url, registry, share, *ROUND)
         row = stat_row(run)
         assert row["kind"] != "pass", (share, row)
         assert run.accept != 0 and any(STAT in reason for reason in refusals(run)), run.accept_said
@@ -123,7 +126,7 @@ def test_beside_two_honest_workers_the_stand_in_is_caught_and_its_results_run_ag
     # the row holds misses of the pinned seeds to turn into hits (the row then looks like a pass and every hit
     # but the margin is replayed). Run alone, the row's batches fell so that its one lie left the row at 7 of
     # 10: nothing to replay but the share, and the lie was found only when the share drew it.
-    run = noisy(tmp_path, redis_server.url, registry, "0.05")
+    run = noisy(tmp_path, redis_server.url, registry, "0.05", *ROUND)
     summary = run.card["cross_check"]
     assert summary["quarantined"] == ["box-liar"] and summary["discarded"] == ["box-liar"], summary
     # Nothing the stand-in ran still counts: each result of its was replaced by a tie-break's, or (what the

@@ -177,10 +177,51 @@ def test_a_cross_check_whose_worker_vanished_never_goes_to_the_worker_it_checks(
 
 def test_with_every_other_worker_gone_the_batch_ends_as_harness_faults(results: Results) -> None:
     """box-a vanishes and box-b has vanished too: nobody can take the batch, whose trials end as harness faults
-    at once (never passes, never a wait for the result timeout)."""
+    once it has waited STRANDED_S for box-a to come back (never passes, never a wait for the result timeout)."""
     executor, _, sends, clock, beating = vanishing(("box-a", "box-b"))
     sent = executor._send(make_specs(2, run_id="r1"), 1)
     beating.clear()
     out = drive(executor, sent, clock, lambda: None)
     assert [o.fault_origin for o in out] == [FaultOrigin.HARNESS] * 2 and len(sends) == 1
     assert all("presumed gone" in (o.fault or "") for o in out)
+
+
+def test_a_worker_beating_under_a_new_boot_id_restarted_and_is_said_once() -> None:
+    """A heartbeat naming another boot id than before means the worker restarted (and lost what it held): said
+    once; a first boot id, the same one again, or a beat that names none says nothing."""
+    clock, boots = Clock(), {"a": "one", "b": ""}
+    live = Liveness(lambda keys: {k: boots[k] for k in keys if k in boots}, 10.0, clock=clock)
+    live.watch(["a", "b"])
+    clock.now += 1.0
+    live.look()
+    assert live.rebooted() == frozenset()
+    boots.update(a="two", b="x")
+    clock.now += 1.0
+    assert live.look() == frozenset() and live.rebooted() == frozenset({"a"})
+    clock.now += 1.0
+    live.look()
+    assert live.rebooted() == frozenset()
+
+
+def test_a_worker_that_restarted_is_sent_again_the_batches_it_lost(results: Results) -> None:
+    """box-a's heartbeat names a new boot id (it restarted, and took its batches without acknowledgements): the
+    batch it held goes to it again under a new id, that answer counts, and the card says `worker_restarted`."""
+    executor, keys, sends, clock, _ = vanishing(("box-a",))
+    boots = {keys["box-a"].key_id: "one"}
+    executor.liveness = Liveness(lambda asked: {k: boots[k] for k in asked if k in boots}, 10.0, clock=clock)
+    executor.liveness.watch(executor.assigner.workers)
+    specs = make_specs(2, run_id="r1")
+    sent = executor._send(specs, 1)
+
+    def step() -> None:
+        if len(looks) == 2:
+            boots[keys["box-a"].key_id] = "two"
+        if len(sends) == 2 and "task-2" not in results.meta:
+            answer(results, keys, "box-a", "task-2", specs)
+        looks.append(clock.now)
+
+    looks: list[float] = []
+    out = drive(executor, sent, clock, step)
+    assert [(o.fault, o.worker_id) for o in out] == [(None, "box-a")] * 2
+    assert sends[1][0] == sends[0][0] and executor.assigned("r1") == {"p": {"box-a": 2}}
+    assert [e.kind for e in executor.events] == ["one_worker", "worker_restarted"], executor.events

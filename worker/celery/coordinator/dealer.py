@@ -17,17 +17,25 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.trial import TrialSpec
-from gate.core.trust.dealing import Out, Seat, deal, room_for, straggler
+from gate.core.trust.dealing import ROOM_PER_PROCESS, Out, Seat, deal, room_for, straggler
 
 Batch = list[TrialSpec]
+ALL_AT_ONCE = 1_000_000  # room per process that sends a whole wave at once
 
 
 class Dealer:
     """The waiting turns (a paired property's base and patch batches of the same indices are one), each worker's
     room and holdings, and the copies: every task id sent as a primary -> its worker, batch and send time."""
 
-    def __init__(self, events: list[HarnessEvent], clock: Callable[[], float] = time.monotonic) -> None:
-        self.events, self.clock = events, clock
+    def __init__(
+        self,
+        events: list[HarnessEvent],
+        *,
+        per_process: int = ROOM_PER_PROCESS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        # per_process 0: every batch of a wave at once round the workers, and no copies (`gate run --room 0`).
+        self.events, self.per_process, self.clock = events, per_process, clock
         self._lists: dict[str, list[list[Batch]]] = {}  # worker key -> its turns of the round not sent yet
         self._rooms: dict[str, int] = {}
         self._holding: dict[str, set[str]] = {}  # worker key -> its primaries out (copies included)
@@ -43,7 +51,8 @@ class Dealer:
         self._lists = {worker: [] for worker in processes}
         for worker, turn in turns:
             self._lists.setdefault(worker, []).append(turn)
-        self._rooms = {worker: room_for(n) for worker, n in processes.items()}
+        per = self.per_process or ALL_AT_ONCE
+        self._rooms = {worker: room_for(n, per) for worker, n in processes.items()}
         self._took = []
 
     @property
@@ -104,7 +113,7 @@ class Dealer:
 
     def copies(self, gone: frozenset[str]) -> list[tuple[str, Batch, str]]:
         """Once nothing waits: for each worker up and idle, the batch (its task id and specs) to copy to it."""
-        if self.waiting or not self._took:
+        if self.waiting or not self._took or not self.per_process:
             return []
         typical = statistics.median(self._took)
         now = self.clock()

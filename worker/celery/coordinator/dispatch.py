@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from gate.core.card.card import HarnessEvent
 from gate.core.errors import BrokerError, GateError
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec
+from gate.core.trust.dealing import ROOM_PER_PROCESS
 from gate.core.trust.enrolment import Roster
 from gate.io.snapshot import LocalInputs
 from worker.celery.coordinator.answers import Answers
@@ -76,6 +77,7 @@ class CeleryExecutor(BatchOutbox):
         broker_wait_s: float = BROKER_WAIT_S,
         note: Callable[[str], None] | None = None,
         gone_after_s: float | None = GONE_AFTER_S,
+        room_per_process: int = ROOM_PER_PROCESS,
     ) -> None:
         self.app = make_app(broker, visibility_timeout_s=visibility_timeout_s)
         self.blobs = blobs or RedisBlobStore(broker)
@@ -91,8 +93,11 @@ class CeleryExecutor(BatchOutbox):
         self.control = WorkerControl(self.app, self.queue, wait_s=worker_wait_s, enrolled=enrolled is not None)
         self.assigner = Assigner(self.events)  # who runs what (with a roster)
         self.answers = Answers(self.events)  # which results count
-        self.dealer = Dealer(self.events)  # a wave's primaries by room, and the copies of its stragglers
+        self.dealer = Dealer(
+            self.events, per_process=room_per_process
+        )  # a wave's primaries by room, and the copies of its stragglers
         self._moot: dict[str, str] = {}  # task id answered -> its other copy, which no longer counts
+        self._held_by_rebooted: set[str] = set()  # batches a worker lost by restarting: sent to it again
         # Which assigned workers vanished (heartbeats): their batches go to others within seconds, not minutes.
         self.liveness = Liveness(redis_reader(broker), gone_after_s)
         self._inputs: LocalInputs | None = None  # the run's inputs, uploaded again after a broker restart

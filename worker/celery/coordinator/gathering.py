@@ -46,12 +46,12 @@ class Outbox(Protocol):
         ...
 
     def presumed_lost(self, pending: Collection[str]) -> list[str]:
-        """The batches of `pending` whose worker is presumed gone (its heartbeat lapsed)."""
+        """The batches of `pending` whose worker is presumed gone (its heartbeat lapsed) or restarted."""
         ...
 
     def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
-        """Send a batch whose worker is gone to another one: its new batches (empty: a copy of it is out
-        elsewhere already; None: no other worker took it)."""
+        """Send a batch whose worker is gone to another one (to the same one when it restarted): its new batches
+        (empty: a copy of it is out elsewhere already; None: no worker took it)."""
         ...
 
     def more(self) -> dict[str, list[TrialSpec]]:
@@ -201,8 +201,9 @@ class Gathering:
     def _move(
         self, task_id: str, sent: dict[str, list[TrialSpec]], pending: set[str], outbox: Outbox
     ) -> tuple[float, list[Observation]]:
-        """Give up on a batch whose worker is gone and send it elsewhere: (the seconds its new copy may take,
-        on top of the run's timeout; the batch's faults when no other worker took it)."""
+        """Give up on a batch whose worker is gone (or lost it restarting) and send it elsewhere (or to it again):
+        (the seconds its new copy may take, on top of the run's timeout; the batch's faults when no worker took
+        it)."""
         batch = sent[task_id]
         pending.discard(task_id)
         self.drop(task_id)
@@ -213,7 +214,7 @@ class Gathering:
             return 0.0, [Observation.harness_fault(s, detail, origin=FaultOrigin.HARNESS) for s in batch]
         sent.update(again)
         pending.update(again)
-        return sum(spec.deadline_s + 5 for spec in batch), []
+        return sum(spec.deadline_s + 5 for spec in batch) if again else 0.0, []
 
     def _late(self, task_id: str) -> None:
         """An abandoned batch answered after all: the copy sent elsewhere is the one that counts."""

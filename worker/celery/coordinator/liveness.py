@@ -4,7 +4,8 @@ it presumes gone during a run, and, for `gate workers status`, each one's heartb
 Presumed gone: a worker whose heartbeat the coordinator has not seen for `gone_after_s`. A worker is watched
 from the first batch sent to it, with the benefit of the doubt until then (it answered discovery); it is up
 again as soon as its heartbeat is seen again. The broker restarting empty loses every heartbeat, so
-`restarted` gives every worker a fresh allowance.
+`restarted` gives every worker a fresh allowance. A worker whose heartbeat names a new boot id restarted and
+lost whatever it held (it takes batches without acknowledgements): `rebooted` says which, once each.
 
 The heartbeat is the worker's own key, which only its broker user may write: a worker can neither keep another
 alive nor make it look gone (a broker user that may write anywhere can do both, which only moves batches
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
 import redis
@@ -25,21 +26,22 @@ import redis
 from gate.core.errors import BrokerError
 from gate.core.trust.fleet import Beat
 from worker.celery.shared.app import direct_queue
-from worker.celery.shared.beats import GONE_AFTER_S, SEEN_TTL_S, alive_key, read_beat, seen_key
+from worker.celery.shared.beats import GONE_AFTER_S, SEEN_TTL_S, alive_key, boot_of, read_beat, seen_key
 from worker.celery.shared.broker import broker_call
 
 GAP_S = 5.0  # looks further apart than this (an outage, a pause between waves) are no evidence against anyone
 
 
-def redis_reader(url: str) -> Callable[[Collection[str]], set[str]]:
-    """Asks the broker at `url`, in one round trip, which of the given key ids have a live heartbeat."""
+def redis_reader(url: str) -> Callable[[Collection[str]], Mapping[str, str]]:
+    """Asks the broker at `url`, in one round trip, which of the given key ids have a live heartbeat: key id ->
+    the boot id it names."""
     client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)
 
-    def read(keys: Collection[str]) -> set[str]:
+    def read(keys: Collection[str]) -> dict[str, str]:
         ordered = list(keys)
         with broker_call("reading heartbeats"):
             values = client.mget([alive_key(direct_queue(key)) for key in ordered]) if ordered else []
-        return {key for key, value in zip(ordered, values, strict=True) if value is not None}
+        return {key: boot_of(value) for key, value in zip(ordered, values, strict=True) if value is not None}
 
     return read
 
@@ -50,7 +52,7 @@ class Liveness:
 
     def __init__(
         self,
-        read: Callable[[Collection[str]], set[str]],
+        read: Callable[[Collection[str]], Collection[str]],
         gone_after_s: float | None = GONE_AFTER_S,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -60,6 +62,8 @@ class Liveness:
         self._looked: float | None = None  # when heartbeats were last read
         self._lock = threading.Lock()
         self.gone: frozenset[str] = frozenset()  # presumed gone at the last look, and not seen since
+        self._boots: dict[str, str] = {}  # key id -> the boot id its heartbeat last named
+        self._rebooted: set[str] = set()  # keys seen under a new boot id, not yet said
 
     def watch(self, keys: Iterable[str]) -> None:
         """Start the allowance of workers not watched yet (batches were just sent to them)."""
@@ -92,10 +96,20 @@ class Liveness:
             if self._looked is not None and now - self._looked > GAP_S:
                 self._fresh(now)  # not looked for a while (an outage, a pause between waves): that is no evidence
             self._looked = now
-            for key in beating:
+            boots = beating if isinstance(beating, Mapping) else dict.fromkeys(beating, "")
+            for key, boot in boots.items():
                 self._seen[key] = now
+                if boot and self._boots.setdefault(key, boot) != boot:
+                    self._boots[key] = boot
+                    self._rebooted.add(key)
             self.gone = frozenset(key for key, seen in self._seen.items() if now - seen > self.gone_after_s)
             return self.gone
+
+    def rebooted(self) -> frozenset[str]:
+        """The workers whose heartbeat named a new boot id since this was last asked: they restarted."""
+        with self._lock:
+            keys, self._rebooted = frozenset(self._rebooted), set()
+            return keys
 
     def unseen_s(self, key: str) -> float:
         """Seconds since `key` was last seen beating (or first watched)."""

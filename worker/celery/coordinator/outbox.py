@@ -29,6 +29,8 @@ from worker.celery.shared.app import TASK_RUN_BATCH, direct_queue
 from worker.celery.shared.broker import broker_call
 from worker.celery.shared.wire import encode_batch
 
+STRANDED_S = 30.0  # the most a batch no other worker can take waits for its own worker to come back
+
 
 class BatchOutbox:
     """The sending half of the Celery executor, over the state the executor builds (declared here)."""
@@ -45,6 +47,7 @@ class BatchOutbox:
     images: RunImages
     _inputs: LocalInputs | None
     _moot: dict[str, str]
+    _held_by_rebooted: set[str]
 
     def batch_size_for(self, specs: Sequence[TrialSpec], processes: int) -> int:
         raise NotImplementedError
@@ -153,22 +156,51 @@ class BatchOutbox:
         return again
 
     def presumed_lost(self, pending: Collection[str]) -> list[str]:
-        """The batches of `pending` assigned to a worker whose heartbeat lapsed (said once per worker)."""
+        """The batches of `pending` assigned to a worker whose heartbeat lapsed (said once per worker), or to one
+        that restarted since (a new boot id: it lost what it held, and is sent those batches again)."""
         gone = self.liveness.look()
-        lost = [task for task in pending if self.assigner.key(task) in gone]
+        lost = [task for task in pending if self.assigner.key(task) in gone and not self._stranded(task)]
         for key in {self.assigner.key(task) for task in lost}:
             if key is not None and self.assigner.first_gone(key):
                 name = self.assigner.name_of(key)
                 detail = f"{name!r} sent no heartbeat for {self.liveness.unseen_s(key):.0f}s: presumed gone"
                 self.events.append(HarnessEvent(kind="worker_gone", detail=detail))
-        return lost
+        rebooted = self.liveness.rebooted() - gone
+        held = [task for task in pending if self.assigner.key(task) in rebooted]
+        for key in rebooted:
+            if count := sum(self.assigner.key(task) == key for task in held):
+                detail = f"{self.assigner.name_of(key)!r} restarted: the {count} batch(es) it held sent to it again"
+                self.events.append(HarnessEvent(kind="worker_restarted", detail=detail))
+        self._held_by_rebooted.update(held)
+        return lost + held
+
+    def _stranded(self, task: str) -> bool:
+        """Whether lost batch `task` has nowhere else to go yet and its worker may still come back: it waits up to
+        STRANDED_S past the presumption for a restart (which sends it to that worker again), then ends."""
+        key = self.assigner.key(task)
+        if key is None or self.assigner.next_key(task, gone=self.liveness.gone) is not None:
+            return False
+        return self.liveness.unseen_s(key) < (self.liveness.gone_after_s or 0.0) + STRANDED_S
 
     def send_elsewhere(self, task_id: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
         """A batch whose worker is gone, sent to the next enrolled worker that is up and was not tried for it
-        (nothing sent when a copy of it is out on another worker: that one counts)."""
+        (nothing sent when a copy of it is out on another worker: that one counts); one whose worker restarted,
+        sent to that worker again."""
         if self.dealer.copy_of(task_id) is not None:
             self.dealer.done(task_id)
             return {}
+        if task_id in self._held_by_rebooted:  # its worker is back but lost it: the same worker runs it again
+            self._held_by_rebooted.discard(task_id)
+            key = self.assigner.key(task_id)
+            try:
+                with broker_call("sending a batch again"):
+                    again = self._send_batch(
+                        batch, direct_queue(key or ""), key, primary=self.assigner.primary(task_id)
+                    )
+            except BrokerError:
+                return None
+            self.dealer.replaced(task_id, again)
+            return {again: batch}
         return self._reassign(task_id, batch)
 
     def twin(self, task_id: str) -> str | None:
@@ -210,11 +242,11 @@ class BatchOutbox:
 
     def _reassign(self, task: str, batch: list[TrialSpec]) -> dict[str, list[TrialSpec]] | None:
         """Send a lost batch to the next enrolled worker it was not sent to: its new tasks; None when every
-        worker was tried or the broker refused the send (the caller yields the batch's faults)."""
-        self.gathering.drop(task)
-        self.dealer.done(task)
+        worker was tried or the broker refused the send."""
         if (key := self.assigner.next_key(task, gone=self.liveness.gone)) is None:
             return None
+        self.gathering.drop(task)
+        self.dealer.done(task)
         try:
             with broker_call("reassigning a lost batch"):
                 resent = self._send(batch, 1, queue=direct_queue(key))

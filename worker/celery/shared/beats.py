@@ -33,11 +33,20 @@ def seen_key(queue: str) -> str:
     return f"{queue}.seen"
 
 
-def beat_value(name: str, beats: int, in_flight: int, trials_last_minute: int) -> str:
+def beat_value(name: str, beats: int, in_flight: int, trials_last_minute: int, boot: str = "") -> str:
     """What a heartbeat holds: the worker's name, its beat count, its batches in flight and the trials it took
-    in the last minute (display only: the worker says it, so nothing decides on it)."""
+    in the last minute (display only: the worker says it, so nothing decides on it), and `boot`, drawn anew
+    each time the worker starts: a new one tells the coordinator the worker restarted and lost what it held
+    (its word again, which can only get its own batches sent to it once more)."""
     fields = {"name": name, "beats": beats, "in_flight": in_flight, "trials_last_minute": trials_last_minute}
+    fields["boot"] = boot
     return json.dumps(fields, separators=(",", ":"))
+
+
+def boot_of(raw: bytes | str | None) -> str:
+    """The boot id a heartbeat names ('' when it names none)."""
+    boot = (read_beat(raw) or {}).get("boot")
+    return boot if isinstance(boot, str) else ""
 
 
 def read_beat(raw: bytes | str | None) -> dict[str, Any] | None:

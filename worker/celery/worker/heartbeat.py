@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -90,6 +91,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.beats = 0
+        self.boot = secrets.token_hex(8)  # anew at each start: the coordinator sees a restart by it
 
     def start(self) -> None:
         """Beat now, then every `every_s` on a daemon thread (a second call does nothing)."""
@@ -109,7 +111,7 @@ class Heartbeat:
 
     def beat(self) -> bool:
         """Write the key once; False when the broker could not be reached (the next beat tries again)."""
-        value = beat_value(self.name, self.beats, self.busy(), self.meter.last_minute())
+        value = beat_value(self.name, self.beats, self.busy(), self.meter.last_minute(), self.boot)
         try:
             with self._client.pipeline(transaction=False) as both:
                 both.set(self.key, value, px=self.ttl_ms).set(self.seen, value, px=int(SEEN_TTL_S * 1000)).execute()

@@ -24,6 +24,7 @@ from gate.core.trust.enrolment import (
     spec_digest,
 )
 from gate.io.keys import SigningKey
+from worker.celery.coordinator.dealer import Dealer
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.celery.shared.app import SHARED_QUEUE, direct_queue
 from worker.celery.shared.wire import decode_batch, encode_batch, encode_observations
@@ -259,3 +260,15 @@ def test_an_owned_worker_has_two_places_in_the_round() -> None:
     singles, _ = assign(rotation, ["a", "b", "c"])
     assert Counter(singles) == {"own": 2, "stranger": 1}
     assert Rotation(("a", "b")).places == ("a", "b")
+
+
+def test_room_zero_sends_a_whole_wave_at_once_round_the_workers_and_copies_nothing() -> None:
+    """`gate run --room 0`: every batch of the wave goes out at once, to the worker the round gives it, and an
+    idle worker is never sent a straggler's copy."""
+    executor, keys, sends = routed_executor(("box-a", "box-b"), up=("box-a", "box-b"))
+    executor.dealer = Dealer(executor.events, per_process=0)
+    executor.assigner.rotate(executor.control.on_queue, executor.queue)
+    executor._send(make_specs(12, run_id="r1"), 1)
+    assert Counter(queue for queue, _ in sends) == {direct_queue(k.key_id): 3 for k in keys.values()}
+    executor.dealer._took.append(0.0)
+    assert executor.dealer.copies(frozenset()) == [] and executor.more() == {}
