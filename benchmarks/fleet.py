@@ -17,7 +17,7 @@ trials each worker ran and the batches sent.
 Also (b): the honest replay overhead, extra trials (replays, tie-breaks, reruns) per statistical trial, read from
 the fleet model as `benchmarks/forger_statistical.py` measures it (the run's own cross-check code, in process), for
 honest 2- and 3-worker fleets and an honest stranger beside an owned worker, at the default share, by true rate.
-(c) a slowed worker is not measured here (see benchmarks/README.md, "A fleet at internet distance").
+(c) a slowed worker is `benchmarks/straggler.py`.
 
     .venv/bin/python benchmarks/fleet.py [--workers 2] [--trials 400] [--delay-ms 50] [--repeat 2]
 """
@@ -200,7 +200,7 @@ def main() -> int:
         )
     if args.replay_runs:
         replay_overhead(args.replay_runs, args.seed)
-    print("(c) one worker slowed to a quarter of the other's speed: not measured (no per-worker CPU limit here)")
+    print("(c) a slowed worker: benchmarks/straggler.py")
     return 0
 
 

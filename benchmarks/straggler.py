@@ -3,9 +3,10 @@
 Servers simulated on one machine, as `benchmarks/fleet.py` does (a private redis-server, enrolled `gate-worker
 serve` processes w1 and w2 on real Docker, each under its own broker user, concurrency 1, a coordinator reading
 the registry). w2 is made slow the way a weak server is: a watcher gives each of its probe containers a CPU quota
-of `--cpus` (a quarter of a CPU by default) the moment it appears (`docker update`; the containers carry their
-worker's label), so everything inside them, the sandbox's supervisor and the probe, runs on that share; the
-work outside them (the worker process, `docker exec`) is not slowed, as it would be on a weak server.
+of `--cpus` (a quarter of a CPU by default) the moment it appears (`docker update`; each container carries the
+pid of the worker process that started it), so everything inside them, the sandbox's supervisor and the probe,
+runs on that share; the work outside them (the worker process, `docker exec`) is not slowed, as it would be on
+a weak server.
 
 The suite: `--trials` trials (400) over `--properties` properties, a probe that burns `--burn-ms` of CPU and prints
 a line. Each round times, after a warm-up run of each:
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -41,8 +43,8 @@ from dispatch_setup import bench_fleet  # noqa: E402
 from fleet import start_fleet, timed_run  # noqa: E402
 
 from gate.io.snapshot import LocalInputs  # noqa: E402
-
-PERIOD_US = 100_000
+from worker.host.engine import docker_client  # noqa: E402
+from worker.host.sweep import LABEL_PID  # noqa: E402
 
 
 def probe(burn_ms: float) -> str:
@@ -51,19 +53,35 @@ def probe(burn_ms: float) -> str:
     return f"import time\nt = time.process_time()\n{loop}print('ok')\n"
 
 
+def limit(client: docker.DockerClient, container_id: str, cpus: float) -> None:
+    """Set a running container's CPU limit (`docker update --cpus`: NanoCpus, the field the sandbox sets, which
+    docker-py's `update` does not offer)."""
+    api = client.api
+    response = api._post_json(api._url("/containers/{0}/update", container_id), data={"NanoCpus": int(cpus * 1e9)})
+    api._raise_for_status(response)
+
+
+def group_pids(pgid: int) -> set[str]:
+    """The pids of process group `pgid` (a worker and its pool processes), as container labels carry them."""
+    found = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True, check=False)
+    return set(found.stdout.split())
+
+
 @contextlib.contextmanager
-def slowed(client: docker.DockerClient, worker_prefix: str, cpus: float) -> Iterator[list[str]]:
-    """While open, every probe container of the worker named `worker_prefix`@… gets a CPU quota of `cpus`."""
+def slowed(client: docker.DockerClient, pgid: int, cpus: float) -> Iterator[list[str]]:
+    """While open, every probe container a process of group `pgid` (one worker) starts gets a CPU quota of `cpus`
+    (matched by the owning process's pid label: a pool process may name itself otherwise than its worker)."""
     done: list[str] = []
     stop = threading.Event()
 
     def watch() -> None:
         while not stop.wait(0.05):
-            with contextlib.suppress(docker.errors.APIError):
-                for container in client.containers.list(filters={"label": "probegate.worker"}):
-                    owner = container.labels.get("probegate.worker", "")
-                    if owner.startswith(f"{worker_prefix}@") and container.id not in done:
-                        container.update(cpu_period=PERIOD_US, cpu_quota=int(cpus * PERIOD_US))
+            # Anything a racing container does (removed between list and update) is left for the next look.
+            with contextlib.suppress(Exception):
+                pids = group_pids(pgid)
+                for container in client.containers.list(filters={"label": LABEL_PID}):
+                    if container.labels.get(LABEL_PID) in pids and container.id not in done:
+                        limit(client, container.id, cpus)
                         done.append(container.id)
 
     thread = threading.Thread(target=watch, name="slow-containers", daemon=True)
@@ -101,7 +119,7 @@ def main() -> int:
 
             for round_ in range(args.repeat):
                 row = {"fast": timed("fast", round_)}
-                with slowed(fleet.client, "w2", args.cpus) as limited:
+                with slowed(docker_client(), fleet.workers.procs["w2"].pid, args.cpus) as limited:
                     row["slowed"] = timed("slowed", round_)
                     row["at once"] = timed("at-once", round_, room_per_process=0)
                     if not limited:

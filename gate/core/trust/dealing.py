@@ -11,6 +11,7 @@ per worker, docs/trust.md). Near the end of a wave a batch still out on one work
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ def deal(lists: Mapping[str, Sequence[int]], seats: Sequence[Seat]) -> tuple[tup
     `lists`: each worker's turns of the round not sent yet, by size (a paired property's base and patch batches
     of the same indices go together), workers without a seat (gone) included. Seats take turns one at a time:
     a worker with room takes the head of its own list, or, its list empty, the tail of the longest list of
-    another that holds two or more (the last one stays its owner's, or the copy of a straggler's)."""
+    another (a gone worker's first)."""
     left = {worker: list(sizes) for worker, sizes in lists.items()}
     free = {seat.worker: seat.free for seat in seats}
     rooms = {seat.worker: seat.room for seat in seats}
@@ -52,7 +53,7 @@ def deal(lists: Mapping[str, Sequence[int]], seats: Sequence[Seat]) -> tuple[tup
         moved = False
         for seat in seats:
             worker = seat.worker
-            donors = [w for w in left if w != worker and (len(left[w]) > 1 or (w not in seated and left[w]))]
+            donors = [w for w in left if w != worker and left[w]]
             if left.get(worker):
                 source, index = worker, 0
             elif donors:
@@ -72,16 +73,25 @@ def deal(lists: Mapping[str, Sequence[int]], seats: Sequence[Seat]) -> tuple[tup
 
 @dataclass(frozen=True)
 class Out:
-    """A primary batch out on a worker: its id, its worker, when it was sent, and the workers it went to."""
+    """A primary batch out on a worker: its id, its worker, when it was sent, the workers it went to, and whether
+    a copy of it is out already."""
 
     task: str
     worker: str
     sent_at: float
     tried: frozenset[str]
+    copied: bool = False
 
 
-def straggler(out: Sequence[Out], idle: str, now: float, typical_s: float) -> str | None:
-    """The batch to copy to idle worker `idle` (None: none): the oldest out on another worker, never sent to
-    `idle`, whose age is past `typical_s` (how long an answered batch of the wave took from send to answer)."""
-    late = [o for o in out if o.worker != idle and idle not in o.tried and now - o.sent_at > typical_s]
+def straggler(out: Sequence[Out], idle: str, now: float, typical_s: float, running: Mapping[str, int]) -> str | None:
+    """The batch to copy to idle worker `idle` (None: none), never one of its own or one sent to it before. First
+    a batch still waiting behind another on its worker (it holds more than its `running` pool processes run at
+    once), the newest: it would finish last; else the oldest out past `typical_s` (how long an answered batch of
+    the wave took from send to answer)."""
+    held = Counter(o.worker for o in out)
+    mine = [o for o in out if o.worker != idle and idle not in o.tried and not o.copied]
+    waiting = [o for o in mine if held[o.worker] > running.get(o.worker, 1)]
+    if waiting:
+        return max(waiting, key=lambda o: (o.sent_at, o.task)).task
+    late = [o for o in mine if now - o.sent_at > typical_s]
     return min(late, key=lambda o: (o.sent_at, o.task)).task if late else None

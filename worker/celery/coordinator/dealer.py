@@ -5,8 +5,9 @@ A run's primaries are assigned round the workers as before, but not all sent at 
 at most its room (two batches per pool process, so the next one is already in the worker while one runs) and gets
 its next as each answer comes back; one whose own turns are all out takes the last turns of the one furthest
 behind, so a slow server holds fewer and a fast one never waits on it. Once nothing waits, a worker left idle is sent a
-copy of the oldest batch still out elsewhere for longer than the wave's answers took (`copies`): whichever copy
-is answered first, validly, counts, and the other is a `duplicate_answer` event (worker.celery.coordinator.gathering).
+copy of a batch still waiting behind another on a busy worker, or else of the oldest still out for longer than the
+wave's answers took (`copies`): whichever copy is answered first, validly, counts, and the other is a
+`duplicate_answer` event (worker.celery.coordinator.gathering).
 """
 
 from __future__ import annotations
@@ -117,16 +118,17 @@ class Dealer:
             return []
         typical = statistics.median(self._took)
         now = self.clock()
+        running = {worker: room // (self.per_process or 1) for worker, room in self._rooms.items()}
         chosen: list[tuple[str, Batch, str]] = []
         for worker in self._rooms:
             if worker in gone or self._holding.get(worker):
                 continue
             taken = {task for task, _, _ in chosen}
             out = [
-                Out(task, w, at, self._tried.get(task, frozenset()))
+                Out(task, w, at, self._tried.get(task, frozenset()), copied=task in self._copies or task in taken)
                 for task, (w, _, at) in self._out.items()
-                if task not in self._copies and task not in taken and w not in gone
+                if w not in gone
             ]
-            if (task := straggler(out, worker, now, typical)) is not None:
+            if (task := straggler(out, worker, now, typical, running)) is not None:
                 chosen.append((task, self._out[task][1], worker))
         return chosen
