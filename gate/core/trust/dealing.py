@@ -42,7 +42,7 @@ def deal(lists: Mapping[str, Sequence[int]], seats: Sequence[Seat]) -> tuple[tup
     `lists`: each worker's turns of the round not sent yet, by size (a paired property's base and patch batches
     of the same indices go together), workers without a seat (gone) included. Seats take turns one at a time:
     a worker with room takes the head of its own list, or, its list empty, the tail of the longest list of
-    another (a gone worker's first)."""
+    another that holds two or more (a gone worker's first, to the last: a worker up keeps its last turn)."""
     left = {worker: list(sizes) for worker, sizes in lists.items()}
     free = {seat.worker: seat.free for seat in seats}
     rooms = {seat.worker: seat.room for seat in seats}
@@ -53,7 +53,7 @@ def deal(lists: Mapping[str, Sequence[int]], seats: Sequence[Seat]) -> tuple[tup
         moved = False
         for seat in seats:
             worker = seat.worker
-            donors = [w for w in left if w != worker and left[w]]
+            donors = [w for w in left if w != worker and (len(left[w]) > 1 or (w not in seated and left[w]))]
             if left.get(worker):
                 source, index = worker, 0
             elif donors:
@@ -83,14 +83,26 @@ class Out:
     copied: bool = False
 
 
-def straggler(out: Sequence[Out], idle: str, now: float, typical_s: float, running: Mapping[str, int]) -> str | None:
+SLOWER = 1.5  # a worker this much slower than an idle one has its waiting batches copied at once
+
+
+def straggler(
+    out: Sequence[Out],
+    idle: str,
+    now: float,
+    typical_s: float,
+    running: Mapping[str, int],
+    took: Mapping[str, float],
+) -> str | None:
     """The batch to copy to idle worker `idle` (None: none), never one of its own or one sent to it before. First
-    a batch still waiting behind another on its worker (it holds more than its `running` pool processes run at
-    once), the newest: it would finish last; else the oldest out past `typical_s` (how long an answered batch of
-    the wave took from send to answer)."""
+    a batch waiting behind another on a worker slower than `idle` (holding more than its `running` pool processes
+    run at once; `took`: each worker's seconds from send to answer, lately), the newest: it would finish last;
+    else the oldest out past `typical_s` (how long an answered batch of the wave took from send to answer)."""
     held = Counter(o.worker for o in out)
     mine = [o for o in out if o.worker != idle and idle not in o.tried and not o.copied]
-    waiting = [o for o in mine if held[o.worker] > running.get(o.worker, 1)]
+    pace = took.get(idle)
+    slower = {w for w, s in took.items() if pace is not None and s > SLOWER * pace}
+    waiting = [o for o in mine if held[o.worker] > running.get(o.worker, 1) and o.worker in slower]
     if waiting:
         return max(waiting, key=lambda o: (o.sent_at, o.task)).task
     late = [o for o in mine if now - o.sent_at > typical_s]

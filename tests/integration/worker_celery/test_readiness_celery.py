@@ -56,8 +56,8 @@ def answered_once(observations: list[Observation]) -> Counter[str]:
 
 def test_a_slow_worker_sets_no_pace(workers: Workers, redis_server: RedisServer, tmp_path: Path) -> None:
     """A worker with no sandbox to wait on beside one running every probe in Docker: the fast one takes the slow
-    one's last turns and answers more than its round half; the slow one keeps the turns it was sent first, a
-    copy of a straggler counts once, and the card's shares are who answered."""
+    one's last turns and copies of what it holds, and answers more than its round half; every trial counts
+    once, and the card's shares are who answered."""
     registry = tmp_path / "workers.json"
     enrol(workers, registry, "fast", "slow")
     workers.start("fast", "--sandbox", "null")
@@ -65,7 +65,7 @@ def test_a_slow_worker_sets_no_pace(workers: Workers, redis_server: RedisServer,
     workers.wait_ready()
     observations, executor = deal(redis_server, registry, tmp_path)
     by = answered_once(observations)
-    assert by["box-fast"] > TRIALS // 2 and by["box-slow"] >= BATCH, by
+    assert by["box-fast"] > TRIALS // 2, by
     assert executor.assigned("deal") == {"p": dict(by)}, (executor.assigned("deal"), by)
     copies = [e for e in executor.events if e.kind == "batch_duplicated"]
     assert all("'box-slow'" in e.detail and "'box-fast'" in e.detail for e in copies), executor.events
@@ -75,9 +75,9 @@ def test_an_instant_stand_in_draws_more_batches_than_its_round_share(
     workers: Workers, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     """Adversarial: an enrolled stand-in answering at once (its first trial run, the rest copies) beside an honest
-    worker: it is dealt every turn it has room for, its own and the honest worker's last ones, so it answers more
-    than half; the coordinator chose each batch's worker, and the honest worker still answered the turns it was
-    sent first (what the replays then check: test_replay_celery)."""
+    worker: it is dealt every turn it has room for, its own and the honest worker's last ones, and copies of what
+    the honest worker holds, so it answers more than half; the coordinator chose each batch's worker (what the
+    replays then check: test_replay_celery)."""
     registry = tmp_path / "workers.json"
     enrol(workers, registry, "honest", "liar")
     workers.start("honest")
@@ -85,5 +85,5 @@ def test_an_instant_stand_in_draws_more_batches_than_its_round_share(
     workers.wait_ready()
     observations, executor = deal(redis_server, registry, tmp_path)
     by = answered_once(observations)
-    assert by["box-liar"] > TRIALS // 2 and by["box-honest"] >= BATCH, by
+    assert by["box-liar"] > TRIALS // 2, by
     assert executor.assigned("deal") == {"p": dict(by)}, (executor.assigned("deal"), by)

@@ -4,10 +4,10 @@ of stragglers. The rules are gate.core.trust.dealing's; this keeps the state the
 A run's primaries are assigned round the workers as before, but not all sent at once: each enrolled worker holds
 at most its room (two batches per pool process, so the next one is already in the worker while one runs) and gets
 its next as each answer comes back; one whose own turns are all out takes the last turns of the one furthest
-behind, so a slow server holds fewer and a fast one never waits on it. Once nothing waits, a worker left idle is sent a
-copy of a batch still waiting behind another on a busy worker, or else of the oldest still out for longer than the
-wave's answers took (`copies`): whichever copy is answered first, validly, counts, and the other is a
-`duplicate_answer` event (worker.celery.coordinator.gathering).
+behind, so a slow server holds fewer and a fast one never waits on it. Once nothing waits, a worker left idle is
+sent a copy of a batch waiting behind another on a worker slower than it, or else of the oldest still out for
+longer than the wave's answers took (`copies`; never one side of a pair alone): whichever copy is answered first,
+validly, counts, and the other is a `duplicate_answer` event (worker.celery.coordinator.gathering).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ class Dealer:
         self._copies: dict[str, str] = {}  # task id <-> the id of its copy, both ways
         self._tried: dict[str, frozenset[str]] = {}  # task id -> every worker its batch went to
         self._took: list[float] = []  # seconds each answered primary of the wave took from send to answer
+        self._pace: dict[str, float] = {}  # worker key -> seconds its last answered primary took
+        self._paired: set[int] = set()  # ids of the batches dealt as one side of a pair: never copied alone
 
     def start(self, turns: Sequence[tuple[str, list[Batch]]], processes: Mapping[str, int]) -> None:
         """A new wave: its turns in order, each with the worker the round assigned it to (a paired property's base
@@ -75,6 +77,8 @@ class Dealer:
         for taker, source in deal(lists, seats):
             turn = self._lists[source].pop(0 if taker == source else -1)
             out.extend((batch, taker) for batch in turn)
+            if len(turn) > 1:
+                self._paired.update(id(batch) for batch in turn)
         return out
 
     def sent(self, task: str, worker: str, batch: Batch, *, copy_of: str | None = None) -> None:
@@ -94,6 +98,7 @@ class Dealer:
         worker, _, sent_at = held
         self._holding.get(worker, set()).discard(task)
         self._took.append(self.clock() - sent_at)
+        self._pace[worker] = self._took[-1]
 
     def replaced(self, task: str, again: str) -> None:
         """`task` was sent again as `again` (the broker lost it): the new id holds its place."""
@@ -113,12 +118,13 @@ class Dealer:
         return other if other in self._out else None
 
     def copies(self, gone: frozenset[str]) -> list[tuple[str, Batch, str]]:
-        """Once nothing waits: for each worker up and idle, the batch (its task id and specs) to copy to it."""
+        """Once nothing waits: for each worker up and idle, the batch (its task id and specs) to copy to it. One side
+        of a pair is never copied: both sides must come from the same worker."""
         if self.waiting or not self._took or not self.per_process:
             return []
         typical = statistics.median(self._took)
         now = self.clock()
-        running = {worker: room // (self.per_process or 1) for worker, room in self._rooms.items()}
+        running = {worker: room // self.per_process for worker, room in self._rooms.items()}
         chosen: list[tuple[str, Batch, str]] = []
         for worker in self._rooms:
             if worker in gone or self._holding.get(worker):
@@ -126,9 +132,9 @@ class Dealer:
             taken = {task for task, _, _ in chosen}
             out = [
                 Out(task, w, at, self._tried.get(task, frozenset()), copied=task in self._copies or task in taken)
-                for task, (w, _, at) in self._out.items()
-                if w not in gone
+                for task, (w, batch, at) in self._out.items()
+                if w not in gone and id(batch) not in self._paired
             ]
-            if (task := straggler(out, worker, now, typical, running)) is not None:
+            if (task := straggler(out, worker, now, typical, running, self._pace)) is not None:
                 chosen.append((task, self._out[task][1], worker))
         return chosen

@@ -146,7 +146,7 @@ class Gathering:
                         self._republish(sent, pending, epoch, outbox)
                         continue
                     for task_id, meta in arrived.items():
-                        if task_id in self._abandoned:
+                        if task_id not in pending:  # abandoned, by this gathering or another one on its thread
                             self._late(task_id)
                             continue
                         pending.discard(task_id)
@@ -218,7 +218,9 @@ class Gathering:
 
     def _late(self, task_id: str) -> None:
         """An abandoned batch answered after all: the copy sent elsewhere is the one that counts."""
-        kind, batch = self._abandoned.pop(task_id)
+        if (abandoned := self._abandoned.pop(task_id, None)) is None:
+            return  # another gathering said it first
+        kind, batch = abandoned
         why = "its worker was given up on" if kind == "late_answer" else "another copy of it was answered"
         detail = f"task {task_id} ({len(batch)} trials) answered after {why}: not counted"
         self.events.append(HarnessEvent(kind=kind, property_id=batch[0].property_id, detail=detail))

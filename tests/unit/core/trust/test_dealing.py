@@ -23,10 +23,11 @@ def test_equal_workers_take_their_own_turns_in_order() -> None:
     assert deal(lists, [Seat("a", 4), Seat("b", 4)]) == (("a", "a"), ("b", "b"), ("a", "a"), ("b", "b"))
 
 
-def test_a_worker_without_turns_takes_the_last_of_the_one_furthest_behind() -> None:
-    """a's list is empty: it takes b's last turns as it has room; a full b takes nothing."""
+def test_a_worker_without_turns_takes_the_last_of_the_one_furthest_behind_but_leaves_it_one() -> None:
+    """a's list is empty: it takes b's tail while b keeps more than one unsent turn; a full b takes nothing."""
     assert deal({"a": [], "b": [1, 1, 1, 1]}, [Seat("a", 2), Seat("b", 2, holding=2)]) == (("a", "b"), ("a", "b"))
-    assert deal({"a": [], "b": [1], "c": [1, 1]}, [Seat("a", 1)]) == (("a", "c"),)
+    full = [Seat("b", 1, holding=1), Seat("c", 1, holding=1)]
+    assert deal({"a": [], "b": [1], "c": [1, 1]}, [Seat("a", 2), *full]) == (("a", "c"),)
 
 
 def test_a_gone_workers_turns_all_go_to_the_workers_up() -> None:
@@ -59,6 +60,8 @@ def test_no_worker_is_given_more_than_its_room_and_every_turn_comes_off_a_list(
         assert taker in rooms
         assert taker == source or not left.get(taker), "a worker takes another's turns only once its own are out"
         size = left[source].pop(0 if taker == source else -1)
+        if taker != source and source in rooms:
+            assert left[source], "a seated worker's last turn stays its own"
         assert held[taker] + size <= rooms[taker] or held[taker] == 0
         held[taker] += size
     for seat in seats:  # nothing dealable is left behind: a worker with room has nothing it could take
@@ -74,17 +77,20 @@ def test_an_idle_worker_gets_a_copy_of_the_oldest_straggler_it_was_never_sent() 
         Out("t1", "b", sent_at=0.0, tried=frozenset({"b"})),
         Out("t3", "c", sent_at=0.5, tried=frozenset({"c", "a"})),
     ]
-    one = {"b": 1, "c": 1}
-    assert straggler(out, "a", now=5.0, typical_s=2.0, running=one) == "t1"
-    assert straggler(out, "a", now=1.5, typical_s=2.0, running=one) is None
-    assert straggler(out[1:], "a", now=9.0, typical_s=1.0, running=one) is None  # t3 was sent to a already
-    assert straggler(out[:1], "b", now=9.0, typical_s=1.0, running=one) is None  # its own batch
-    assert straggler([Out("t1", "b", 0.0, frozenset({"b"}), copied=True)], "a", 9.0, 1.0, one) is None
+    one, took = {"b": 1, "c": 1}, {"a": 1.0, "b": 1.0, "c": 1.0}
+    assert straggler(out, "a", now=5.0, typical_s=2.0, running=one, took=took) == "t1"
+    assert straggler(out, "a", now=1.5, typical_s=2.0, running=one, took=took) is None
+    assert straggler(out[1:], "a", now=9.0, typical_s=1.0, running=one, took=took) is None  # t3 went to a already
+    assert straggler(out[:1], "b", now=9.0, typical_s=1.0, running=one, took=took) is None  # its own batch
+    assert straggler([Out("t1", "b", 0.0, frozenset({"b"}), copied=True)], "a", 9.0, 1.0, one, took) is None
 
 
 def test_a_batch_waiting_behind_another_is_copied_first_the_newest() -> None:
-    """b runs one batch at a time and holds three: the newest of them would finish last, so an idle worker is
-    sent a copy of it at once, however young; a worker with two processes holding two has nothing waiting."""
+    """b runs one batch at a time, holds three and answers slower than a: the newest of them would finish last,
+    so idle a is sent a copy of it at once, however young; not when b is about as fast as a, nor when b has two
+    processes for its two batches."""
     out = [Out(f"t{n}", "b", sent_at=float(n), tried=frozenset({"b"})) for n in range(3)]
-    assert straggler(out, "a", now=3.0, typical_s=10.0, running={"b": 1}) == "t2"
-    assert straggler(out[:2], "a", now=3.0, typical_s=10.0, running={"b": 2}) is None
+    slow = {"a": 1.0, "b": 2.0}
+    assert straggler(out, "a", now=3.0, typical_s=10.0, running={"b": 1}, took=slow) == "t2"
+    assert straggler(out, "a", now=3.0, typical_s=10.0, running={"b": 1}, took={"a": 1.0, "b": 1.2}) is None
+    assert straggler(out[:2], "a", now=3.0, typical_s=10.0, running={"b": 2}, took=slow) is None
