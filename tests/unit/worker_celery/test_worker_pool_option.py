@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gate.core.errors import UsageError
-from worker.celery.worker.cli import _pool_option, build_parser
+from worker.celery.worker.cli import WorkerSettings, _pool_option, build_parser
 from worker.celery.worker.runs import end_pooled
 from worker.host.poolclient import ENV
 
@@ -34,7 +34,7 @@ def test_pool_option_refuses_a_path_with_no_socket(tmp_path: Path) -> None:
 
 def test_serve_takes_the_pool_option() -> None:
     """`gate-worker serve --pool own` parses; without it the option is unset (the environment decides)."""
-    parser = build_parser()
+    parser = build_parser(WorkerSettings.from_env({}))
     assert parser.parse_args(["serve", "--pool", "own"]).pool == "own"
     assert parser.parse_args(["serve"]).pool is None
 

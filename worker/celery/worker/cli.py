@@ -76,8 +76,8 @@ class WorkerSettings:
         )
 
 
-def build_parser(settings: WorkerSettings | None = None) -> argparse.ArgumentParser:
-    settings = settings if settings is not None else WorkerSettings.from_env(os.environ)
+def build_parser(settings: WorkerSettings) -> argparse.ArgumentParser:
+    """gate-worker's parser, its defaults from `settings` (read from the environment once, in `main`)."""
     parser = ArgParser(prog="gate-worker", description="Run probegate trials on this machine.")
     parser.set_defaults(settings=settings)
     parser.add_argument("--version", action="version", version=f"%(prog)s (probegate) {__version__}")
