@@ -16,6 +16,7 @@ import pytest
 from support.paths import ROOT
 
 from gate.cli.arguments import build_parser
+from worker.celery.worker.cli import WorkerSettings
 from worker.celery.worker.cli import build_parser as worker_parser
 
 DEPLOY = ROOT / "deploy"
@@ -93,7 +94,7 @@ def test_the_worker_unit_starts_from_a_broker_file_or_an_environment_file() -> N
     assert f"PROBEGATE_BROKER_FILE={BROKER_FILE}" in settings(lines, "Environment")
     (exec_start,) = settings(lines, "ExecStart")
     command = shlex.split(exec_start)
-    args = worker_parser().parse_args(command[1:])
+    args = worker_parser(WorkerSettings.from_env({})).parse_args(command[1:])
     assert command[0] == GATE_WORKER and args.command == "serve" and "--broker" not in command
 
 
@@ -119,7 +120,7 @@ def test_the_bootstrap_joins_once_with_gate_worker_join_and_never_enrols_by_hand
     joined = " ".join(script.replace("\\\n", " ").split())
     found = re.search(re.escape(GATE_WORKER) + r" join [^|;&\n]*?--wait \d+", joined)
     assert found is not None and "runuser -u probegate" in joined
-    args = worker_parser().parse_args(shlex.split(found.group(0))[1:])
+    args = worker_parser(WorkerSettings.from_env({})).parse_args(shlex.split(found.group(0))[1:])
     assert (args.command, args.token, args.no_serve) == ("join", "$PROBEGATE_JOIN_TOKEN", True)
     assert 'PROBEGATE_BROKER_FILE="$STATE/broker.json"' in joined and "STATE=/var/lib/probegate" in script
     assert joined.index("gate-worker join") < joined.index("rm -f /etc/probegate/join.env")

@@ -258,7 +258,13 @@ def test_per_worker_acl_users(
     fleet.start("w2")  # the Docker sandbox: it fetches the tree and fixture from the blob store
     fleet.control_url = admin
     fleet.wait_ready(timeout=120)
-    observations, executor = run_trials(broker, tmp_path, registry)
+    # Every batch sent at once round the two (`--room 0`): w1 has no sandbox to wait on, and dealt by room it
+    # would take over w2's batches; this test needs each worker's user to fetch, answer and write its results.
+    executor = CeleryExecutor(
+        broker.url, worker_wait_s=30, result_timeout_s=90, batch_size=3, enrolled=lambda: load_roster(registry),
+        room_per_process=0,
+    )  # fmt: skip
+    observations, executor = run_trials(broker, tmp_path, registry, executor=executor)
     assert all(o.fault is None and o.exit_code == 0 for o in observations), observations
     assert {o.worker_id for o in observations} == {"w1", "w2"}
     # The rules denied nothing a worker needs: only each one's start-up question whether it may take from the
