@@ -181,11 +181,22 @@ class TrialSpec(BaseModel):
     # The suite's `interpreter`: part of the spec (and so of its digest and its batch), so a card's
     # trials say which mode ran them.
     interpreter: Interpreter = Interpreter.FRESH
+    # Sources of nondeterminism `gate flakes explain` holds fixed or lets vary (gate.core.policy.sources);
+    # an ordinary run leaves all three as they are here. The probe's PYTHONHASHSEED (None: the sandbox's
+    # own, fresh per interpreter; in warm mode the parent is started with it), its address-space layout
+    # randomisation, and a clock that ticks from the frozen instant instead of standing still.
+    hash_seed: int | None = Field(None, ge=0, le=MAX_HASH_SEED)
+    aslr: bool = True
+    clock_ticks: bool = False
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # A fresh interpreter's spec dumps (and digests) as before the modes; a warm one says so.
-        return _left_out(_side_when_base(handler(self)), "interpreter", (Interpreter.FRESH, "fresh"))
+        # A fresh interpreter's spec dumps (and digests) as before the modes; a warm one says so. The
+        # explain knobs likewise appear only when set.
+        data = _left_out(_side_when_base(handler(self)), "interpreter", (Interpreter.FRESH, "fresh"))
+        data = _left_out(data, "hash_seed", (None,))
+        data = _left_out(data, "aslr", (True,))
+        return _left_out(data, "clock_ticks", (False,))
 
     @property
     def key(self) -> TrialKey:
