@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_new_ledger_argument(base)
 
     add_report_parser(sub)
+    from gate.cli.flakes import add_flakes_parser  # it builds on this module's argument groups
+
+    add_flakes_parser(sub)
 
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
     add_accept_arguments(acc)
@@ -108,10 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
-    run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
-    run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
-    run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
-    run.add_argument("--seal", type=Path, help="seal file of the fixture tree (default: the suite's `seal`)")
+    add_tree_arguments(run)
     run.add_argument("--retries", type=int, default=0, help="recorded on the card; anything but 0 fails accept")
     run.add_argument("--card", type=Path, help=card_help)
     run.add_argument(
@@ -121,6 +121,26 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
     )
     add_report_flags(run)
     add_ledger_arguments(run)
+    run.add_argument(
+        "--cross-check",
+        type=share,
+        metavar="SHARE",
+        help="with --broker: share of safety/contract trials run again on a second worker, 0..1 "
+        "(default: the suite's `cross_check`, 0.05); at least one per property when above 0",
+    )
+    add_placement_arguments(run)
+
+
+def add_tree_arguments(run: argparse.ArgumentParser) -> None:
+    """The suite, the tree and the fixtures a command runs trials of."""
+    run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
+    run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
+    run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
+    run.add_argument("--seal", type=Path, help="seal file of the fixture tree (default: the suite's `seal`)")
+
+
+def add_placement_arguments(run: argparse.ArgumentParser) -> None:
+    """Where a command's trials run: the local pool, or Celery workers over a broker, and in which image."""
     run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
     run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
     run.add_argument(
@@ -141,13 +161,6 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
         default=30.0,
         metavar="S",
         help="with --broker: how long to wait for a worker before harness_error (default 30)",
-    )
-    run.add_argument(
-        "--cross-check",
-        type=share,
-        metavar="SHARE",
-        help="with --broker: share of safety/contract trials run again on a second worker, 0..1 "
-        "(default: the suite's `cross_check`, 0.05); at least one per property when above 0",
     )
     run.add_argument(
         "--room",

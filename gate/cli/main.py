@@ -107,6 +107,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _run(args)
     if args.command == "baseline":
         return _baseline(args)
+    if args.command == "flakes":
+        from gate.cli.flakes import run_flakes
+
+        placement = _placement(args)
+        _log_to_stderr(args)
+        return run_flakes(args, placement=placement, interpreter=interpreter_mode(args))
     if args.command == "accept":
         from gate.cli.accept import run_accept
 

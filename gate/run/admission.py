@@ -66,15 +66,16 @@ def admit(
     signer = None
     if request.sign_key is not None:  # read now: a key the sandbox could reach is refused before any trial
         signer = run_signing_key(request.sign_key, request.workdir, tree, selection, card=card_path)
-    image = _run_image(request, oracle.image, image_factory)
+    image = run_image(request.image, oracle.image, image_factory)
     return Admitted(selection=selection, tree=tree, base=base, signer=signer, store=store, image=image)
 
 
-def _run_image(request: RunRequest, source: ImageSource | None, image_factory: ImageFactory | None) -> str | None:
-    """The image trials run in: the suite's project image (built from the base's definition), else --image."""
+def run_image(given: str | None, source: ImageSource | None, image_factory: ImageFactory | None) -> str | None:
+    """The image trials run in: the suite's project image (built from the base's definition), else --image
+    (`given`)."""
     if source is None:
-        return request.image
-    if request.image:
+        return given
+    if given:
         raise UsageError(f"the suite names its image ([suite.image] {source.label}); drop --image", field="--image")
     if image_factory is None:
         raise UsageError("the suite names a project image, but this command cannot build images")

@@ -20,17 +20,16 @@ import structlog
 from gate.core.card.card import HarnessEvent
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts
-from gate.core.checks import Trial
 from gate.core.errors import GateError
 from gate.core.policy.flakes import BaseRerun, judge_base, needs_rerun
 from gate.core.report.proposals import flake_files
-from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.core.verdicts.verdict import Outcome, Verdict
 from gate.io.base import base_tree
 from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
 from gate.run.executor import Executor
+from gate.run.judged import judged
 from gate.run.oracle import Oracle
 from gate.run.trials import planner_for
 
@@ -102,23 +101,19 @@ def rerun_on_base(
         planner = planner_for(facts, inputs.tree_digest)
         props = [by_id[v.property_id] for v in flickered]
         specs = [spec for prop in props for spec in planner.trials(prop, 0, prop.planned_trials())]
-        wanted = {(s.property_id, s.trial_index) for s in specs}
-        sent = {s.key: s for s in specs}
-        outcomes: dict[str, dict[int, Outcome]] = {p.id: {} for p in props}
         seen_events = len(executor.events)
         log.info("rerun.start", run_id=facts.run_id, properties=[p.id for p in props], trials=len(specs))
         try:
-            for obs in executor.run(specs, inputs):
-                key = (obs.property_id, obs.trial_index)
-                if key not in wanted or obs.trial_index in outcomes[obs.property_id]:
-                    continue  # a stray or a duplicate: the first result of each dispatched trial counts
-                if (spec := sent.get(obs.key)) is None:
-                    continue  # another run's
-                obs, _ = in_run_image(spec, obs)  # one that ran in another image is a fault
-                obs, _ = with_spec_seed(spec, obs)  # and so is one that ran with another seed
-                prop = by_id[obs.property_id]
-                trial = Trial(obs, fixtures[facts.seal.manifest[prop.fixture]], prop.params, facts.clock)
-                outcomes[prop.id][obs.trial_index] = checks.judge(prop.id, trial, prop.band)
+            outcomes = judged(
+                executor,
+                specs,
+                inputs,
+                props=by_id,
+                fixtures=fixtures,
+                manifest=facts.seal.manifest,
+                clock=facts.clock,
+                checks=checks,
+            )
         except GateError as exc:
             return {}, _failed(flickered, f"the executor failed during the base rerun: {exc}")
         events = [e.model_copy(update={"detail": f"base rerun: {e.detail}"}) for e in executor.events[seen_events:]]
