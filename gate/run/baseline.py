@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
 from gate.core.card.calibration import baseline_findings, calibration_to_json, summarise
-from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK
+from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, GateError
+from gate.core.escaping import one_line
+from gate.core.policy.explain import Explanation, Finding
 from gate.core.policy.history import LIFT_TARGET
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import write_atomic
@@ -31,7 +33,8 @@ from gate.io.evidence import stored_records
 from gate.io.reports import ReportTargets, write_reports
 from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
-from gate.run.nightly import NightlyOutcome, settle_pair
+from gate.run.explain import ExplainRequest, explain_flakes
+from gate.run.nightly import Explain, NightlyOutcome, settle_pair
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.request import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, file_books
 from gate.run.runner import run_gate
@@ -129,6 +132,7 @@ def run_baseline(
             card_path=request.card,
             target=lift_target,
             freeze_file=result.freeze_file,
+            explain=_explainer(request, executor_factory, image_factory, judge_factory),
         )
         print(json.dumps(_nightly_line(results[0].card.run_id, card.run_id, nightly)), file=out)
         html = request.reports.report_html is not None
@@ -146,5 +150,39 @@ def _nightly_line(first: str, second: str, nightly: NightlyOutcome) -> dict[str,
             "freezes_proposed": list(nightly.freeze_ids),
             "broken_safety": list(nightly.broken_safety),
             "lift": [lift.line() for lift in nightly.lifts],
+            # The measured cause of each flake: a source, "residual", or why none was named.
+            "causes": {e.property_id: e.source or str(e.finding) for e in nightly.causes},
         }
     }
+
+
+def _explainer(
+    request: RunRequest,
+    executor_factory: ExecutorFactory,
+    image_factory: ImageFactory | None,
+    judge_factory: JudgeFactory,
+) -> Explain:
+    """Explains the pair's flakes on the tree the pair ran on, with its oracle and executor: with --base
+    as given, else the work tree (the base commit's checkout the nightly job runs on)."""
+
+    def explain(ids: Sequence[str]) -> list[Explanation]:
+        asked = ExplainRequest(
+            suite=request.suite,
+            workdir=request.workdir,
+            properties=tuple(ids),
+            fixture=request.fixture,
+            seal=request.seal,
+            base=request.base,
+            allow_unchecked_oracle=request.base is None,
+            image=request.image,
+            interpreter=request.interpreter,
+        )
+        try:
+            return explain_flakes(
+                asked, executor_factory=executor_factory, image_factory=image_factory, judge_factory=judge_factory
+            )
+        except GateError as exc:  # the pair's files are still written, each flake's cause left unexplained
+            words = f"explain failed: {one_line(str(exc))[:300]}"
+            return [Explanation(property_id=pid, finding=Finding.UNEXPLAINED, words=words) for pid in ids]
+
+    return explain

@@ -5,6 +5,7 @@ Redis store `gate run` uses; only the history changes, never a credit or the sam
 - a safety or contract property whose colour (kind) differs between the two runs is a flake named
   with both run ids: a contract flake gets a freeze proposal (owner empty) and both get a repair task,
   beside the baseline card (`gate.core.report.proposals`); a safety flake is reported broken, never proposed;
+  each is explained first (`gate flakes explain`), so the proposal's reason and the task name its cause;
 - a frozen property that has passed `runs_needed(target)` recorded runs in a row under the seal — the
   nightly pairs' and those of ordinary runs on the base's own tree (`gate.run.runhistory`), counted
   after the freeze's `created_at` when its entry has one — is proposed for lifting (`lift-proposal.md`
@@ -15,11 +16,12 @@ The second run's card is then written again with `flake_files` and `lift_proposa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.card.card import VerdictCard
+from gate.core.policy.explain import Explanation
 from gate.core.policy.flakes import FLAKE_BANDS, FlakeFiles
 from gate.core.policy.freezes import FreezeFile, created
 from gate.core.policy.history import (
@@ -52,6 +54,11 @@ class NightlyOutcome:
     lifts: tuple[LiftProposal, ...]
     freeze_ids: tuple[str, ...]
     broken_safety: tuple[str, ...]
+    causes: tuple[Explanation, ...] = ()
+
+
+# Explains the named properties on the pair's tree (`gate.run.explain`), one explanation each.
+Explain = Callable[[Sequence[str]], Sequence[Explanation]]
 
 
 def entries_of(card: VerdictCard) -> dict[str, HistoryEntry]:
@@ -80,9 +87,11 @@ def settle_pair(
     card_path: Path,
     target: float = LIFT_TARGET,
     freeze_file: FreezeFile | None = None,
+    explain: Explain | None = None,
 ) -> NightlyOutcome:
-    """Record both runs in the store's history (one transaction), then write the flake and lift files;
-    `freeze_file` (as the second run's oracle read it) says when each freeze began."""
+    """Record both runs in the store's history (one transaction), explain each flake (`explain`), then
+    write the flake and lift files; `freeze_file` (as the second run's oracle read it) says when each
+    freeze began."""
     one, two = entries_of(first), entries_of(second)
     seen: list[History] = []
 
@@ -95,8 +104,9 @@ def settle_pair(
     flakes = tuple(f for f in pair_flakes(one, two) if bands.get(f.property_id) in FLAKE_BANDS)
     since = created(freeze_file, second.freeze_set)
     lifts = lift_due(seen[0], second.freeze_set, seal=second.fixture.seal, since=since, target=target)
-    proposal = pair_freeze_proposal(flakes, bands, created_at=second.created_at)
-    task = render_pair_repair_task(flakes, bands, second.suite)
+    causes = tuple(explain([f.property_id for f in flakes])) if explain is not None and flakes else ()
+    proposal = pair_freeze_proposal(flakes, bands, created_at=second.created_at, causes=causes)
+    task = render_pair_repair_task(flakes, bands, second.suite, causes=causes)
     write_nightly_files(card_path, proposal, task, render_lift_note(lifts))
     broken = tuple(f.property_id for f in flakes if bands.get(f.property_id) is Band.SAFETY)
     files = None
@@ -108,7 +118,9 @@ def settle_pair(
             broken_safety=broken,
         )
     # The second run's card names what the pair wrote beside it and the freezes due to be lifted.
-    card = second.model_copy(update={"flake_files": files, "lift_proposals": lifts, "pair_flakes": flakes})
+    card = second.model_copy(
+        update={"flake_files": files, "lift_proposals": lifts, "pair_flakes": flakes, "flake_causes": causes}
+    )
     write_card(card_path, card)
     return NightlyOutcome(
         card=card,
@@ -116,4 +128,5 @@ def settle_pair(
         lifts=lifts,
         freeze_ids=files.freeze_ids if files else (),
         broken_safety=broken,
+        causes=causes,
     )

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from gate.core.policy.explain import Explanation
 from gate.core.policy.flakes import BaseRerun, FlakeFiles
 from gate.core.policy.history import LiftProposal, PairFlake
 from gate.core.policy.ledger import LedgerAction, LedgerEntry
@@ -158,6 +159,8 @@ class VerdictCard(BaseModel):
     # The nightly pair's flakes: safety/contract properties whose kind differed between its two runs,
     # each with both runs' entries (`gate baseline --twice`; empty on any other card).
     pair_flakes: tuple[PairFlake, ...] = ()
+    # What `gate flakes explain` measured of each pair flake: the source that moves it, or why none was named.
+    flake_causes: tuple[Explanation, ...] = ()
     # Freezes whose property passed enough recorded runs in a row to be lifted (`gate baseline --twice`).
     lift_proposals: tuple[LiftProposal, ...] = ()
     # What the run added to the flake history for its frozen properties, or why it added nothing (only

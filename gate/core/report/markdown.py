@@ -8,6 +8,8 @@ HTML or an escape sequence, nor pass for the gate's own verdict line.
 
 from __future__ import annotations
 
+import re
+
 from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.escaping import escaped
 from gate.core.policy.flakes import files_line, flake_note
@@ -30,6 +32,14 @@ _MARK = {
     JobStatus.HARNESS_BROKEN: "🛠️",
     JobStatus.SAMPLER_BUDGET_EXCEEDED: "🎲",
 }
+
+
+_IDENT = re.compile(r"[A-Za-z0-9_.:\-]+")
+
+
+def md_code(text: str) -> str:
+    """`text` as a code span when it is a plain identifier (ids, digests, run ids), else as inert text."""
+    return f"`{text}`" if _IDENT.fullmatch(text) else md_inline(text)
 
 
 def md_inline(text: str, limit: int | None = None) -> str:

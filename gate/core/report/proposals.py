@@ -14,15 +14,16 @@ Pure: card and verdicts in, values and text out; the runner writes the files (`g
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from gate.core.card.card import PropertyRow, VerdictCard
+from gate.core.policy.explain import Explanation
 from gate.core.policy.flakes import BaseRerun, FlakeFiles, RerunVerdict
 from gate.core.policy.freezes import FreezeEntry, FreezeFile
 from gate.core.policy.history import LiftProposal, PairFlake
-from gate.core.report.markdown import md_inline
+from gate.core.report.causes import cause_lines, cause_of, shared_lines
+from gate.core.report.markdown import md_code, md_inline
 from gate.core.verdicts.verdict import Band, ColourChange, Verdict
 
 FREEZE_PROPOSAL = "freeze-proposal.json"
@@ -33,7 +34,6 @@ LIFT_PROPOSAL = "lift-proposal.md"
 FREEZE_DAYS = 14
 # An identifier made only of these is shown as code (copyable as is); a code span cannot hold a backtick,
 # so nothing of this alphabet can end it. Anything else goes through `md_inline`.
-_IDENT = re.compile(r"[A-Za-z0-9_.:\-]+")
 
 
 def freeze_id(property_id: str, seal: str) -> str:
@@ -96,22 +96,22 @@ def _indices(change: ColourChange | None, trials: int, hits: int) -> str:
 
 
 def _section(card: VerdictCard, row: PropertyRow, rerun: BaseRerun) -> list[str]:
-    pid = _code(row.id)
+    pid = md_code(row.id)
     if row.band is Band.SAFETY:
         head = f"## Safety property {pid} is broken: fix it, it is never frozen"
     else:
-        proposed = _code(freeze_id(row.id, card.fixture.seal))
+        proposed = md_code(freeze_id(row.id, card.fixture.seal))
         head = f"## Contract property {pid} is a flake: freeze {proposed} proposed"
     lines = [
         head,
         "",
         f"- Property: {pid} ({md_inline(str(row.band))}, fixture {md_inline(row.fixture)})",
-        f"- Run: {_code(card.run_id)}, and its rerun on the base within the same run",
-        f"- Seal: {_code(card.fixture.seal)}",
-        f"- Base commit: {_code(rerun.base_commit)}",
-        f"- Image: {_code(card.image_id or '-')}",
-        f"- Patched tree {_code(card.tree_digest[:16])}: {_indices(row.colour_change, row.trials, row.hits)}",
-        f"- Base tree {_code(rerun.tree_digest[:16])}: {_indices(rerun.colour_change, rerun.trials, rerun.hits)}",
+        f"- Run: {md_code(card.run_id)}, and its rerun on the base within the same run",
+        f"- Seal: {md_code(card.fixture.seal)}",
+        f"- Base commit: {md_code(rerun.base_commit)}",
+        f"- Image: {md_code(card.image_id or '-')}",
+        f"- Patched tree {md_code(card.tree_digest[:16])}: {_indices(row.colour_change, row.trials, row.hits)}",
+        f"- Base tree {md_code(rerun.tree_digest[:16])}: {_indices(rerun.colour_change, rerun.trials, rerun.hits)}",
         "",
         "What the checks said on the patched tree:",
         "",
@@ -139,10 +139,6 @@ def _section(card: VerdictCard, row: PropertyRow, rerun: BaseRerun) -> list[str]
     return [*lines, ""]
 
 
-def _code(text: str) -> str:
-    return f"`{text}`" if _IDENT.fullmatch(text) else md_inline(text)
-
-
 def _quoted(messages: Sequence[str]) -> list[str]:
     return [f"- {md_inline(text)}" for text in messages] or ["- (no message)"]
 
@@ -155,7 +151,7 @@ def render_repair_task(card: VerdictCard) -> str | None:
     lines = [
         f"# Repair task: {len(found)} propert{'y changes' if len(found) == 1 else 'ies change'} colour on the base",
         "",
-        f"Suite {md_inline(card.suite)}, run {_code(card.run_id)}, probegate {md_inline(card.gate_version)}.",
+        f"Suite {md_inline(card.suite)}, run {md_code(card.run_id)}, probegate {md_inline(card.gate_version)}.",
         "Each property below changed colour on identical sealed bytes on the patched tree, and again when",
         "the same trials ran on the base tree: the flicker is not the patch's. This run still counted the",
         "patched tree's row as it came out: a flake is reported, never excused in the run that finds it.",
@@ -167,17 +163,24 @@ def render_repair_task(card: VerdictCard) -> str | None:
 
 
 def pair_freeze_proposal(
-    flakes: Sequence[PairFlake], bands: Mapping[str, Band], *, created_at: datetime
+    flakes: Sequence[PairFlake],
+    bands: Mapping[str, Band],
+    *,
+    created_at: datetime,
+    causes: Sequence[Explanation] = (),
 ) -> FreezeFile | None:
     """The freeze entries for contract properties whose colour differed between the nightly pair's two
-    runs (safety is never proposed), each naming both run ids; owner empty, `FREEZE_DAYS` to expiry."""
+    runs (safety is never proposed), each naming both run ids and its measured cause; owner empty,
+    `FREEZE_DAYS` to expiry."""
+    by_id = {e.property_id: e for e in causes}
     entries = [
         _proposed(
             flake.property_id,
             flake.second.seal,
             f"{flake.property_id} changed colour between two baseline runs of the same base commit"
             f" {flake.second.commit or '(no commit)'}, seal and image: {flake.first.kind} in run"
-            f" {flake.first.run_id}, {flake.second.kind} in run {flake.second.run_id}",
+            f" {flake.first.run_id}, {flake.second.kind} in run {flake.second.run_id}"
+            + (f"; {cause_of(by_id[flake.property_id])}" if flake.property_id in by_id else ""),
             created_at,
         )
         for flake in flakes
@@ -186,37 +189,43 @@ def pair_freeze_proposal(
     return FreezeFile(freezes=tuple(entries)) if entries else None
 
 
-def render_pair_repair_task(flakes: Sequence[PairFlake], bands: Mapping[str, Band], suite: str) -> str | None:
-    """The repair task (Markdown) for the nightly pair's flakes, naming both run ids and the seal."""
+def render_pair_repair_task(
+    flakes: Sequence[PairFlake], bands: Mapping[str, Band], suite: str, *, causes: Sequence[Explanation] = ()
+) -> str | None:
+    """The repair task (Markdown) for the nightly pair's flakes, naming both run ids, the seal and each
+    flake's measured cause (flakes that share one listed once, under "Shared causes")."""
     if not flakes:
         return None
+    by_id = {e.property_id: e for e in causes}
     first, second = flakes[0].first, flakes[0].second
     lines = [
         f"# Repair task: {len(flakes)} propert{'y changes' if len(flakes) == 1 else 'ies change'} colour"
         " between two baseline runs",
         "",
-        f"Suite {md_inline(suite)}: runs {_code(first.run_id)} and {_code(second.run_id)} ran the baseline twice",
-        f"in a row on base commit {_code(second.commit or '-')}, seal {_code(second.seal)},"
-        f" image {_code(second.image_id or '-')}.",
+        f"Suite {md_inline(suite)}: runs {md_code(first.run_id)} and {md_code(second.run_id)} ran the baseline twice",
+        f"in a row on base commit {md_code(second.commit or '-')}, seal {md_code(second.seal)},"
+        f" image {md_code(second.image_id or '-')}.",
         "Nothing changed between them, so each property below changes colour without a code change.",
         "",
+        *shared_lines(causes),
     ]
     for flake in flakes:
-        pid = _code(flake.property_id)
+        pid = md_code(flake.property_id)
         band = bands.get(flake.property_id)
         if band is Band.SAFETY:
             head = f"## Safety property {pid} is broken: fix it, it is never frozen"
         else:
             head = f"## {md_inline(str(band).capitalize())} property {pid} is a flake: freeze"
-            head += f" {_code(freeze_id(flake.property_id, flake.second.seal))} proposed"
+            head += f" {md_code(freeze_id(flake.property_id, flake.second.seal))} proposed"
         lines += [
             head,
             "",
-            f"- Run {_code(flake.first.run_id)}: {md_inline(str(flake.first.kind))}"
+            f"- Run {md_code(flake.first.run_id)}: {md_inline(str(flake.first.kind))}"
             f" ({flake.first.hits} of {flake.first.trials} trials hit)",
-            f"- Run {_code(flake.second.run_id)}: {md_inline(str(flake.second.kind))}"
+            f"- Run {md_code(flake.second.run_id)}: {md_inline(str(flake.second.kind))}"
             f" ({flake.second.hits} of {flake.second.trials} trials hit)",
-            f"- Seal: {_code(flake.second.seal)}",
+            f"- Seal: {md_code(flake.second.seal)}",
+            *cause_lines(by_id.get(flake.property_id), causes),
             "",
         ]
         if band is Band.SAFETY:
@@ -237,7 +246,7 @@ def render_lift_note(lifts: Sequence[LiftProposal]) -> str | None:
     lines = ["# Lift proposal: frozen properties that pass again", ""]
     for lift in lifts:
         lines += [
-            f"- {md_inline(lift.line())}; streak from run {_code(lift.run_ids[0])} to run {_code(lift.run_ids[1])}."
+            f"- {md_inline(lift.line())}; streak from run {md_code(lift.run_ids[0])} to run {md_code(lift.run_ids[1])}."
             " Remove the entry from the freeze file by its own commit to the base branch.",
         ]
     return "\n".join(lines) + "\n"

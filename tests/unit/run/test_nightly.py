@@ -240,3 +240,37 @@ def test_the_pair_refuses_a_ledger_that_is_its_calibration(suite: Suite, tmp_pat
     argv += ["--seal", str(suite.request.seal), "--calibration", str(same), "--ledger", str(same)]
     assert main(argv) == RET_USAGE
     assert not same.exists()
+
+
+def missed(spec: TrialSpec) -> Observation:
+    """A trial of the mini suite's contract or safety property that misses."""
+    if spec.property_id == CONTRACT:
+        return Observation.of(spec, exit_code=0, stdout=stdout({"total": "0.00"}))
+    unmapped = (FileChange(path="/work/secret.txt", change="created"),)  # outside the write map
+    return Observation.of(spec, exit_code=0, stdout=stdout({}), writes=unmapped)
+
+
+def by_hash_seed():
+    """The pair's trials (no hash seed set) flicker by call; explain's hit exactly on even hash seeds."""
+    pair = {CONTRACT: flicker(CONTRACT), SAFETY: flicker(SAFETY)}
+
+    def handler(spec: TrialSpec, fixture: bytes) -> Observation:
+        if spec.hash_seed is None:
+            return pair.get(spec.property_id, good)(spec, fixture)
+        return good(spec, fixture) if spec.hash_seed % 2 == 0 else missed(spec)
+
+    return handler
+
+
+def test_the_pair_explains_each_flake_and_groups_a_shared_cause(suite: Suite, tmp_path: Path) -> None:
+    """Flakes moved by the hash seed carry that cause in the freeze reason, the repair task (listed once
+    under Shared causes), the card and the nightly line; the exit code is the pair's as before."""
+    code, lines = nightly(suite, by_hash_seed(), tmp_path)
+    assert code == RET_BLOCKED
+    assert lines[-1]["nightly"]["causes"] == {CONTRACT: "hash_seed", SAFETY: "hash_seed"}
+    (entry,) = json.loads((suite.card.parent / "freeze-proposal.json").read_text())["freezes"]
+    assert "cause hash_seed (fixable in the probe or the code)" in entry["reason"]
+    task = (suite.card.parent / "repair-task.md").read_text()
+    assert task.count("## Shared causes") == 1 and task.count("- Cause: `hash_seed` (fixable") == 2
+    card = json.loads(suite.card.read_text())
+    assert [c["source"] for c in card["flake_causes"]] == ["hash_seed", "hash_seed"]

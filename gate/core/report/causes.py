@@ -1,0 +1,67 @@
+"""What a freeze proposal and a repair task say of a flake's measured cause, and which flakes share
+one: properties explained by the same source are one finding (fix the cause once, clear them all)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gate.core.policy.explain import Explanation, Finding
+from gate.core.policy.sources import Source
+from gate.core.report.markdown import md_code, md_inline
+
+# Causes the probe or the code can remove: a freeze for one of them buys time for a fix, not a reprieve.
+FIXABLE = frozenset({Source.TRIAL_SEED.value, Source.HASH_SEED.value})
+
+
+def cause_of(explanation: Explanation | None) -> str:
+    """The cause in a few words for a freeze reason: `cause hash_seed (fixable in the probe or the code): …`."""
+    if explanation is None:
+        return "cause not explained (no explanation ran)"
+    if not named(explanation):
+        return f"cause not explained ({explanation.finding}: {explanation.words})"
+    return f"cause {explanation.source}{_fixable(explanation)}: {explanation.words}"
+
+
+def named(explanation: Explanation) -> bool:
+    """Whether the explanation names a cause: a source, or the residual."""
+    return explanation.finding in (Finding.EXPLAINED, Finding.RESIDUAL)
+
+
+def _fixable(explanation: Explanation) -> str:
+    return " (fixable in the probe or the code)" if set(explanation.source.split("+")) <= FIXABLE else ""
+
+
+def shared(causes: Sequence[Explanation]) -> dict[str, tuple[str, ...]]:
+    """Sources that explain more than one property, with those properties (in the order given)."""
+    groups: dict[str, list[str]] = {}
+    for explanation in causes:
+        if named(explanation):
+            groups.setdefault(explanation.source, []).append(explanation.property_id)
+    return {source: tuple(ids) for source, ids in groups.items() if len(ids) > 1}
+
+
+def shared_lines(causes: Sequence[Explanation]) -> list[str]:
+    """A repair task's "Shared causes" section (empty when no two flakes share one)."""
+    groups = shared(causes)
+    if not groups:
+        return []
+    lines = ["## Shared causes", ""]
+    for source, ids in groups.items():
+        words = next(e.words for e in causes if e.source == source)
+        listed = ", ".join(md_code(pid) for pid in ids)
+        lines.append(f"- {md_code(source)} moves {listed}: fix it once. {md_inline(words)}")
+    return [*lines, ""]
+
+
+def cause_lines(explanation: Explanation | None, causes: Sequence[Explanation]) -> list[str]:
+    """The lines a repair task's section on one flake gives its cause."""
+    if explanation is None:
+        return []
+    if not named(explanation):
+        return [f"- Cause: not explained ({md_inline(explanation.words)})"]
+    others = [pid for pid in shared(causes).get(explanation.source, ()) if pid != explanation.property_id]
+    also = f", shared with {', '.join(md_code(p) for p in others)} (see Shared causes)" if others else ""
+    return [
+        f"- Cause: {md_code(explanation.source)}{_fixable(explanation)}{also}, measured in"
+        f" {explanation.trials} trials: {md_inline(explanation.words)}"
+    ]
