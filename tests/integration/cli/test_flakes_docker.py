@@ -156,8 +156,8 @@ def kind(card_data: dict, pid: str) -> str:
 
 def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_ones_nothing(suite_repo: Path) -> None:
     """Real `gate baseline --twice` pairs over a contract property that fails at random on the base: a pair
-    whose colours differ exits 1 with a freeze proposal and repair task naming both run ids, recorded in the
-    books' history; a pair whose colours agree writes no proposal (and removes an earlier one)."""
+    whose colours differ exits 1 with a freeze proposal and repair task naming both run ids and the measured
+    cause (the residual), recorded in the books' history; a pair whose colours agree writes no proposal (and removes an earlier one)."""
     coin_suite(suite_repo)
     head = git(suite_repo, "rev-parse", "HEAD").strip()
     proposal_file = suite_repo / ".probegate" / "freeze-proposal.json"
@@ -176,6 +176,9 @@ def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_one
             (entry,) = json.loads(proposal_file.read_text())["freezes"]
             assert (entry["properties"], entry["owner"], entry["seal"]) == ([CONTRACT], "", second["fixture"]["seal"])
             assert all(run_id in entry["reason"] for run_id in runs) and head in entry["reason"]
+            # The coin is os.urandom: explained as the residual, and the reason says so.
+            assert line["causes"] == {CONTRACT: "residual"} and "cause residual:" in entry["reason"]
+            assert [c["source"] for c in second["flake_causes"]] == ["residual"]
             assert entry["created_at"].replace("Z", "+00:00") == second["created_at"].replace("Z", "+00:00")
             assert line["freezes_proposed"] == [entry["freeze_id"]]
             assert all(run_id in task_file.read_text() for run_id in runs)
