@@ -157,7 +157,8 @@ def kind(card_data: dict, pid: str) -> str:
 def test_two_nightly_runs_that_differ_propose_a_freeze_naming_both_and_alike_ones_nothing(suite_repo: Path) -> None:
     """Real `gate baseline --twice` pairs over a contract property that fails at random on the base: a pair
     whose colours differ exits 1 with a freeze proposal and repair task naming both run ids and the measured
-    cause (the residual), recorded in the books' history; a pair whose colours agree writes no proposal (and removes an earlier one)."""
+    cause (the residual), recorded in the books' history; a pair whose colours agree writes no proposal (and
+    removes an earlier one)."""
     coin_suite(suite_repo)
     head = git(suite_repo, "rev-parse", "HEAD").strip()
     proposal_file = suite_repo / ".probegate" / "freeze-proposal.json"

@@ -53,7 +53,8 @@ def by_hash_seed(spec: TrialSpec, fixture: bytes) -> Observation:
     ],
 )
 def test_refused_before_any_trial(suite: Suite, properties, fields, field: str) -> None:
-    """No base (nor --allow-unchecked-oracle), an unknown or statistical property, or none: a usage error naming the field."""
+    """No base (nor --allow-unchecked-oracle), an unknown or statistical property, or none: a usage
+    error naming the field."""
 
     def never(spec: TrialSpec, fixture: bytes) -> Observation:
         raise AssertionError("no trial may run")
