@@ -16,6 +16,7 @@ from rich.text import Text
 from gate.core.card.card import VerdictCard
 from gate.core.escaping import one_line
 from gate.core.policy.flakes import files_line, flake_note
+from gate.core.policy.words import flake_line
 
 # Off a terminal nothing is wrapped for a screen: a CI log keeps each row on as few lines as it can.
 PIPED_WIDTH = 200
@@ -82,7 +83,7 @@ def print_summary(card: VerdictCard, *, file: TextIO, terminal: bool | None = No
         )
     console.print(table)
     for flake in card.pair_flakes:
-        console.print(_text(flake.line(), "bold yellow"))
+        console.print(_text(flake_line(flake, card.flake_causes), "bold yellow"))
     if card.flake_files is not None:
         console.print(_text(files_line(card.flake_files), "bold yellow"))
     for lift in card.lift_proposals:

@@ -3,9 +3,11 @@ sentence an explanation puts in a repair task and a freeze reason. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from gate.core.policy.explain import Explanation, Finding, Showed, Tried
+from gate.core.policy.history import PairFlake
 from gate.core.policy.sources import Source
 
 
@@ -88,3 +90,17 @@ def _unexplained(tried: tuple[Tried, ...], *, spent: int, budget: int) -> str:
         why = f"the budget of {budget} trials ran out" if spent >= budget else f"{tried[-1].faults} trials faulted"
         return f"not explained: {why} after {len(tried)} variants (what each showed is listed under tried)."
     return f"not explained: no source both held it steady and moved it alone, in {len(tried)} variants."
+
+
+def named(explanation: Explanation) -> bool:
+    """Whether the explanation names a cause: a source, or the residual."""
+    return explanation.finding in (Finding.EXPLAINED, Finding.RESIDUAL)
+
+
+def flake_line(flake: PairFlake, causes: Sequence[Explanation]) -> str:
+    """A nightly pair's flake in one line, with its measured cause when one was named."""
+    explanation = next((e for e in causes if e.property_id == flake.property_id), None)
+    if explanation is None:
+        return flake.line()
+    said = explanation.source if named(explanation) else f"not explained ({explanation.finding})"
+    return f"{flake.line()}; cause: {said}"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gate.core.policy.explain import Explanation, Finding
+from gate.core.policy.explain import Explanation
 from gate.core.policy.sources import Source
+from gate.core.policy.words import named
 from gate.core.report.markdown import md_code, md_inline
 
 # Causes the probe or the code can remove: a freeze for one of them buys time for a fix, not a reprieve.
@@ -20,11 +21,6 @@ def cause_of(explanation: Explanation | None) -> str:
     if not named(explanation):
         return f"cause not explained ({explanation.finding}: {explanation.words})"
     return f"cause {explanation.source}{_fixable(explanation)}: {explanation.words}"
-
-
-def named(explanation: Explanation) -> bool:
-    """Whether the explanation names a cause: a source, or the residual."""
-    return explanation.finding in (Finding.EXPLAINED, Finding.RESIDUAL)
 
 
 def _fixable(explanation: Explanation) -> str:

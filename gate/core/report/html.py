@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.card.evidence import TrialRecord
 from gate.core.policy.flakes import files_line, flake_note
+from gate.core.policy.words import flake_line
 from gate.core.report.html_dom import CSP, el, html_text, line, num, style, svg, write_page
 from gate.core.report.html_paired import draw_paired_paths
 from gate.core.report.html_sprt import draw_sprt_paths
@@ -183,7 +184,7 @@ def _flakes(body: ET.Element, card: VerdictCard) -> None:
     el(body, "h2", "Colour changes")
     items = el(body, "ul", id="flakes")
     for flake in card.pair_flakes:
-        text = html_text(flake.line(), _CELL_CHARS)
+        text = html_text(flake_line(flake, card.flake_causes), _CELL_CHARS)
         el(items, "li", text, **{"class": "pair-flake"}, data_property=flake.property_id)
     for row in changed:
         rerun = row.base_rerun

@@ -14,6 +14,7 @@ from gate.core.card.card import PropertyRow, VerdictCard
 from gate.core.escaping import escaped
 from gate.core.policy.flakes import files_line, flake_note
 from gate.core.policy.policy import JobStatus
+from gate.core.policy.words import flake_line
 from gate.core.trust.crosscheck_summary import report_lines
 
 _CELL_CHARS = 300  # the card keeps the whole detail; the page needs a readable row
@@ -111,7 +112,7 @@ def render_markdown(card: VerdictCard) -> str:
         lines.append("")
     elif card.pair_flakes:  # the nightly pair's flakes: colour changes between its two runs
         lines += ["**Colour changes between the nightly runs**", ""]
-        lines += [f"- {md_inline(flake.line())}" for flake in card.pair_flakes]
+        lines += [f"- {md_inline(flake_line(flake, card.flake_causes))}" for flake in card.pair_flakes]
         if card.flake_files is not None:
             lines.append(f"- {md_inline(files_line(card.flake_files))}")
         lines.append("")
