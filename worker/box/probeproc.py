@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import fcntl
 import hashlib
 import os
@@ -15,10 +16,13 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 
 CHUNK = 1 << 20
 PIPE_SIZE = 1 << 20  # the unprivileged maximum: fewer wake-ups for a flooding probe
 OOM_SCORE_ADJ = "/proc/self/oom_score_adj"
+ADDR_NO_RANDOMIZE = 0x0040000  # the personality flag `setarch -R` sets
+PER_QUERY = 0xFFFFFFFF  # personality() with this argument only reads the current one
 
 
 class Stream:
@@ -97,6 +101,27 @@ def spawn(argv: list[str], stdin, work: str, env: dict[str, str], oom_fd: int) -
         )
     finally:
         set_oom_score(oom_fd, own)
+
+
+@contextlib.contextmanager
+def layout(randomised: bool) -> Iterator[None]:
+    """Run the block with address-space layout randomisation off when not `randomised`: what it execs
+    inherits our personality, so a probe (or a warm parent) started here gets the same addresses every
+    time. Our own layout is fixed already; we take our personality back after."""
+    if randomised:
+        yield
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.personality.argtypes = [ctypes.c_ulong]
+    own = libc.personality(PER_QUERY)
+    # The container's seccomp profile allows exactly ADDR_NO_RANDOMIZE on its own (workcopy.PERSONALITY_RULE).
+    if own == -1 or libc.personality(own | ADDR_NO_RANDOMIZE) == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, f"personality(ADDR_NO_RANDOMIZE): {os.strerror(err)}")
+    try:
+        yield
+    finally:
+        libc.personality(own)
 
 
 def pump(proc: subprocess.Popen, out: Stream, err: Stream, deadline_s: float, started: float) -> tuple[bool, tuple]:

@@ -28,14 +28,14 @@ if not __package__:
 
 try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import snapshot
-    from probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
-    from warmclient import ParentLost, WarmParents
+    from probeproc import Stream, drain, layout, oom_kills, open_oom_score, pump, spawn
+    from warmclient import Knobs, ParentLost, WarmParents
     from warmplan import Probe, pythonpath, shadowed
     from workdir import COPY, WorkDir
 except ImportError:  # imported on the host as worker.box.supervisor
     from worker.box.fsdiff import snapshot
-    from worker.box.probeproc import Stream, drain, oom_kills, open_oom_score, pump, spawn
-    from worker.box.warmclient import ParentLost, WarmParents
+    from worker.box.probeproc import Stream, drain, layout, oom_kills, open_oom_score, pump, spawn
+    from worker.box.warmclient import Knobs, ParentLost, WarmParents
     from worker.box.warmplan import Probe, pythonpath, shadowed
     from worker.box.workdir import COPY, WorkDir
 
@@ -92,7 +92,8 @@ def kill_everything() -> None:
 
 
 def check_clock(batch: dict) -> str | None:
-    """Prove a child that clears LD_PRELOAD and FAKETIME* still reads the frozen instant; else say why."""
+    """Prove a child that clears LD_PRELOAD and FAKETIME* still reads the frozen instant; else say why.
+    A ticking batch's child starts its clock at the instant when it first reads it, so the same slack holds."""
     expect = batch.get("frozen_epoch")
     if expect is None:
         return None
@@ -150,7 +151,7 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
         parent_s, timed_out, code, usage, duration = run_warm(batch, trial, work, env, out, err)
     else:
         _parents.stop()  # none in a fresh container; kill_everything() below would end it anyway
-        with open(trial["stdin"], "rb") as stdin:
+        with open(trial["stdin"], "rb") as stdin, layout(batch.get("aslr", True)):
             started = time.monotonic()
             proc = spawn(trial["argv"], stdin, work, env, batch["oom_fd"])
         timed_out, (_, status, rusage) = pump(proc, out, err, float(trial["deadline_s"]), started)
@@ -184,7 +185,8 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
         "work_copy": workdir.mode,
         "work_copy_note": workdir.note,
         "interpreter": "warm" if warm else "fresh",
-        "hash_seed": _parents.hash_seed if warm else None,
+        # The seed the probe's hashes ran with, wherever it is known: its warm parent's, or the batch's.
+        "hash_seed": _parents.hash_seed if warm else batch.get("hash_seed"),
         # Where the trial's time went, for benchmarks/trial_overhead.py: once per container (setup)
         # and per trial (its work dir, the probe, the write detection; reset is added after it).
         "steps_s": {
@@ -211,8 +213,11 @@ def run_warm(
     probe = Probe(trial["argv"], work)
     # The names the tree shadows where this probe looks first; the parent must not have imported them.
     skip = shadowed([probe.first_path(), *pythonpath(env)])
-    parent_s = _parents.ready(trial["argv"][0], env, skip)
+    knobs = Knobs.of(batch)
+    parent_s = _parents.ready(trial["argv"][0], env, skip, knobs)
     request = {"argv": trial["argv"], "env": env, "cwd": work}
+    if knobs.ticking_from is not None:
+        request["faketime"] = "@" + knobs.ticking_from  # the child's own clock starts at the instant
     try:
         with open(trial["stdin"], "rb") as stdin:
             deadline_s = float(trial["deadline_s"])

@@ -1,7 +1,8 @@
 """The supervisor's side of warm-interpreter trials: it starts a warm parent (worker/box/warmparent.py)
-with a fresh PYTHONHASHSEED, hands it each trial's descriptors, pumps the child's pipes under the
-deadline, and replaces the parent after PARENT_TRIALS trials, when the tree shadows other names, or
-when it is lost.
+with a fresh PYTHONHASHSEED (or the batch's), hands it each trial's descriptors, pumps the child's pipes
+under the deadline, and replaces the parent after PARENT_TRIALS trials, when the tree shadows other
+names, when the batch's knobs (hash seed, ASLR, clock mode) differ from the ones it was started with,
+or when it is lost.
 
 Stdlib-only, mounted read-only beside supervisor.py and imported by it inside the sandbox.
 """
@@ -17,11 +18,12 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
-    from probeproc import CHUNK, PIPE_SIZE, Stream
+    from probeproc import CHUNK, PIPE_SIZE, Stream, layout
 except ImportError:  # imported on the host as worker.box.warmclient
-    from worker.box.probeproc import CHUNK, PIPE_SIZE, Stream
+    from worker.box.probeproc import CHUNK, PIPE_SIZE, Stream, layout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Trials per parent. Hash randomisation is fixed when an interpreter starts, so each parent is one
@@ -37,6 +39,23 @@ MAX_HASH_SEED = 2**32 - 1
 PARENT_ENV = ("PATH", "HOME", "LANG", "TZ", "FAKETIME_DONT_FAKE_MONOTONIC", "FAKETIME_DISABLE_SHM")
 
 
+@dataclass(frozen=True)
+class Knobs:
+    """What `gate flakes explain` may hold fixed, as a parent is started with it (a batch's, see
+    worker/host/batchfile.py): a parent started with other knobs is replaced."""
+
+    hash_seed: int | None = None  # None: a fresh random seed per parent
+    aslr: bool = True
+    # The frozen instant as faketimerc writes it ("YYYY-MM-DD HH:MM:SS") when the clock ticks, else None.
+    ticking_from: str | None = None
+
+    @classmethod
+    def of(cls, batch: dict) -> Knobs:
+        seed = batch.get("hash_seed")
+        ticking = batch.get("faketime") if batch.get("clock_ticks") else None
+        return cls(None if seed is None else int(seed), bool(batch.get("aslr", True)), ticking)
+
+
 class ParentLost(Exception):
     """The warm parent ended or stopped answering while a trial ran: the probe's doing (it can signal
     the parent, as the same user), never a result to report as the probe's exit."""
@@ -50,6 +69,7 @@ class WarmParents:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.skip: frozenset[str] = frozenset()
+        self.knobs = Knobs()
         self.served = 0
         self.hash_seed = 0
         self.imported: list[str] = []
@@ -60,37 +80,50 @@ class WarmParents:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def ready(self, python: str, env: dict[str, str], skip: set[str]) -> float:
-        """Make sure a parent fit for a trial runs (started with `python` in `env`'s PATH, never having
-        imported a name in `skip`); returns the seconds spent starting one (0.0 when reused)."""
-        fit = self.served < self.trials_per_parent and frozenset(skip) == self.skip
+    def ready(self, python: str, env: dict[str, str], skip: set[str], knobs: Knobs | None = None) -> float:
+        """Make sure a parent fit for a trial runs (started with `python` in `env`'s PATH and with `knobs`,
+        never having imported a name in `skip`); returns the seconds spent starting one (0.0 when reused)."""
+        knobs = knobs or Knobs()
+        fit = self.served < self.trials_per_parent and frozenset(skip) == self.skip and knobs == self.knobs
         # A parent gone between trials (nothing of a trial runs then) is replaced, never blamed on the next one.
         if self.proc is not None and fit and self.proc.poll() is None:
             return 0.0
         self.stop()
         started = time.monotonic()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.hash_seed = 1 + int.from_bytes(os.urandom(4), "big") % MAX_HASH_SEED  # 0 would turn it off
+        if knobs.hash_seed is None:
+            self.hash_seed = 1 + int.from_bytes(os.urandom(4), "big") % MAX_HASH_SEED  # 0 would turn it off
+        else:
+            self.hash_seed = knobs.hash_seed
         parent_env = {key: env[key] for key in PARENT_ENV if key in env}
         parent_env.update(PYTHONHASHSEED=str(self.hash_seed), PYTHONDONTWRITEBYTECODE="1")
+        if knobs.ticking_from is not None:
+            # A forked child inherits libfaketime's start instant, so a parent reading the ticking
+            # faketimerc would hand every child a clock already run on by the parent's age. This parent
+            # stands still at the instant instead, reading it from FAKETIME (never the file), with no
+            # cache: each child's "@" FAKETIME (warmparent.become_probe) is then a new setting, and
+            # libfaketime starts that child's clock at the instant on its first read.
+            parent_env.update(FAKETIME=knobs.ticking_from, FAKETIME_NO_CACHE="1")
         names = os.memfd_create("probegate-skip")  # inherited through pass_fds
         os.write(names, "\n".join(sorted(skip)).encode())
         os.lseek(names, 0, os.SEEK_SET)
         argv = [python, "-s", "-P", f"{HERE}/warmparent.py", str(theirs.fileno()), str(names)]
         try:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                env=parent_env,
-                pass_fds=(theirs.fileno(), names),
-            )
+            # Its children are forks that share its layout: the parent is what must start without ASLR.
+            with layout(knobs.aslr):
+                self.proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd="/",
+                    env=parent_env,
+                    pass_fds=(theirs.fileno(), names),
+                )
         finally:
             theirs.close()
             os.close(names)
-        self.sock, self.skip, self.served = ours, frozenset(skip), 0
+        self.sock, self.skip, self.knobs, self.served = ours, frozenset(skip), knobs, 0
         try:
             hello = self._answer(READY_S)
         except ParentLost as exc:

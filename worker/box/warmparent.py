@@ -86,12 +86,18 @@ import types  # noqa: E402
 from importlib.machinery import SourceFileLoader  # noqa: E402
 
 PR_SET_DUMPABLE = 4
+ADDR_NO_RANDOMIZE = 0x0040000  # personality flags, as probeproc.layout sets them
+PER_QUERY = 0xFFFFFFFF
 SHIELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT)
 OWN_FILES = frozenset({__file__, os.path.join(HERE, "warmplan.py"), runpy.__file__})
 
 
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def prctl_dumpable(value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     if libc.prctl(PR_SET_DUMPABLE, value, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl(PR_SET_DUMPABLE, {value}) failed")
 
@@ -169,6 +175,11 @@ def become_probe(fds: list[int], sock: socket.socket, stamp: mmap.mmap) -> int:
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
+    # A ticking clock (worker/box/warmclient.py): a new FAKETIME makes libfaketime start this child's
+    # clock at the instant on its next read. Set in the C environment only: os.environ stays the
+    # probe's, as a fresh interpreter's would be.
+    if request.get("faketime") and _libc().setenv(b"FAKETIME", request["faketime"].encode(), 1) != 0:
+        raise OSError(ctypes.get_errno(), "setenv(FAKETIME) failed")
     time.tzset()
     for name in [m for m in sys.modules if m not in WARM]:
         del sys.modules[name]
@@ -225,10 +236,9 @@ def finish(code: int) -> int:
     return code
 
 
-def serve(sock: socket.socket) -> None:
-    """Fork a child per request until the supervisor closes its end; each report says how long the
-    child took from the fork to the probe's start (`fork`, seconds; None when it never got there)."""
-    stamp = mmap.mmap(-1, 8)  # shared with each child until it unmaps it, just before the probe runs
+def serve(sock: socket.socket, stamp: mmap.mmap, run=become_probe) -> None:
+    """Fork a child per request until the supervisor closes its end, each running `run`; each report says
+    how long the child took from the fork to the probe's start (`fork`, seconds; None when it never got there)."""
     while True:
         try:
             msg, fds, _, _ = socket.recv_fds(sock, 64, 4)
@@ -247,7 +257,7 @@ def serve(sock: socket.socket) -> None:
         if pid == 0:
             code = 70
             try:
-                code = become_probe(fds, sock, stamp)
+                code = run(fds, sock, stamp)
             finally:
                 os._exit(code)
         for fd in fds:
@@ -260,13 +270,34 @@ def serve(sock: socket.socket) -> None:
         send(sock, {**report, "fork": fork})
 
 
+def rehearse(stamp: mmap.mmap) -> None:
+    """Serve one request, over a socket of our own, whose child ends at once. What a pass of `serve`
+    leaves allocated for good (the first calls' caches) is then there before the first real child forks:
+    with ASLR off, every child, the first too, forks from the same heap and gets the same addresses."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        socket.send_fds(theirs, [b"go"], [null] * 4)
+    finally:
+        os.close(null)
+    theirs.shutdown(socket.SHUT_WR)  # serve returns at the end of its one request
+    serve(ours, stamp, lambda fds, sock, stamp: 0)
+    ours.close()
+    theirs.close()
+
+
 def main() -> int:
     sock = socket.socket(fileno=int(sys.argv[1]))
     for sig in SHIELD:
         signal.signal(sig, signal.SIG_IGN)  # a probe's stray signal must not end the parent
     prctl_dumpable(0)  # no child can read or write this process's memory through /proc
+    stamp = mmap.mmap(-1, 8)  # shared with each child until it unmaps it, just before the probe runs
+    personality = _libc().personality
+    personality.argtypes = [ctypes.c_ulong]
+    if personality(PER_QUERY) & ADDR_NO_RANDOMIZE:  # started so by the supervisor (warmclient.Knobs.aslr)
+        rehearse(stamp)
     send(sock, {"ready": True, "imported": IMPORTED, "refused": REFUSED, "hash_seed": os.environ.get("PYTHONHASHSEED")})
-    serve(sock)
+    serve(sock, stamp)
     return 0
 
 

@@ -37,6 +37,9 @@ def probe_env(spec: TrialSpec) -> dict[str, str]:
         "PROBEGATE_TRIAL_SEED": str(spec.seed),
         "PROBEGATE_PROPERTY": spec.property_id,
     }
+    if spec.hash_seed is not None:
+        # Held fixed by `gate flakes explain`; unset, each fresh interpreter draws its own.
+        env["PYTHONHASHSEED"] = str(spec.hash_seed)
     if spec.pythonpath:
         # The suite's, never the image's: a derived image that sets PYTHONPATH is refused by the preflight.
         env["PYTHONPATH"] = ":".join(f"{WORK}/{entry}" for entry in spec.pythonpath)
@@ -80,5 +83,12 @@ def batch_file(pending: list[TrialSpec]) -> dict:
         "frozen_epoch": pending[0].clock.frozen_at.timestamp(),
         # "fresh" or "warm" (worker/box/warm.py); the whole batch shares it (gate.core.suite.batching).
         "interpreter": pending[0].interpreter.value,
+        # The explain knobs, shared by the whole batch like the clock: the warm parent is started with
+        # them, a fresh probe spawned with ASLR as asked, and the clock mode is /etc/faketimerc's
+        # (worker/host/warm.py writes it before the batch file).
+        "hash_seed": pending[0].hash_seed,
+        "aslr": pending[0].aslr,
+        "clock_ticks": pending[0].clock_ticks,
+        "faketime": pending[0].clock.faketimerc(),
         "trials": trials,
     }

@@ -223,7 +223,9 @@ def report_observation(
         work_copy=report.get("work_copy"),
         work_copy_note=report.get("work_copy_note") or work_copy_note,
         interpreter=report.get("interpreter"),
-        hash_seed=report.get("hash_seed"),
+        # The supervisor says the seed the probe ran with (its warm parent's, or the batch's); the spec's
+        # is the one it was given in any case.
+        hash_seed=report.get("hash_seed") if report.get("hash_seed") is not None else spec.hash_seed,
     )
 
 

@@ -270,6 +270,7 @@ class DockerSandbox:
             duration_s=duration,
             image_id=image_id,
             worker_id=self.worker_id,
+            hash_seed=spec.hash_seed,
         )
 
     def _lost(self, container: Container, spec: TrialSpec, image_id: str) -> Observation:
@@ -286,6 +287,7 @@ class DockerSandbox:
                 signal=9,
                 image_id=image_id,
                 worker_id=self.worker_id,
+                hash_seed=spec.hash_seed,
             )
         code = state.get("ExitCode")
         why = f"supervisor gave no report (container exit {code}): {last_line(tail)}"

@@ -30,9 +30,17 @@ from worker.host.treemount import release, show
 HOST_IDLE_S = 40.0  # the host hands out no container idle longer than this (a margin below IDLE_S)
 
 # A spare's faketimerc until a batch binds its clock. The same length and format as every real one
-# (ClockSpec.faketimerc), so rewriting it in place never shows a reader an empty or unparsable file:
-# libfaketime re-reads it in running processes too, and exits on a bad one (seen: the supervisor).
-UNBOUND_CLOCK = "2000-01-01 00:00:00"
+# (clock_line), so rewriting it in place never shows a reader an empty or unparsable file: libfaketime
+# re-reads it in running processes too, and exits on a bad one (seen: the supervisor).
+UNBOUND_CLOCK = " 2000-01-01 00:00:00"
+
+
+def clock_line(clock: ClockSpec, ticks: bool) -> bytes:
+    """The faketimerc contents for `clock`: "@" before the instant starts a clock that ticks from it
+    (libfaketime's start-at mode), a space keeps it frozen. Both modes have the same length and put the
+    instant at the same offset, so a rewrite in place between them changes one byte and the date (glibc's
+    strptime skips the leading space; a leading newline would not do: libfaketime reads "" then and exits)."""
+    return (("@" if ticks else " ") + clock.faketimerc() + "\n").encode()
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,7 @@ class Warm:
 
     def __init__(self, run_id: str, tmp: tempfile.TemporaryDirectory, in_dir: Path, src_dir: Path) -> None:
         self.shape: BoundShape | None = None  # set by `bind`: until then the container serves no batch
+        self.clock_ticks = False  # the mode its faketimerc says (`send` switches it per batch)
         self._run_id = run_id
         self.tmp = tmp
         self.in_dir = in_dir
@@ -109,11 +118,18 @@ class Warm:
         # Every entry is the sandbox uid's or none is: a snapshot's owner is set whole (world_readable).
         st = os.lstat(tree)
         self.tree_in_place = self.tree_mount and (st.st_uid, st.st_gid) == (SANDBOX_UID, SANDBOX_UID)
-        write_in_place(self.in_dir / "faketimerc", (shape.clock.faketimerc() + "\n").encode())
+        write_in_place(self.in_dir / "faketimerc", clock_line(shape.clock, self.clock_ticks))
         self.shape = shape
 
     def send(self, batch: dict, fixtures: dict[str, bytes]) -> int:
-        """Write this batch's fixture files (once each) and then its batch file; returns its number."""
+        """Write this batch's fixture files (once each), its clock mode, and then its batch file; returns
+        its number."""
+        ticks = bool(batch.get("clock_ticks"))
+        if ticks != self.clock_ticks and self.shape is not None:
+            # Between batches nothing of a trial runs: a probe reads the file as it starts, and the warm
+            # parent is replaced when the batch's clock mode differs (worker/box/warmclient.py).
+            write_in_place(self.in_dir / "faketimerc", clock_line(self.shape.clock, ticks))
+            self.clock_ticks = ticks
         for digest, data in fixtures.items():
             if digest not in self._fixtures:
                 self._write(f"stdin-{digest}", data)

@@ -4,9 +4,14 @@
 tree laid out once per container (worker/box/workdir.py), so a trial costs the same whatever the
 tree's size. The supervisor makes its own user and mount namespace for that, which Docker's
 default seccomp profile refuses without CAP_SYS_ADMIN: these containers get Docker's default
-profile (vendored verbatim in seccomp/, the engine's own version) plus exactly one rule allowing
-`unshare`, `mount` and `umount2`. Never seccomp=unconfined. The supervisor then installs a second
-filter (worker/box/nsfilter.py) that refuses new namespaces to every probe.
+profile (vendored verbatim in seccomp/, the engine's own version) plus one rule allowing `unshare`,
+`mount` and `umount2`. Never seccomp=unconfined. The supervisor then installs a second filter
+(worker/box/nsfilter.py) that refuses new namespaces to every probe.
+
+Containers of both modes also get one rule Docker's profile lacks, allowing
+`personality(ADDR_NO_RANDOMIZE)`: the supervisor turns address-space layout randomisation off for the
+probes of a batch that asks for it (`gate flakes explain`), so copy mode too gets the vendored profile
+(plus that rule only) instead of the engine's built-in one.
 
 `copy`: today's fresh copy and full read-back per trial. Forced by PROBEGATE_WORK_COPY=copy (or the
 sandbox's `work_copy` option), chosen where this host cannot give overlay mode, and chosen by a
@@ -32,6 +37,18 @@ SUPERVISOR_RULE = {
     "action": "SCMP_ACT_ALLOW",
     "args": [],
     "comment": "probegate: the supervisor's own user and mount namespace and per-trial overlays",
+    "includes": {},
+    "excludes": {},
+}
+
+# personality(2) with exactly ADDR_NO_RANDOMIZE: Docker allows only a handful of other personas (0, 8,
+# 0x20000, 0x20008, and 0xffffffff to read it). A process can only turn off randomisation of what it
+# execs later, never of a running process or anything outside its container.
+PERSONALITY_RULE = {
+    "names": ["personality"],
+    "action": "SCMP_ACT_ALLOW",
+    "args": [{"index": 0, "value": 0x0040000, "op": "SCMP_CMP_EQ"}],
+    "comment": "probegate: ADDR_NO_RANDOMIZE for the probes of a batch that turns ASLR off",
     "includes": {},
     "excludes": {},
 }
@@ -94,16 +111,16 @@ def _read(path: Path) -> str | None:
 
 
 @functools.cache
-def seccomp_profile() -> str:
-    """Docker's default profile with SUPERVISOR_RULE added, as the JSON `seccomp=` takes."""
+def seccomp_profile(mode: WorkCopy = WorkCopy.OVERLAY) -> str:
+    """Docker's default profile with PERSONALITY_RULE added, and SUPERVISOR_RULE for overlay mode, as
+    the JSON `seccomp=` takes."""
     profile = json.loads(PROFILE.read_text())
-    profile["syscalls"].append(SUPERVISOR_RULE)
+    profile["syscalls"].append(PERSONALITY_RULE)
+    if mode is WorkCopy.OVERLAY:
+        profile["syscalls"].append(SUPERVISOR_RULE)
     return json.dumps(profile, separators=(",", ":"))
 
 
 def security_options(mode: WorkCopy) -> list[str]:
-    """The container's security_opt for `mode`: no-new-privileges always; the profile for overlay."""
-    options = ["no-new-privileges"]
-    if mode is WorkCopy.OVERLAY:
-        options.append(f"seccomp={seccomp_profile()}")
-    return options
+    """The container's security_opt for `mode`: no-new-privileges and the mode's seccomp profile."""
+    return ["no-new-privileges", f"seccomp={seccomp_profile(mode)}"]

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gate.core.suite.trial import ClockSpec, Limits
-from worker.host.warm import UNBOUND_CLOCK, BoundShape, IdleContainers, fill_tree, write_in_place
+from worker.host.warm import UNBOUND_CLOCK, BoundShape, IdleContainers, clock_line, fill_tree, write_in_place
 
 
 def test_rewrite_keeps_the_inode(tmp_path: Path) -> None:
@@ -20,8 +20,8 @@ def test_rewrite_keeps_the_inode(tmp_path: Path) -> None:
     path = tmp_path / "faketimerc"
     path.write_text(UNBOUND_CLOCK + "\n")
     inode = path.stat().st_ino
-    write_in_place(path, b"2026-03-01 00:00:00\n")
-    assert path.stat().st_ino == inode and path.read_text() == "2026-03-01 00:00:00\n"
+    write_in_place(path, b" 2026-03-01 00:00:00\n")
+    assert path.stat().st_ino == inode and path.read_text() == " 2026-03-01 00:00:00\n"
 
 
 def test_rewrite_of_another_length_is_refused(tmp_path: Path) -> None:
@@ -33,10 +33,20 @@ def test_rewrite_of_another_length_is_refused(tmp_path: Path) -> None:
     assert path.read_text() == UNBOUND_CLOCK + "\n"
 
 
-@given(st.datetimes(min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)))
-def test_every_clock_fits_the_placeholder(instant: datetime) -> None:
-    """Every instant's faketimerc line has the placeholder's length, so binding never truncates."""
-    assert len(ClockSpec(frozen_at=instant).faketimerc()) == len(UNBOUND_CLOCK)
+@given(
+    st.datetimes(min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)),
+    st.booleans(),
+)
+def test_every_clock_fits_the_placeholder(instant: datetime, ticks: bool) -> None:
+    """Every instant's faketimerc line, frozen or ticking, has the placeholder's length, so binding never truncates."""
+    assert len(clock_line(ClockSpec(frozen_at=instant), ticks)) == len(UNBOUND_CLOCK + "\n")
+
+
+def test_the_clock_modes_differ_in_their_first_byte_only() -> None:
+    """A frozen line is the instant after a space, a ticking one after "@" (libfaketime's start-at mode)."""
+    clock = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))
+    assert clock_line(clock, ticks=False) == b" 2026-03-01 00:00:00\n"
+    assert clock_line(clock, ticks=True) == b"@2026-03-01 00:00:00\n"
 
 
 def test_tree_is_laid_out_whole(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Work copy modes without Docker: which mode a sandbox asks for, the seccomp profile overlay mode
-gives its containers (Docker's default, vendored verbatim, plus one rule), what the host's and the
+"""Work copy modes without Docker: which mode a sandbox asks for, the seccomp profile each mode gives
+its containers (Docker's default, vendored verbatim, plus our rules), what the host's and the
 engine's settings refuse, how a report's mode reaches the observation, and how the card sums it up."""
 
 from __future__ import annotations
@@ -27,24 +27,43 @@ def test_the_vendored_profile_is_dockers_default_verbatim():
     assert (workcopy.PROFILE.parent / "LICENSE").read_text().lstrip().startswith("Apache License")
 
 
-def test_the_overlay_profile_adds_exactly_one_rule_and_is_never_unconfined():
-    """The profile is Docker's default plus one allow rule for mount, umount2 and unshare, and nothing else."""
+PERSONALITY = {
+    "names": ["personality"],
+    "action": "SCMP_ACT_ALLOW",
+    "args": [{"index": 0, "value": 0x0040000, "op": "SCMP_CMP_EQ"}],
+}
+
+
+def test_the_overlay_profile_adds_exactly_two_rules_and_is_never_unconfined():
+    """The overlay profile is Docker's default plus personality(ADDR_NO_RANDOMIZE) and one allow rule for
+    mount, umount2 and unshare, and nothing else."""
     default = json.loads(workcopy.PROFILE.read_text())
-    ours = json.loads(workcopy.seccomp_profile())
-    assert ours["syscalls"][:-1] == default["syscalls"]
+    ours = json.loads(workcopy.seccomp_profile(WorkCopy.OVERLAY))
+    assert ours["syscalls"][:-2] == default["syscalls"]
     assert {k: v for k, v in ours.items() if k != "syscalls"} == {k: v for k, v in default.items() if k != "syscalls"}
     assert ours["defaultAction"] == "SCMP_ACT_ERRNO"
-    rule = ours["syscalls"][-1]
+    personality, rule = ours["syscalls"][-2:]
+    assert {k: personality[k] for k in PERSONALITY} == PERSONALITY
     assert sorted(rule["names"]) == ["mount", "umount2", "unshare"] and rule["action"] == "SCMP_ACT_ALLOW"
     assert rule["args"] == [] and rule["includes"] == {} and rule["excludes"] == {}
 
 
+def test_the_copy_profile_adds_only_the_personality_rule():
+    """Copy mode's profile is Docker's default plus personality(ADDR_NO_RANDOMIZE) alone: no mount or unshare."""
+    default = json.loads(workcopy.PROFILE.read_text())
+    ours = json.loads(workcopy.seccomp_profile(WorkCopy.COPY))
+    assert ours["syscalls"][:-1] == default["syscalls"]
+    assert {k: ours["syscalls"][-1][k] for k in PERSONALITY} == PERSONALITY
+    assert ours["syscalls"][-1]["includes"] == {} and ours["syscalls"][-1]["excludes"] == {}
+
+
 def test_security_options_per_mode():
-    """Copy mode keeps Docker's built-in profile; overlay mode passes ours; both keep no-new-privileges."""
-    assert workcopy.security_options(WorkCopy.COPY) == ["no-new-privileges"]
-    overlay = workcopy.security_options(WorkCopy.OVERLAY)
-    assert overlay[0] == "no-new-privileges" and overlay[1].startswith("seccomp={")
-    assert not any("unconfined" in option for option in overlay)
+    """Each mode passes its own profile (never unconfined) and keeps no-new-privileges."""
+    for mode in WorkCopy:
+        options = workcopy.security_options(mode)
+        assert options == ["no-new-privileges", f"seccomp={workcopy.seccomp_profile(mode)}"]
+        assert not any("unconfined" in option for option in options)
+    assert workcopy.seccomp_profile(WorkCopy.COPY) != workcopy.seccomp_profile(WorkCopy.OVERLAY)
 
 
 def test_the_option_wins_over_the_environment_and_copy_says_why(monkeypatch):
