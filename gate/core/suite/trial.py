@@ -76,8 +76,8 @@ class ClockSpec(BaseModel):
 
     @model_validator(mode="after")
     def _representable(self) -> ClockSpec:
-        # faketimerc is "%Y-%m-%d %H:%M:%S", exactly 19 characters (warm.UNBOUND_CLOCK is rewritten in
-        # place), so the wall time in `zone` must fall in years 1000..9999.
+        # faketimerc holds "%Y-%m-%d %H:%M:%S" at a fixed width (warm.UNBOUND_CLOCK is rewritten in place),
+        # so the wall time in `zone` must fall in years 1000..9999.
         try:
             year = self.frozen_at.astimezone(ZoneInfo(self.zone)).year
         except OverflowError:
