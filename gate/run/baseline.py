@@ -152,6 +152,8 @@ def _nightly_line(first: str, second: str, nightly: NightlyOutcome) -> dict[str,
             "lift": [lift.line() for lift in nightly.lifts],
             # The measured cause of each flake: a source, "residual", or why none was named.
             "causes": {e.property_id: e.source or str(e.finding) for e in nightly.causes},
+            # Across the suite: each measured cause with the properties it moves (freezes and this pair).
+            "suite_causes": {cause: list(ids) for cause, ids in nightly.suite_causes.items()},
         }
     }
 

@@ -17,7 +17,7 @@ The second run's card is then written again with `flake_files` and `lift_proposa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gate.core.card.card import VerdictCard
@@ -34,6 +34,7 @@ from gate.core.policy.history import (
     pair_flakes,
     record,
 )
+from gate.core.report.causes import suite_causes
 from gate.core.report.proposals import (
     FREEZE_PROPOSAL,
     REPAIR_TASK,
@@ -55,6 +56,8 @@ class NightlyOutcome:
     freeze_ids: tuple[str, ...]
     broken_safety: tuple[str, ...]
     causes: tuple[Explanation, ...] = ()
+    # Every measured cause across the suite (the freeze file's and this pair's), with the properties it moves.
+    suite_causes: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # Explains the named properties on the pair's tree (`gate.run.explain`), one explanation each.
@@ -129,4 +132,5 @@ def settle_pair(
         freeze_ids=files.freeze_ids if files else (),
         broken_safety=broken,
         causes=causes,
+        suite_causes=suite_causes(freeze_file, causes),
     )

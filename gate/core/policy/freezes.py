@@ -35,6 +35,9 @@ class FreezeEntry(BaseModel):
     # Who repairs the property and lifts the freeze; empty in a proposal until a person takes it.
     owner: str = Field("", max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")
     retry_allowed: Literal[False] = False
+    # The measured cause (`gate flakes explain`): a source such as "hash_seed", "trial_seed+hash_seed" or
+    # "residual"; empty when none was measured. Reported across the suite by the nightly pair.
+    cause: str = Field("", max_length=100, pattern=r"^[a-z_+]*$")
 
 
 class FreezeFile(BaseModel):

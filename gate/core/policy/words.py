@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from gate.core.policy.explain import Explanation, Finding, Showed, Tried
+from gate.core.policy.explain import Explanation, Finding, Showed, Tried, bound
 from gate.core.policy.history import PairFlake
 from gate.core.policy.sources import Source
 
@@ -56,7 +56,9 @@ WORDS: dict[Source, Words] = {
         "import what the probe needs itself and reset the global state it changes",
     ),
 }
-RESIDUAL_MEANING = "entropy the sandbox does not control (os.urandom, uuid4, secrets) or thread scheduling"
+RESIDUAL_MEANING = (
+    "entropy the sandbox does not control (os.urandom, uuid4, secrets), the trial's index, or thread scheduling"
+)
 RESIDUAL_FIX = "draw randomness from PROBEGATE_TRIAL_SEED and join threads before comparing"
 
 
@@ -81,7 +83,11 @@ def sentence(explanation: Explanation, *, budget: int) -> str:
         )
     if finding is Finding.STEADY:
         [tried] = explanation.tried
-        return f"steady at {tried.counts()} with every source varying: nothing here makes it change colour."
+        rate = bound(tried.hits + tried.misses + tried.timeouts)
+        return (
+            f"steady at {tried.counts()} with every source varying: if it changes colour at all here, it does"
+            f" in fewer than {rate:.1%} of trials (95%)."
+        )
     return _unexplained(explanation.tried, spent=explanation.trials, budget=budget)
 
 

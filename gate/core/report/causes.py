@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gate.core.policy.explain import Explanation
+from gate.core.policy.freezes import FreezeFile
 from gate.core.policy.sources import Source
 from gate.core.policy.words import named
 from gate.core.report.markdown import md_code, md_inline
@@ -25,6 +26,26 @@ def cause_of(explanation: Explanation | None) -> str:
 
 def _fixable(explanation: Explanation) -> str:
     return " (fixable in the probe or the code)" if set(explanation.source.split("+")) <= FIXABLE else ""
+
+
+def measured(explanation: Explanation | None) -> str:
+    """The source a freeze entry records as its cause ("" when none was named)."""
+    return explanation.source if explanation is not None and named(explanation) else ""
+
+
+def suite_causes(freezes: FreezeFile | None, causes: Sequence[Explanation]) -> dict[str, tuple[str, ...]]:
+    """Every measured cause across the suite, with the properties it moves: the freeze file's entries that
+    record one, and the flakes just explained (one cause per property: the newest measurement wins)."""
+    by_property: dict[str, str] = {}
+    for entry in freezes.freezes if freezes is not None else ():
+        for pid in entry.properties:
+            if entry.cause:
+                by_property[pid] = entry.cause
+    by_property.update({e.property_id: e.source for e in causes if named(e)})
+    grouped: dict[str, list[str]] = {}
+    for pid, cause in sorted(by_property.items()):
+        grouped.setdefault(cause, []).append(pid)
+    return {cause: tuple(ids) for cause, ids in sorted(grouped.items())}
 
 
 def shared(causes: Sequence[Explanation]) -> dict[str, tuple[str, ...]]:

@@ -22,7 +22,7 @@ from gate.core.policy.explain import Explanation
 from gate.core.policy.flakes import BaseRerun, FlakeFiles, RerunVerdict
 from gate.core.policy.freezes import FreezeEntry, FreezeFile
 from gate.core.policy.history import LiftProposal, PairFlake
-from gate.core.report.causes import cause_lines, cause_of, shared_lines
+from gate.core.report.causes import cause_lines, cause_of, measured, shared_lines
 from gate.core.report.markdown import md_code, md_inline
 from gate.core.verdicts.verdict import Band, ColourChange, Verdict
 
@@ -182,6 +182,7 @@ def pair_freeze_proposal(
             f" {flake.first.run_id}, {flake.second.kind} in run {flake.second.run_id}"
             + (f"; {cause_of(by_id[flake.property_id])}" if flake.property_id in by_id else ""),
             created_at,
+            cause=measured(by_id.get(flake.property_id)),
         )
         for flake in flakes
         if bands.get(flake.property_id) is Band.CONTRACT
@@ -252,7 +253,7 @@ def render_lift_note(lifts: Sequence[LiftProposal]) -> str | None:
     return "\n".join(lines) + "\n"
 
 
-def _proposed(property_id: str, seal: str, reason: str, created_at: datetime) -> FreezeEntry:
+def _proposed(property_id: str, seal: str, reason: str, created_at: datetime, *, cause: str = "") -> FreezeEntry:
     """A proposed freeze of one property: no owner until a person takes it, `FREEZE_DAYS` to expiry, created
     at the run that found the flake (the lift streak counts only runs after it)."""
     return FreezeEntry(
@@ -263,4 +264,5 @@ def _proposed(property_id: str, seal: str, reason: str, created_at: datetime) ->
         created_at=created_at,
         expires_at=created_at + timedelta(days=FREEZE_DAYS),
         owner="",
+        cause=cause,
     )

@@ -269,7 +269,8 @@ def test_the_pair_explains_each_flake_and_groups_a_shared_cause(suite: Suite, tm
     assert code == RET_BLOCKED
     assert lines[-1]["nightly"]["causes"] == {CONTRACT: "hash_seed", SAFETY: "hash_seed"}
     (entry,) = json.loads((suite.card.parent / "freeze-proposal.json").read_text())["freezes"]
-    assert "cause hash_seed (fixable in the probe or the code)" in entry["reason"]
+    assert "cause hash_seed (fixable in the probe or the code)" in entry["reason"] and entry["cause"] == "hash_seed"
+    assert lines[-1]["nightly"]["suite_causes"] == {"hash_seed": sorted([CONTRACT, SAFETY])}
     task = (suite.card.parent / "repair-task.md").read_text()
     assert task.count("## Shared causes") == 1 and task.count("- Cause: `hash_seed` (fixable") == 2
     card = json.loads(suite.card.read_text())
