@@ -4,24 +4,25 @@ refuse what a flag cannot mean (NaN, negative waits) before anything runs."""
 from __future__ import annotations
 
 import argparse
-import math
-import re
 from pathlib import Path
 
 from gate import __version__
+from gate.cli.argtypes import finite, run_id, share
 from gate.cli.books import add_ledger_arguments, add_new_ledger_argument
 from gate.cli.diff import add_diff_parser
 from gate.cli.doctor import add_doctor_parser
 from gate.cli.evidence import add_evidence_parser
+from gate.cli.flakes import add_flakes_parser
 from gate.cli.images import add_image_arguments
 from gate.cli.init import add_init_parser
 from gate.cli.pool import add_pool_parser
 from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
+from gate.cli.runargs import add_placement_arguments, add_tree_arguments
 from gate.cli.setup import add_setup_parser
 from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
-from gate.cli.workers import add_registry_argument, add_workers_parser
+from gate.cli.workers import add_workers_parser
 from gate.io.cliargs import ArgParser
 
 
@@ -85,8 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_new_ledger_argument(base)
 
     add_report_parser(sub)
-    from gate.cli.flakes import add_flakes_parser  # it builds on this module's argument groups
-
     add_flakes_parser(sub)
 
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
@@ -131,67 +130,6 @@ def add_run_arguments(run: argparse.ArgumentParser, *, card_help: str) -> None:
     add_placement_arguments(run)
 
 
-def add_tree_arguments(run: argparse.ArgumentParser) -> None:
-    """The suite, the tree and the fixtures a command runs trials of."""
-    run.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")
-    run.add_argument("--workdir", type=Path, default=Path("."), help="the patched tree (default .)")
-    run.add_argument("--fixture", type=Path, help="fixture tree (default: the suite's `fixtures`)")
-    run.add_argument("--seal", type=Path, help="seal file of the fixture tree (default: the suite's `seal`)")
-
-
-def add_placement_arguments(run: argparse.ArgumentParser) -> None:
-    """Where a command's trials run: the local pool, or Celery workers over a broker, and in which image."""
-    run.add_argument("--jobs", type=int, help="parallel sandbox calls (default: cpu count)")
-    run.add_argument("--image", help="sandbox image tag (default: the bundled sandbox image)")
-    run.add_argument(
-        "--broker", metavar="URL", help="run trials on gate-worker processes over Redis (redis:// or rediss://)"
-    )
-    run.add_argument(
-        "--registry",
-        metavar="HOST[:PORT]",
-        help="with --broker: push the run's image there for workers to pull (default $PROBEGATE_REGISTRY; "
-        "without one, images travel through the blob store)",
-    )
-    run.add_argument(
-        "--queue", metavar="NAME", help="with --broker: the queue of a fleet (`gate-worker serve --queue`)"
-    )
-    run.add_argument(
-        "--worker-wait",
-        type=seconds,
-        default=30.0,
-        metavar="S",
-        help="with --broker: how long to wait for a worker before harness_error (default 30)",
-    )
-    run.add_argument(
-        "--room",
-        type=room,
-        metavar="N",
-        help="with --broker: batches each worker process may hold at once, the next sent as each answer comes "
-        "back (default 2); 0 sends each wave's batches at once round the workers and copies no straggler",
-    )
-    run.add_argument(
-        "--result-timeout",
-        type=seconds,
-        metavar="S",
-        help="with --broker: give up on unreported batches after S seconds (default: derived)",
-    )
-    add_registry_argument(
-        run, also="; with --broker only results signed by its enrolled workers count, and a run without one refuses"
-    )
-    run.add_argument(
-        "--interpreter",
-        choices=("fresh", "warm"),
-        help="run every trial in this interpreter mode, over the suite's `interpreter` (default "
-        "$PROBEGATE_INTERPRETER, else the suite's): compare the modes before switching a suite",
-    )
-    run.add_argument(
-        "--allow-unenrolled-workers",
-        action="store_true",
-        help="with --broker and no worker registry: take any worker's results (a loopback broker on this "
-        "machine); recorded on the card, which `gate accept` then refuses unless given the same flag",
-    )
-
-
 def add_select_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--property", action="append", default=[], metavar="ID", help="run only this property (repeatable)"
@@ -229,50 +167,3 @@ def add_accept_arguments(acc: argparse.ArgumentParser) -> None:
         help=f"require the card's signature (CARD.dsse.json) by this public key (default ${ACCEPT_KEY_ENV}, "
         "else the suite's `public_key`; with none of the three, no signature is required)",
     )
-
-
-def finite(text: str) -> float:
-    """argparse type: a finite float (float() alone takes "nan" and "inf")."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, not {text!r}")
-    return value
-
-
-def share(text: str) -> float:
-    """argparse type: a share from 0 to 1."""
-    value = finite(text)
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 1, not {text!r}")
-    return value
-
-
-def room(text: str) -> int:
-    """argparse type: a whole number of batches from 0 to 64."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 64, not {text!r}")
-    return value
-
-
-def run_id(text: str) -> str:
-    """argparse type: a run id as a card may name it (`gate.core.card.card.RUN_ID`)."""
-    from gate.core.card.card import RUN_ID  # late: the card models load only when the flag is given
-
-    if not re.fullmatch(RUN_ID, text):
-        raise argparse.ArgumentTypeError("a run id is 1 to 128 letters, digits, '.', '_' or '-'")
-    return text
-
-
-def seconds(text: str) -> float:
-    """argparse type: a finite number of seconds above 0."""
-    value = finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text!r}")
-    return value

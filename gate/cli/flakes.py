@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from gate.cli.arguments import add_placement_arguments, add_tree_arguments
+from gate.cli.runargs import add_placement_arguments, add_tree_arguments
 from gate.core.errors import RET_BLOCKED, RET_OK, UsageError
 
 if TYPE_CHECKING:
