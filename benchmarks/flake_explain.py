@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from dispatch_setup import bench_fleet  # noqa: E402
 from fleet import start_fleet  # noqa: E402
 
+from gate.cli import logs  # noqa: E402
 from gate.cli.executors import Placement, default_executor  # noqa: E402
 from gate.core.policy.explain import BUDGET, Explanation  # noqa: E402
 from gate.io.workers import load_roster  # noqa: E402
@@ -80,6 +81,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("local", "celery"))
     parser.add_argument("--property", action="append", default=[], choices=sorted(BUILT_WITH))
     args = parser.parse_args()
+    logs.configure("warning")  # the table goes to stdout; structlog's default is stdout too
     pids = args.property or list(BUILT_WITH)
     rows: list[tuple[str, str, Explanation, float]] = []
     if args.only in (None, "local"):
