@@ -29,7 +29,7 @@ _EPILOG = (
 def add_flakes_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `flakes explain` to the `gate` command's subparsers."""
     flakes = subparsers.add_parser("flakes", help="explain flaky properties")
-    sub = flakes.add_subparsers(dest="flakes_command", required=True, parser_class=type(flakes))
+    sub = flakes.add_subparsers(dest="flakes_command", metavar="explain", required=True, parser_class=type(flakes))
     explain = sub.add_parser(
         "explain", help="find which source of nondeterminism moves a flaky property", epilog=_EPILOG
     )

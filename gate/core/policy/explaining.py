@@ -68,7 +68,7 @@ class Explainer:
         return Chunk(self._variant, self.spent, max(count, 1))
 
     def record(self, outcomes: Sequence[Outcome]) -> None:
-        """The judged outcomes of the last chunk (any order; a missing trial counts as not observed)."""
+        """The judged outcomes of the last chunk, in any order (the runner gives a lost trial as a fault)."""
         self.spent += len(outcomes)
         self._current.extend(outcomes)
         showed = stop_rule(self._current, self.steady_n)
