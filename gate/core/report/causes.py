@@ -1,5 +1,6 @@
 """What a freeze proposal and a repair task say of a flake's measured cause, and which flakes share
-one: properties explained by the same source are one finding (fix the cause once, clear them all)."""
+one: properties explained by the same source are one finding (fix the cause once, clear them all), and
+nightly flakes that failed in the same run are listed together."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Sequence
 
 from gate.core.policy.explain import Explanation
 from gate.core.policy.freezes import FreezeFile
+from gate.core.policy.history import PairFlake
 from gate.core.policy.sources import Source
 from gate.core.policy.words import named
 from gate.core.report.markdown import md_code, md_inline
+from gate.core.verdicts.verdict import Kind
 
 # Causes the probe or the code can remove: a freeze for one of them buys time for a fix, not a reprieve.
 FIXABLE = frozenset({Source.TRIAL_SEED.value, Source.HASH_SEED.value})
@@ -68,6 +71,34 @@ def shared_lines(causes: Sequence[Explanation]) -> list[str]:
         listed = ", ".join(md_code(pid) for pid in ids)
         lines.append(f"- {md_code(source)} moves {listed}: fix it once. {md_inline(words)}")
     return [*lines, ""]
+
+
+def failed_together(flakes: Sequence[PairFlake]) -> dict[str, tuple[str, ...]]:
+    """Nightly flakes that passed in one run of the pair and failed in the other, by the run they failed in
+    (only runs where more than one failed): failures that fall on the same trials may share a cause."""
+    runs: dict[str, list[str]] = {}
+    for flake in flakes:
+        passed = [entry.kind is Kind.PASS for entry in (flake.first, flake.second)]
+        if passed.count(True) == 1:
+            failed = flake.second if passed[0] else flake.first
+            runs.setdefault(failed.run_id, []).append(flake.property_id)
+    return {run_id: tuple(ids) for run_id, ids in runs.items() if len(ids) > 1}
+
+
+def together_lines(flakes: Sequence[PairFlake], causes: Sequence[Explanation]) -> list[str]:
+    """A repair task's "Failed in the same run" section: groups no shared source already explains."""
+    sources = {e.property_id: e.source for e in causes if named(e)}
+    lines = []
+    for run_id, ids in failed_together(flakes).items():
+        if len({sources.get(pid, pid) for pid in ids}) == 1:
+            continue  # one measured source explains them all: listed under Shared causes
+        listed = ", ".join(md_code(pid) for pid in ids)
+        lines.append(f"- run {md_code(run_id)}: {listed} failed together and passed together in the other run.")
+    if not lines:
+        return []
+    return ["## Failed in the same run", "", *lines, "",
+            "Failures on the same trials may share a cause no source names: what that run shared (the machine,",
+            "its load, a resource outside the sandbox).", ""]  # fmt: skip
 
 
 def cause_lines(explanation: Explanation | None, causes: Sequence[Explanation]) -> list[str]:

@@ -22,7 +22,7 @@ from gate.core.policy.explain import Explanation
 from gate.core.policy.flakes import BaseRerun, FlakeFiles, RerunVerdict
 from gate.core.policy.freezes import FreezeEntry, FreezeFile
 from gate.core.policy.history import LiftProposal, PairFlake
-from gate.core.report.causes import cause_lines, cause_of, measured, shared_lines
+from gate.core.report.causes import cause_lines, cause_of, measured, shared_lines, together_lines
 from gate.core.report.markdown import md_code, md_inline
 from gate.core.verdicts.verdict import Band, ColourChange, Verdict
 
@@ -209,6 +209,7 @@ def render_pair_repair_task(
         "Nothing changed between them, so each property below changes colour without a code change.",
         "",
         *shared_lines(causes),
+        *together_lines(flakes, causes),
     ]
     for flake in flakes:
         pid = md_code(flake.property_id)

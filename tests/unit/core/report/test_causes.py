@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 
 from gate.core.policy.explain import Explanation, Finding
 from gate.core.policy.freezes import FreezeEntry, FreezeFile
-from gate.core.report.causes import cause_lines, cause_of, shared, suite_causes
+from gate.core.policy.history import HistoryEntry, PairFlake
+from gate.core.report.causes import cause_lines, cause_of, failed_together, shared, suite_causes, together_lines
+from gate.core.verdicts.verdict import Kind
 
 NOW = datetime(2026, 12, 6, tzinfo=UTC)
 
@@ -42,3 +44,25 @@ def test_the_suite_wide_map_joins_the_freeze_file_and_the_new_measurements() -> 
     got = suite_causes(freezes, [found("b", "hash_seed"), found("c", "hash_seed")])
     assert got == {"hash_seed": ("b", "c"), "residual": ("a",)}
     assert suite_causes(None, []) == {}
+
+
+def pair(pid: str, first: Kind, second: Kind) -> PairFlake:
+    def at(run_id: str, kind: Kind) -> HistoryEntry:
+        return HistoryEntry(run_id=run_id, at=NOW, seal="0" * 64, commit="c", image_id="i", kind=kind, trials=1, hits=0)
+
+    return PairFlake(property_id=pid, first=at("run-1", first), second=at("run-2", second))
+
+
+def test_flakes_that_failed_in_the_same_run_are_listed_together_unless_one_source_explains_them() -> None:
+    """a and b failed in run-2 and passed in run-1: together; c failed in run-1 alone: no group; a group that
+    one measured source explains is left to Shared causes."""
+    flakes = [
+        pair("a", Kind.PASS, Kind.FAIL_CONTRACT),
+        pair("b", Kind.PASS, Kind.FAIL_SAFETY),
+        pair("c", Kind.FAIL_CONTRACT, Kind.PASS),
+    ]
+    assert failed_together(flakes) == {"run-2": ("a", "b")}
+    [line] = [x for x in together_lines(flakes, []) if x.startswith("- run")]
+    assert "`a`, `b` failed together" in line
+    assert together_lines(flakes, [found("a", "aslr"), found("b", "aslr")]) == []
+    assert together_lines(flakes, [found("a", "aslr"), found("b", "clock")]) != []
