@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from gate.cli.runargs import add_placement_arguments, add_tree_arguments
 from gate.core.errors import RET_BLOCKED, RET_OK, UsageError
+from gate.core.escaping import one_line
 
 if TYPE_CHECKING:
     from gate.cli.executors import Placement
@@ -20,7 +21,8 @@ _EPILOG = (
     "Each property is rerun on the base (--base REV, or the work tree with --allow-unchecked-oracle) with "
     "every source of nondeterminism varying, then all held fixed, then halves of them fixed, until one "
     "source (or two) holds it steady when fixed and moves it when only it varies. Prints one JSON line per "
-    "property: {property_id, finding, source, steady_with, flickers_with, trials, bound, tried, words}. "
+    "property on stdout: {property_id, finding, source, steady_with, flickers_with, trials, bound, tried, words}, "
+    "and the words on stderr. "
     "Exit 0: every property explained, named the residual, or steady; 1: one could not be explained within "
     "the budget; 64/65/66 as for `gate run`."
 )
@@ -86,6 +88,8 @@ def run_flakes(args: argparse.Namespace, *, placement: Placement, interpreter: L
     explanations = explain_flakes(request, executor_factory=executor_factory(placement), image_factory=build_for_run)
     for explanation in explanations:
         print(json.dumps(explanation.model_dump(mode="json")), file=sys.stdout)
+    for e in explanations:  # the same, in words, for whoever watches the terminal
+        print(one_line(f"{e.property_id}: {e.source or e.finding} ({e.trials} trials): {e.words}"), file=sys.stderr)
     if args.out is not None:
         write_atomic(args.out, (_document(explanations) + "\n").encode("utf-8"))
     unexplained = any(e.finding is Finding.UNEXPLAINED for e in explanations)
