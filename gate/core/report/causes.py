@@ -86,12 +86,11 @@ def failed_together(flakes: Sequence[PairFlake]) -> dict[str, tuple[str, ...]]:
 
 
 def together_lines(flakes: Sequence[PairFlake], causes: Sequence[Explanation]) -> list[str]:
-    """A repair task's "Failed in the same run" section: groups no shared source already explains."""
-    sources = {e.property_id: e.source for e in causes if named(e)}
+    """A repair task's "Failed in the same run" section: flakes no measured source explains, grouped by
+    the run they failed in (one with a named cause is under it, and under Shared causes)."""
+    explained = {e.property_id for e in causes if named(e)}
     lines = []
-    for run_id, ids in failed_together(flakes).items():
-        if len({sources.get(pid, pid) for pid in ids}) == 1:
-            continue  # one measured source explains them all: listed under Shared causes
+    for run_id, ids in failed_together([f for f in flakes if f.property_id not in explained]).items():
         listed = ", ".join(md_code(pid) for pid in ids)
         lines.append(f"- run {md_code(run_id)}: {listed} failed together and passed together in the other run.")
     if not lines:
