@@ -1,76 +1,7 @@
 """Per-worker broker credentials: one Redis ACL user per worker, which may take batches only from its own
-direct queue and write only its own results (worked out against real workers, see
-tests/integration/worker_celery/test_enrol.py).
-A worker started under such a user finds it may not read the shared queue (worker.celery.worker.confinement)
-and consumes its direct queue alone, keeping kombu's unacked bookkeeping under that queue's name
-(worker.celery.worker.cli, worker.celery.shared.app); results of a direct queue's batches live under that queue
-too (worker.celery.shared.results), where the coordinator reads them.
-
-Each rule, and why it is there (Q is the worker's direct queue, probegate.direct.<its key id>):
-
-    reset on >PASSWORD         a fresh user with its own generated password, no inherited rights
-    +ping +client|setname      health checks; Celery names its connections (CLIENT SETINFO: denied, harmless)
-    +select                    the URL's /DB (kombu and the result backend select it on connect)
-    +brpop +rpop +llen         take batches off its queue (BRPOP; RPOP/LLEN when kombu polls or sizes a queue),
-    +lpush +rpush +lrange      put one back (warm shutdown, restoring its own unacked batches);
-    +exists                    EXISTS when kombu asks whether a queue exists
-    +sadd +srem +smembers      declare its queue and mailbox (kombu's binding sets and permanent sets),
-    +zadd +zrem +zrange        look up where a reply or a restored batch goes; kombu's binding deadlines and
-    +zrangebyscore +evalsha    sweep (a Lua script: EVALSHA, EVAL, SCRIPT LOAD/EXISTS, TIME) are for expiring
-    +eval +script|load         queues, which a confined worker has none of (its mailbox does not expire)
-    +script|exists +time
-    +hset +hget +hdel          late acks: its unacked hash and index zset (kombu's QoS) under MULTI/EXEC,
-    +multi +exec +discard      WATCH/SET NX/GET/DEL/PEXPIRE for the mutex around restoring them
-    +watch +unwatch +set
-    +get +del +pexpire
-    +setex +expire             store a result (expiring)
-    +psubscribe +subscribe     listen to the control broadcast (`probegate_close_run`, ping/inspect) on
-    +punsubscribe +unsubscribe /DB.celery.pidbox
-    ~Q*                        its queue and priority lists, its unacked bookkeeping (Q.unacked,
-                               Q.unacked_index, Q.unacked_mutex) and its results (Q.results.celery-task-meta-*):
-                               key ids are fixed-length, so no other worker's queue starts with Q
-    ~_kombu.binding.Q          its queue's binding, declared at start. Batches reach Q through the anonymous
-    ~_kombu.binding_permanent.Q    exchange (exchange '', routing key Q), so no table routes them and a
-                               restore pushes back onto Q without reading one: rebinding routes nothing
-    ~*@*.celery.pidbox*        worker mailboxes (name@host.celery.pidbox): declared, never used for delivery
-    ~_kombu.binding.celery.pidbox             the mailboxes' bindings to the control fanout (delivered by
-    ~_kombu.binding_permanent.celery.pidbox   PUBLISH, so the table routes nothing)
-    %R~_kombu.binding.reply.celery.pidbox     read-only: where a coordinator's ping/inspect wants replies
-    (+lpush ~*.reply.celery.pidbox)           push a reply there, never read, empty or delete the queue
-    %R~probegate:blob:*        read-only: the blob store (trees, fixtures, image chunks) and its names;
-    %R~probegate:name:*        workers fetch by digest and never write there
-    &/DB.celery.pidbox         the control fanout (kombu's fanout prefix is /DB.), to subscribe to only:
-    (+publish                  PUBLISH lives in a selector of its own, on its own results' channels and
-     &Q.results.celery-task-meta-*   the worker heartbeats (Celery's event dispatcher) alone, so a worker
-     &/DB.celeryev*)                 cannot broadcast control commands (shutdown, revoke, close a run)
-
-Everything else is denied: another worker's queue (BRPOP, LPUSH/RPUSH, DEL: NOPERM), the shared queue and
-the image queues, another worker's results and the plain `celery-task-meta-*` keys, kombu's shared
-`unacked`/`unacked_index`/`unacked_mutex`, another queue's bindings, the books (`probegate:books:*`), blob
-writes, KEYS/SCAN, FLUSH*, CONFIG, ACL, CLIENT KILL, MONITOR, and every other user's connections.
-
-It cannot move another worker's batch through kombu's restore either: a confined worker's unacked
-bookkeeping is its own (Q.unacked*), the shared `unacked` hash is denied, and it may push onto Q alone.
-
-What a hostile worker can still do with what it keeps, and why that buys no decision:
-- Lie on its own batches (sign fabricated observations with its own key): bounded by its assigned share,
-  and what cross-checks on another worker are for (docs/distributed.md).
-- Drop, reorder or stall its own queue, or answer late: its batches are lost, and after the result timeout
-  the coordinator sends them to another enrolled worker. A delay, never a verdict.
-- Push fake replies onto a coordinator's reply queue (ping/inspect), e.g. naming a worker that is down, or
-  flood it so other workers' replies miss the coordinator's one-second window: batches are then assigned to
-  a worker that never answers (reassigned after the result timeout) or rest on fewer workers (`one_worker`
-  on the card; a safety or contract row then has no cross-check and cannot pass). It cannot read, empty or
-  delete the reply queue, nor unbind it.
-- Rebind or empty other workers' mailboxes and their control-fanout bindings: control broadcasts go by
-  PUBLISH to every subscriber, so nothing is routed through them.
-- Publish Celery's worker heartbeats (nothing in probegate listens to them). probegate's own heartbeat is a
-  key under Q (`Q.alive`, `Q.seen`: worker.celery.shared.beats), which no other worker's user can write, so
-  no worker can keep another alive or pass for it; a worker may stop beating, which only moves its batches.
-
-An invite's join user (`join_rules`) is another kind: it may push onto its own invite's request list and take
-a reply (GETDEL) under `probegate:join:reply:*`, nothing else (worker.celery.shared.joinkeys).
-"""
+direct queue (Q, probegate.direct.<its key id>) and write only its own results, and one join user per invite.
+Why each rule is there, what is denied and what a hostile worker can still do: docs/trust.md, "A worker's
+broker user, rule by rule"."""
 
 from __future__ import annotations
 
@@ -85,14 +16,24 @@ from worker.celery.shared.joinkeys import join_user, reply_key, request_list
 from worker.celery.shared.results import result_place
 
 USER_PREFIX = "probegate-worker-"
-COMMANDS = str.split(
-    "+ping +client|setname +select "
-    "+brpop +rpop +lpush +rpush +llen +lrange +exists "
-    "+sadd +srem +smembers +zadd +zrem +zrange +zrangebyscore +evalsha +eval +script|load +script|exists +time "
-    "+hset +hget +hdel +multi +exec +discard +watch +unwatch +set +get +del +pexpire "
-    "+setex +expire "
-    "+psubscribe +subscribe +punsubscribe +unsubscribe"
-)
+COMMANDS = [
+    *("+ping", "+client|setname"),  # health checks; Celery names its connections
+    "+select",  # the URL's /DB: kombu and the result backend select it on connect
+    *("+brpop", "+rpop"),  # take batches off Q (RPOP when kombu polls)
+    *("+lpush", "+rpush"),  # put one back: warm shutdown, restoring its own unacked batches
+    *("+llen", "+lrange"),  # kombu sizes and reads a queue
+    "+exists",  # kombu asks whether a queue exists
+    *("+sadd", "+srem", "+smembers"),  # declare its queue and mailbox (kombu's binding sets)
+    # kombu's binding deadlines and their sweep (a Lua script), for expiring queues, which it has none of
+    *("+zadd", "+zrem", "+zrange", "+zrangebyscore", "+evalsha", "+eval", "+script|load", "+script|exists"),
+    "+time",
+    # late acks: its unacked hash and index (kombu's QoS) under MULTI/EXEC, and the mutex around restoring them
+    *("+hset", "+hget", "+hdel", "+multi", "+exec", "+discard", "+watch", "+unwatch"),
+    *("+set", "+get", "+del", "+pexpire"),
+    *("+setex", "+expire"),  # store a result, expiring
+    # listen to the control broadcast (`probegate_close_run`, ping/inspect) on /DB.celery.pidbox
+    *("+psubscribe", "+subscribe", "+punsubscribe", "+unsubscribe"),
+]
 # The control plane (Celery's pidbox): every worker's mailbox and the bindings of the mailboxes to the control
 # fanout, then read-only: where a coordinator's ping/inspect wants its replies, and the blob store.
 SHARED_KEYS = [
@@ -114,10 +55,13 @@ def acl_user(name: str) -> str:
 
 
 def worker_rules(db: int, password: str, key_id: str) -> list[str]:
-    """The ACL SETUSER arguments for the worker whose signing key is `key_id`, on database `db` (the module
-    docstring says why each is there)."""
+    """The ACL SETUSER arguments for the worker whose signing key is `key_id`, on database `db` (docs/trust.md
+    says why each is there)."""
     queue = direct_queue(key_id)
+    # Its queue, priority lists, unacked bookkeeping and results (key ids are fixed-length: no other worker's
+    # queue starts with Q), and its queue's bindings.
     own = [f"~{queue}*", f"~_kombu.binding.{queue}", f"~_kombu.binding_permanent.{queue}"]
+    # PUBLISH only on its own results' channels and Celery's heartbeats: never a control command.
     publish = f"(+publish &{result_place(queue)}celery-task-meta-* &/{db}.celeryev*)"
     channels = [f"&/{db}.celery.pidbox", publish]
     return ["reset", "on", f">{password}", "resetchannels", *COMMANDS, *own, *SHARED_KEYS, REPLIES, *channels]
