@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # the run machinery loads only once a run has passed its argu
 EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still returning from a removed container
 # Loading a command builds about 100,000 long-lived objects (the models' schemas, the engine client's regexes):
 # at the interpreter's default threshold (700) the cyclic collector walks them over and over and frees nothing,
-# about a tenth of the CPU a run's imports take (measured: median 0.587 -> 0.552 CPU-s). Collections stay on.
+# a noticeable share of the CPU a run's imports take. Collections stay on.
 GC_THRESHOLD = 50_000
 
 

@@ -95,11 +95,11 @@ def create_container(
         client,
         image_id,
         # -I: isolated from the image's environment (PYTHONPATH, user site) whatever a derived image sets;
-        # -S: the supervisor is stdlib-only, and skipping site saves ~5 ms of every container's start.
+        # -S: the supervisor is stdlib-only, and skipping site shortens every container's start.
         command=["python3", "-I", "-S", f"{MOUNT}/supervisor.py", IN_DIR, str(idle_s), work_copy.value],
         network_mode="none",
         # No libnetwork sandbox at all (the namespace holds only loopback): the engine then adds no
-        # `libnetwork-setkey` hook, two re-executions of dockerd per container (~0.1-0.2 CPU-s each start).
+        # `libnetwork-setkey` hook, two re-executions of dockerd at each container's start.
         network_disabled=True,
         read_only=True,
         user=f"{SANDBOX_UID}:{SANDBOX_UID}",

@@ -45,8 +45,8 @@ IDLE_S = 1800.0  # a pooled supervisor waits this long for its first batch befor
 MAX_AGE_S = 1200.0  # the pool replaces a container older than this, well before its supervisor gives up
 MAX_SHAPES = 4  # shapes kept filled: the ones the last runs asked for
 REQUEST_TIMEOUT_S = 5.0
-# While a run holds a lease the pool starts nothing (a container start costs ~0.3 s of the engine's
-# CPU, which the run's trials would pay for on a small machine), unless the lease is older than this.
+# While a run holds a lease the pool starts nothing (a container start costs the engine CPU, which the
+# run's trials would pay for on a small machine), unless the lease is older than this.
 REFILL_DEFER_S = 30.0
 STOP_GRACE_S = 1.0  # how long a stopping pool lets runs give back what they hold before removing it
 JOIN_S = 3.0  # the most a stop waits for the pool's own threads

@@ -154,7 +154,7 @@ class RunContainers:
                 remove_dir(warm.src_dir.parent)
             warm.remove()
 
-        list(self._starter.map(remove, warms))  # in parallel: each removal waits ~50 ms on the engine
+        list(self._starter.map(remove, warms))  # in parallel: each removal waits on the engine
         mine = [f"{LABEL_RUN}={run_id}", f"{LABEL_PID}={os.getpid()}"]
         with contextlib.suppress(SandboxError):
             for container in containers(self._client(), labels=mine):
