@@ -195,13 +195,16 @@ def test_world_readable_leaves_links_alone_even_dangling_ones(tmp_path: Path) ->
     assert (root / "a.py").stat().st_mode & 0o777 == 0o644
 
 
-def test_a_tree_too_large_is_refused_before_it_is_copied(tmp_path: Path) -> None:
+def test_a_tree_too_large_is_refused_before_it_is_copied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With limits, LocalInputs refuses a tree over them in one line and leaves no snapshot behind."""
     root = write(tmp_path / "t", {f"f{i}.py": "" for i in range(5)})
-    before = set(Path(tempfile.gettempdir()).glob("probegate-tree-*"))
+    # A temporary folder of this test's own: other tests' snapshots come and go in the shared one meanwhile.
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     with pytest.raises(TreeTooLargeError, match=r"tree holds 5 files and symlinks, over the sandbox's limit of 4"):
         LocalInputs(root, {}, limits=Limits(tree_files=4))
-    assert set(Path(tempfile.gettempdir()).glob("probegate-tree-*")) == before
+    assert list(private.iterdir()) == []
 
 
 def test_an_unpacked_copy_is_checked_like_the_work_tree(tmp_path: Path) -> None:
