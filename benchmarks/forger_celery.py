@@ -6,7 +6,7 @@ A private redis-server, two enrolled `gate-worker`-speaking processes on real Do
 expected tool on every tool-choice trial it runs (the model's `all` forger). The invoice example's
 tree is patched so its tool choice is the expected one with probability `--rate` (0.75, just below the
 band of 8 in 10), drawn from the trial's seed exactly as `support.fleet_model.truth` (tests/support/) draws it. Each
-run is `python -m gate.run --broker --workers REGISTRY --property tool_choice_rate` with fresh seeds,
+run is `python -m gate.cli run --broker --workers REGISTRY --property tool_choice_rate` with fresh seeds,
 `--cross-check 0` and the default share interleaved; a row counts as accepted when its kind is pass.
 The model runs the same row with the primaries batched and assigned as the coordinator sends them
 (`forger_statistical.AssignedFleet`), and its prediction is printed with the binomial noise of N runs.
@@ -73,7 +73,7 @@ def one_run(repo, card: Path, url: str, registry: Path, share: float) -> dict:
     oracle = ("--suite", str(repo.suite), "--workdir", str(repo.app), "--seal", str(repo.seal), "--base", repo.base)
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "gate.run", *oracle, "--retries", "0", "--card", str(card), "--new-ledger"),
+            *(sys.executable, "-m", "gate.cli", "run", *oracle, "--retries", "0", "--card", str(card), "--new-ledger"),
             *("--broker", url, "--workers", str(registry), "--cross-check", str(share), "--property", STAT),
         ],
         capture_output=True,

@@ -67,7 +67,8 @@ def one_run(source: Path, patch: str, where: Path, seeds: str) -> tuple[dict[str
     repo = example_repo(where / "repo", patch, source=source)
     card = where / "card.json"
     argv = [
-        *(sys.executable, "-m", "gate.run", "--suite", str(repo.root / "paired.toml"), "--workdir", str(repo.app)),
+        *(sys.executable, "-m", "gate.cli", "run"),
+        *("--suite", str(repo.root / "paired.toml"), "--workdir", str(repo.app)),
         *("--seal", str(repo.seal), "--base", repo.base, "--card", str(card), "--new-ledger"),
         *("--replay-seeds", seeds),
     ]

@@ -2,8 +2,7 @@
 
 Everything with a side effect (files, the executor, the clock, the run id) is gathered here and
 passed into the pure core as values: what is refused before any container (gate.run.admission), the
-trials (gate.run.trials), the commit of books and card (gate.run.commit). `python -m gate.run` is the
-same command as `gate run`.
+trials (gate.run.trials), the commit of books and card (gate.run.commit).
 """
 
 from __future__ import annotations

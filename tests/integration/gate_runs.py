@@ -1,5 +1,5 @@
-"""Running the gate the way a user does: the patch as a commit over a base, `python -m gate.run --base`,
-then `python -P -m gate.accept --base` (-P: the working directory never lands on the import path), each a
+"""Running the gate the way a user does: the patch as a commit over a base, `python -m gate.cli run --base`,
+then `python -P -m gate.cli accept --base` (-P: the working directory never lands on the import path), each a
 process of its own forked from the tests' zygote (tests/support/zygote.py)."""
 
 from __future__ import annotations
@@ -92,11 +92,11 @@ def gate_run(
         repo.base,
     )
     args = [*oracle, "--retries", "0", "--card", str(card), *(("--new-ledger",) if new_ledger else ()), *extra]
-    done = gate_command("gate.run", sys.executable, args, env=env, timeout=300)
+    done = gate_command("gate.cli", sys.executable, ["run", *args], env=env, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr
     told = tuple(a for a in extra if a == UNENROLLED)
     said = ["--card", str(card), *oracle, *told, *accept_extra]
-    accepted = gate_command("gate.accept", sys.executable, said, timeout=60)
+    accepted = gate_command("gate.cli", sys.executable, ["accept", *said], safe_path=True, timeout=60)
     return Run(card, done, accepted.returncode, accepted.stdout)
 
 

@@ -150,13 +150,21 @@ class _Zygote:
             os.rmdir(self.folder)
 
     def run(
-        self, module: str | None, argv0: str, args: Sequence[str], env: Mapping[str, str], cwd: str, timeout: float
+        self,
+        module: str | None,
+        argv0: str,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str,
+        timeout: float,
+        *,
+        safe_path: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         request = {"module": module, "argv0": argv0, "args": list(args), "env": dict(env), "cwd": cwd}
-        request["safe_path"] = module == "gate.accept" or module is None
+        request["safe_path"] = safe_path or module is None
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(self.path)
             data = json.dumps(request).encode()
@@ -204,12 +212,14 @@ def gate_command(
     argv0: str,
     args: Sequence[str],
     *,
+    safe_path: bool = False,
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
     timeout: float = 300,
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m MODULE ARGS` (MODULE None: the `gate` console script, `argv0`) with its output captured as
-    text, as `subprocess.run(..., capture_output=True, text=True)` gives it; from the zygote when it can."""
+    """`python -m MODULE ARGS` (`safe_path`: `python -P -m`; MODULE None: the `gate` console script, `argv0`)
+    with its output captured as text, as `subprocess.run(..., capture_output=True, text=True)` gives it; from
+    the zygote when it can."""
     environment = dict(os.environ if env is None else env)
     where = str(cwd or os.getcwd())
     interpreter_env = {k: v for k, v in environment.items() if k.startswith("PYTHON")}
@@ -217,14 +227,14 @@ def gate_command(
         if module is None:
             argv = [argv0, *args]
         else:
-            argv = [sys.executable, *(("-P",) if module == "gate.accept" else ()), "-m", module, *args]
+            argv = [sys.executable, *(("-P",) if safe_path else ()), "-m", module, *args]
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=environment, cwd=where)
     global _zygote
     with _lock:
         if _zygote is None or _zygote.proc.poll() is not None:
             _zygote = _Zygote()
         zygote = _zygote
-    return zygote.run(module, argv0, args, environment, where, timeout)
+    return zygote.run(module, argv0, args, environment, where, timeout, safe_path=safe_path)
 
 
 def _zygote_python_env() -> dict[str, str]:

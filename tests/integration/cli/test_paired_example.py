@@ -79,7 +79,7 @@ def test_a_run_without_a_base_refuses_the_paired_suite_in_one_line(tmp_path: Pat
     card = tmp_path / "card.json"
     oracle = ("--suite", str(repo.root / "paired.toml"), "--workdir", str(repo.app), "--seal", str(repo.seal))
     done = subprocess.run(
-        [sys.executable, "-m", "gate.run", *oracle, "--card", str(card), "--new-ledger"],
+        [sys.executable, "-m", "gate.cli", "run", *oracle, "--card", str(card), "--new-ledger"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -75,7 +75,7 @@ def test_the_probe_sees_its_trials_seed_and_the_card_records_it(through: str, tm
         "--seal",
         str(root / ".fixture-seal"),
     )
-    argv = [sys.executable, "-m", "gate.run", *oracle, "--card", str(card_path), "--new-ledger", *extra]
+    argv = [sys.executable, "-m", "gate.cli", "run", *oracle, "--card", str(card_path), "--new-ledger", *extra]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     card = read_card(card_path)

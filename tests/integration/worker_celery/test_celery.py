@@ -67,7 +67,8 @@ def run_slow(root: Path, card: Path, *extra: str, env: dict[str, str] | None = N
     cmd = [
         sys.executable,
         "-m",
-        "gate.run",
+        "gate.cli",
+        "run",
         "--suite",
         str(root / "gate.toml"),
         "--workdir",

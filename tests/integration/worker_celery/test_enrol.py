@@ -415,7 +415,8 @@ def run_argv(root: Path, card: Path, broker: RedisServer, *extra: str) -> list[s
     return [
         sys.executable,
         "-m",
-        "gate.run",
+        "gate.cli",
+        "run",
         *oracle,
         "--card",
         str(card),
@@ -429,7 +430,8 @@ def run_argv(root: Path, card: Path, broker: RedisServer, *extra: str) -> list[s
 def accept_exit(root: Path, card: Path, *told: str) -> int:
     """`gate accept` of `card` (its oracle unchecked: the suite has no base), given `told`, in the suite's folder."""
     oracle = ["--suite", str(root / "gate.toml"), "--workdir", str(root / "patch"), "--seal", str(root / "seal")]
-    argv = [sys.executable, "-P", "-m", "gate.accept", "--card", str(card), *oracle, "--allow-unchecked-oracle", *told]
+    argv = [sys.executable, "-P", "-m", "gate.cli", "accept", "--card", str(card), *oracle, "--allow-unchecked-oracle"]
+    argv += told
     return subprocess.run(argv, capture_output=True, timeout=60, cwd=root).returncode
 
 

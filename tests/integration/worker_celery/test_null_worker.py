@@ -25,7 +25,7 @@ def test_a_null_sandbox_worker_passes_nothing(tmp_path: Path, redis_server, work
     card = tmp_path / "card.json"
     run = subprocess.run(
         [
-            *(sys.executable, "-m", "gate.run", "--suite", str(EXAMPLE / "gate.toml")),
+            *(sys.executable, "-m", "gate.cli", "run", "--suite", str(EXAMPLE / "gate.toml")),
             *("--workdir", str(EXAMPLE / "patches" / "unsafe_write"), "--fixture", str(EXAMPLE / "fixtures")),
             *("--seal", str(EXAMPLE / ".fixture-seal"), "--card", str(card), "--new-ledger"),
             *("--property", "no_unmapped_write", "--broker", redis_server.url),
