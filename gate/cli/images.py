@@ -29,7 +29,7 @@ def add_image_arguments(sub: argparse._SubParsersAction) -> None:
 
 def run_image(args: argparse.Namespace) -> int:
     """Build (or find) the project image the suite names and print its ID on stdout."""
-    from gate.io.base import BaseCheckout
+    from gate.io.gitbase import BaseCheckout
     from gate.io.suite import load_suite
 
     with BaseCheckout(args.suite.parent, args.base) if args.base else contextlib.nullcontext() as base:

@@ -47,8 +47,8 @@ def add_init_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 def run_init(root: Path) -> int:
     """Write the scaffold into `root`, print what was written and the next commands; exit 0."""
+    from gate.io.bookstore import empty_books, encode_books
     from gate.io.fixtures import seal_tree, write_seal_file
-    from gate.io.state import empty_books, encode_books
 
     if not _is_dir(root):
         raise InputMissingError("not a folder; run gate init in an existing repository", file=str(root), field="DIR")

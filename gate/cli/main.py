@@ -394,7 +394,7 @@ def _placement(args: argparse.Namespace) -> Placement:
 
 def _log_to_stderr(args: argparse.Namespace) -> None:
     """Point structlog at stderr (its default is stdout, the verdict stream). Only the run machinery
-    logs through it (gate.run.runner, gate.run.flicker), so only `run` and `baseline` pay for loading it."""
+    logs through it (gate.run.runner, gate.run.baserun), so only `run` and `baseline` pay for loading it."""
     from gate.cli import logs
 
     logs.configure(args.log_level)

@@ -63,8 +63,8 @@ def sign_key_path(args: argparse.Namespace) -> Path | None:
 def run_keys(args: argparse.Namespace) -> int:
     """`gate keys new PATH`: refuse anything in the way, write the pair, print the key id."""
     from gate.io.artifacts import check_writable
+    from gate.io.bookstore import exists
     from gate.io.keys import public_path, write_new_key
-    from gate.io.state import exists
 
     path: Path = args.path
     for target in (path, public_path(path)):

@@ -312,11 +312,5 @@ def judging(module: ChecksModule, config: SuiteConfig) -> CheckProcess:
     return CheckProcess(module, deadline_s=config.check_deadline_s, memory_mb=config.check_memory_mb)
 
 
-def in_process(module: ChecksModule, config: SuiteConfig) -> InProcess:
-    """The checks judged in this process, unbounded: only for tests of the run around the judging (as
-    MockExecutor stands in for the sandbox); nothing the command line starts uses it."""
-    return InProcess(module.load())
-
-
-# How a run gets its judge: `judging` unless a test passes `in_process`.
+# How a run gets its judge: `judging` unless a test passes its own (tests/support/judging.py).
 JudgeFactory = Callable[[ChecksModule, SuiteConfig], AbstractContextManager[TrialJudge]]

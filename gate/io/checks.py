@@ -64,11 +64,6 @@ def read_checks_module(checks_path: Path, names: Mapping[str, str], *, suite_fil
     return ChecksModule(path=checks_path, names=dict(names), suite_file=suite_file, source=source)
 
 
-def load_checks(checks_path: Path, names: Mapping[str, str], *, suite_file: str) -> dict[str, Check]:
-    """Resolve every property's `module:function` to a callable; errors name the property."""
-    return read_checks_module(checks_path, names, suite_file=suite_file).load()
-
-
 def _read_file(path: Path) -> bytes:
     try:
         found = path.is_file()

@@ -19,8 +19,7 @@ from gate.core.errors import HarnessError, UsageError
 from gate.core.policy.history import History
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.io.artifacts import write_output
-from gate.io.interrupts import raise_if_pending
-from gate.io.state import (
+from gate.io.bookstore import (
     BooksUpdate,
     HistoryUpdate,
     T,
@@ -32,6 +31,7 @@ from gate.io.state import (
     load_books,
     missing_books,
 )
+from gate.io.interrupts import raise_if_pending
 
 LOCK_POLL_S = 0.05  # how often a wait for the lock looks for a held Ctrl-C
 # Far above one decision (milliseconds); a lock held this long means a stuck run, not a busy one.

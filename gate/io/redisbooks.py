@@ -24,7 +24,7 @@ from gate.core.policy.history import History
 from gate.core.policy.ledger import Ledger
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.verdicts.bands import SamplerWindow
-from gate.io.state import (
+from gate.io.bookstore import (
     BooksUpdate,
     HistoryUpdate,
     T,

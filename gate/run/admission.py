@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gate.core.errors import UsageError
 from gate.core.suite.suite import ImageSource, Suite
+from gate.io.bookstore import BooksStore
 from gate.io.cardsig import run_signing_key
 from gate.io.evidence import check_store, evidence_dir
 from gate.io.journal import check_journal_place, journal_path
@@ -19,7 +20,6 @@ from gate.io.keys import SigningKey
 from gate.io.patchedtree import PatchedTree, check_fits, read_patched_tree
 from gate.io.proposals import check_proposal_paths
 from gate.io.snapshot import check_outside_tree
-from gate.io.state import BooksStore
 from gate.io.treeselect import TreeSelection, tree_selection
 from gate.run.oracle import Oracle
 from gate.run.pairedbase import paired_base

@@ -28,10 +28,10 @@ from gate.core.policy.explain import Explanation, Finding
 from gate.core.policy.history import LIFT_TARGET
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import write_atomic
+from gate.io.bookstore import MemoryBooks
 from gate.io.checkproc import JudgeFactory, judging
 from gate.io.evidence import stored_records
 from gate.io.reports import ReportTargets, write_reports
-from gate.io.state import MemoryBooks
 from gate.io.suite import load_suite
 from gate.run.explain import ExplainRequest, explain_flakes
 from gate.run.nightly import Explain, NightlyOutcome, settle_pair

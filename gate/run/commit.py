@@ -18,13 +18,13 @@ from gate.core.policy.policy import Decision, decide
 from gate.core.verdicts.bands import SamplerWindow
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import card_bytes, write_card
+from gate.io.bookstore import BooksStore, HistoryUpdate
 from gate.io.cardsig import drop_stale_signature, write_signature
 from gate.io.interrupts import held
 from gate.io.keys import SigningKey
 from gate.io.proposals import write_proposals
 from gate.io.reports import ReportTargets, write_reports
-from gate.io.state import BooksStore, HistoryUpdate
-from gate.run.durable import RunJournal
+from gate.run.journaled import RunJournal
 
 
 def commit(

@@ -25,9 +25,9 @@ from gate.core.suite.plan import Planner, check_fixtures
 from gate.core.suite.suite import PropertySpec, Suite
 from gate.core.suite.trial import Interpreter, TrialSpec
 from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind
-from gate.io.base import base_tree
 from gate.io.checkproc import JudgeFactory, judging
 from gate.io.fixtures import verify
+from gate.io.gitbase import base_tree
 from gate.io.inputs import read_input
 from gate.io.patchedtree import check_fits, read_patched_tree
 from gate.io.snapshot import LocalInputs

@@ -1,5 +1,5 @@
 """Running trials outside the run's main waves and judging each one: the loop a base rerun
-(`gate.run.flicker`) and a flake explanation (`gate.run.explain`) share.
+(`gate.run.baserun`) and a flake explanation (`gate.run.explain`) share.
 
 The first valid result of each dispatched trial counts; a stray, a duplicate or another run's result
 is dropped, and one that ran in another image or with another seed is a fault (gate.core.trust.provenance),

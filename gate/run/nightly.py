@@ -44,8 +44,8 @@ from gate.core.report.proposals import (
 )
 from gate.core.verdicts.verdict import Band
 from gate.io.artifacts import write_card
+from gate.io.bookstore import BooksStore
 from gate.io.proposals import write_nightly_files
-from gate.io.state import BooksStore
 
 
 @dataclass(frozen=True)

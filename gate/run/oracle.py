@@ -19,9 +19,9 @@ from gate.core.policy.freezes import FreezeFile
 from gate.core.suite.seal import Seal
 from gate.core.suite.suite import ImageSource, Suite
 from gate.core.suite.trial import ClockSpec
-from gate.io.base import BaseCheckout, oracle_edits
 from gate.io.checks import ChecksModule, read_checks_module
 from gate.io.fixtures import read_clock, read_seal_file
+from gate.io.gitbase import BaseCheckout, oracle_edits
 from gate.io.inputs import read_input
 from gate.io.reviewed import read_calibration, read_freeze_file
 from gate.io.suite import load_suite
@@ -62,7 +62,7 @@ class Oracle:
     # The card `[suite] card` names, in the work tree (None: the suite names none).
     card: Path | None = None
     # The base revision's version of the work folder, extracted (None: no --base); lives until the
-    # oracle's context ends. Flakes are established by rerunning trials there (`gate.run.flicker`).
+    # oracle's context ends. Flakes are established by rerunning trials there (`gate.run.baserun`).
     base_workdir: Path | None = None
 
 

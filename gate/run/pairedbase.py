@@ -12,7 +12,7 @@ from pathlib import Path
 from gate.core.errors import UsageError
 from gate.core.suite.suite import Suite
 from gate.core.verdicts.paired import PairedRule
-from gate.io.base import base_tree
+from gate.io.gitbase import base_tree
 from gate.io.patchedtree import PatchedTree, check_fits
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection

@@ -15,9 +15,9 @@ from gate.core.policy.freezes import FreezeFile
 from gate.core.suite.suite import ImageSource, Suite
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import check_writable
+from gate.io.bookstore import BooksStore
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
-from gate.io.state import BooksStore
 from gate.run.executor import Executor
 
 

@@ -26,7 +26,7 @@ from gate.core.card.stamp import RunFacts
 from gate.core.errors import GateError
 from gate.core.policy.history import History, HistoryEntry, base_run_refusal, record, run_entries
 from gate.core.verdicts.verdict import Verdict
-from gate.io.base import base_tree
+from gate.io.gitbase import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
 from gate.run.oracle import Oracle

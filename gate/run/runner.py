@@ -26,18 +26,18 @@ from gate.core.suite.suite import PropertySpec, Suite
 from gate.core.suite.trial import Side, TrialSpec
 from gate.core.verdicts.paired import PairedRule
 from gate.io.artifacts import check_writable
+from gate.io.bookstore import BooksStore
 from gate.io.checkproc import JudgeFactory, judging
 from gate.io.evidence import write_evidence
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input
 from gate.io.snapshot import LocalInputs
-from gate.io.state import BooksStore
 from gate.run.admission import Admitted, admit
+from gate.run.baserun import with_base_reruns
 from gate.run.commit import commit
-from gate.run.durable import RunJournal, SpecOf, journal_header
 from gate.run.executor import opened
-from gate.run.flicker import with_base_reruns
 from gate.run.forecast import forecast
+from gate.run.journaled import RunJournal, SpecOf, journal_header
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.pairedbase import base_inputs
 from gate.run.progress import NO_PROGRESS, Progress

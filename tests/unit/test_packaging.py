@@ -7,6 +7,7 @@ from __future__ import annotations
 from importlib import metadata
 
 import pytest
+from support.imagedef import definition_tag
 
 import gate
 from gate.cli.init import render
@@ -16,7 +17,7 @@ from gate.core.suite.trial import FaultOrigin, Observation
 from worker.celery.shared.wire import encode_batch, version_refusal
 from worker.celery.worker import cli as worker_cli
 from worker.host.engine import DEFAULT_IMAGE
-from worker.host.imagesetup import definition_dir, definition_problems, definition_tag
+from worker.host.imagesetup import definition_dir, definition_problems
 
 # The configuration both recipes give the image (as `docker image inspect` shows it).
 AS_DEFINED = {

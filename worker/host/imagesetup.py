@@ -58,11 +58,6 @@ def definition_dir() -> Iterator[Path]:
         yield Path(path)
 
 
-def definition_tag() -> str:
-    """The tag the definition builds (its TAG file; engine.DEFAULT_IMAGE must equal it)."""
-    return (resources.files("worker.host") / DEFINITION / "TAG").read_text(encoding="utf-8").strip()
-
-
 def definition_problems(attrs: dict[str, Any]) -> list[str]:
     """How an image's configuration differs from the definition's; empty when it matches."""
     config = attrs.get("Config") or {}

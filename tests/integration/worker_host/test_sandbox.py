@@ -44,7 +44,7 @@ def _no_leftovers(request):
 
 def test_default_image_matches_tag_file():
     """DEFAULT_IMAGE names the tag the image definition (package data) builds."""
-    from worker.host.imagesetup import definition_tag
+    from support.imagedef import definition_tag
 
     assert definition_tag() == DEFAULT_IMAGE
 

@@ -113,7 +113,7 @@ def test_evidence_flags_left_out_take_the_views_defaults() -> None:
 
 
 def test_only_the_run_machinery_logs_through_structlog() -> None:
-    """structlog is imported by gate.run.runner, gate.run.flicker and gate.run.explain alone (besides
+    """structlog is imported by gate.run.runner, gate.run.baserun and gate.run.explain alone (besides
     gate.cli.logs), which only `run`, `baseline` and `flakes` reach: they point it at stderr (its default is stdout)."""
     root = ROOT
     users = sorted(
@@ -123,4 +123,4 @@ def test_only_the_run_machinery_logs_through_structlog() -> None:
         if "import structlog" in path.read_text(encoding="utf-8")
         or "from structlog" in path.read_text(encoding="utf-8")
     )
-    assert users == ["gate/cli/logs.py", "gate/run/explain.py", "gate/run/flicker.py", "gate/run/runner.py"]
+    assert users == ["gate/cli/logs.py", "gate/run/baserun.py", "gate/run/explain.py", "gate/run/runner.py"]

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.judging import load_checks
 
 from gate.cli.arguments import build_parser
 from gate.cli.init import TEMPLATES, run_init
@@ -20,7 +21,6 @@ from gate.core.errors import RET_NOINPUT, RET_OK, RET_USAGE, UsageError
 from gate.core.suite.trial import Captured, Observation
 from gate.core.testing import make_spec
 from gate.core.verdicts.verdict import OutcomeKind
-from gate.io.checks import load_checks
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree
 from gate.io.ledgerfile import FileBooks
 from gate.io.suite import load_suite

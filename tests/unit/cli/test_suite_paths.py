@@ -9,13 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.judging import in_process
 from support.mini_suite import Suite, build_suite, good, run
 
 from gate.cli.accept import run_accept
 from gate.core.errors import RET_OK, SuiteError, UsageError
 from gate.core.testing import MockExecutor
 from gate.io.artifacts import read_card
-from gate.io.checkproc import in_process
 from gate.io.fixtures import matches_any
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection

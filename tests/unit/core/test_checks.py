@@ -9,12 +9,12 @@ import textwrap
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.judging import load_checks
 
 from gate.core.checks import BUILTINS, Trial, exits_zero, judge, no_secret_in_output, no_unmapped_write
 from gate.core.errors import SuiteError
 from gate.core.suite.trial import Captured, Change, FaultOrigin, FileChange, Observation
 from gate.core.verdicts.verdict import Band, OutcomeKind
-from gate.io.checks import load_checks
 
 OC = OutcomeKind
 

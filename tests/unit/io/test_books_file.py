@@ -16,8 +16,8 @@ from gate.core.errors import RET_CONFIG, RET_NOINPUT, RET_USAGE, ConfigError, In
 from gate.core.policy.ledger import Ledger
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.verdicts.bands import SamplerWindow
+from gate.io.bookstore import MemoryBooks, encode_books
 from gate.io.ledgerfile import FileBooks
-from gate.io.state import MemoryBooks, encode_books
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 TERMS = (LedgerConfig(), SamplerConfig())  # budget 2, TTL 6 h; window 20, 4 inconclusive allowed

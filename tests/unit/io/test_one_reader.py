@@ -45,10 +45,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "wheels pip just downloaded into the build's private temporary folder",
     ("worker/host/treemount.py", "lines = MOUNTINFO.read_text().splitlines()"): "/proc/self/mountinfo",
     ("worker/host/workcopy.py", "profile = json.loads(PROFILE.read_text())"): "the package's vendored seccomp profile",
-    (
-        "worker/host/imagesetup.py",
-        'return (resources.files("worker.host") / DEFINITION / "TAG").read_text(encoding="utf-8").strip()',
-    ): "the package's own sandbox image definition",
     ("worker/host/workcopy.py", "return path.read_text().strip()"): "kernel settings under /proc and /sys",
 }  # fmt: skip
 

@@ -35,6 +35,7 @@ from gate.core.errors import (
 )
 from gate.core.suite.suite import LedgerConfig, SamplerConfig, Suite
 from gate.io.artifacts import check_writable, read_card
+from gate.io.bookstore import encode_books, load_books
 from gate.io.fixtures import read_clock, read_seal_file, seal_tree
 from gate.io.inputs import read_input
 from gate.io.keys import load_signing_key, load_verify_key
@@ -42,7 +43,6 @@ from gate.io.reseal import run_reseal
 from gate.io.reviewed import read_calibration as load_calibration
 from gate.io.reviewed import read_freeze_file
 from gate.io.snapshot import tree_digest
-from gate.io.state import encode_books, load_books
 from gate.io.suite import load_suite
 from gate.io.workers import load_roster
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.judging import in_process
 from support.mini_suite import CONTRACT, SAFETY, STAT, Suite, build_suite, good
 
 from gate.core.errors import UsageError
 from gate.core.policy.explain import Finding
 from gate.core.suite.trial import FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.io.checkproc import in_process
 from gate.run.explain import ExplainRequest, explain_flakes
 
 

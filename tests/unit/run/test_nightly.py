@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from support.judging import in_process
 from support.mini_suite import CONTRACT, NOW, SAFETY, Suite, build_suite, good, run, stdout
 
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE, InputMissingError
@@ -19,10 +20,9 @@ from gate.core.policy.history import HistoryEntry, record
 from gate.core.suite.trial import FileChange, Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
-from gate.io.checkproc import in_process
+from gate.io.bookstore import MemoryBooks
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
-from gate.io.state import MemoryBooks
 from gate.run.baseline import run_baseline
 
 RUNS = ("nightly-a", "nightly-b")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from support.judging import in_process
 from support.mini_suite import CONTRACT, NOW, RUN_ID, SAFETY, STAT, Handler, Suite, build_suite, good
 
 from gate.cli.main import main
@@ -19,7 +20,6 @@ from gate.core.errors import SandboxError
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind, OutcomeKind
-from gate.io.checkproc import in_process
 from gate.run.baseline import run_baseline
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.request import RunResult

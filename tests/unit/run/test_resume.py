@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.judging import in_process
 from support.mini_suite import CONTRACT, NOW, RUN_ID, STAT, Handler, Suite, build_suite, good, stdout
 
 from gate.cli.refold import run_refold
@@ -17,7 +18,6 @@ from gate.core.errors import JournalError, UsageError
 from gate.core.suite.journal import chained
 from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
 from gate.core.testing import MockExecutor
-from gate.io.checkproc import in_process
 from gate.io.journal import STATE_ENV, journal_path, read_journal
 from gate.run.request import RunResult
 from gate.run.runner import run_gate

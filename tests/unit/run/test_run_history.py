@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.git_trees import git, isolated_git, repo  # noqa: F401  (isolated_git: autouse fixture)
+from support.judging import in_process
 from support.mini_suite import CHECKS_PY, CONTRACT, GATE_TOML, INVOICE, NOW, QUERY, good, run_request, stdout
 
 from gate.cli.summary import print_summary
@@ -24,7 +25,6 @@ from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
-from gate.io.checkproc import in_process
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline

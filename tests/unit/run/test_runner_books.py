@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.judging import in_process
 from support.mini_suite import NOW, STAT, Suite, build_suite, but, good, run, run_request, stdout
 
 from gate.core.errors import RET_NOINPUT, RET_USAGE, InputMissingError, UsageError
@@ -17,7 +18,6 @@ from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.suite.trial import Observation, TrialSpec
 from gate.core.testing import MockExecutor
 from gate.core.verdicts.bands import SamplerWindow
-from gate.io.checkproc import in_process
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
 

@@ -24,8 +24,8 @@ from gate.core.errors import GateError
 from gate.core.policy.flakes import BaseRerun, judge_base, needs_rerun
 from gate.core.report.proposals import flake_files
 from gate.core.verdicts.verdict import Outcome, Verdict
-from gate.io.base import base_tree
 from gate.io.checkproc import TrialJudge
+from gate.io.gitbase import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
 from gate.run.executor import Executor
