@@ -45,7 +45,7 @@ def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     def image(*args: object, **kwargs: object) -> None:
         pytest.fail("the project image was built: the refusal came after Docker was called")
 
-    cli = sys.modules["gate.cli.main"]  # gate.cli exports the function `main`, which hides the module
+    cli = sys.modules["gate.cli.runcommands"]  # where the commands that run trials pick them
     monkeypatch.setattr(cli, "executor_factory", lambda placement: executor)
     monkeypatch.setattr(cli, "build_for_run", image)
 

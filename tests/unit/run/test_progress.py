@@ -140,7 +140,7 @@ def test_run_off_a_terminal_prints_no_progress_and_no_escapes(
     without a single escape sequence."""
     monkeypatch.setenv("FORCE_COLOR", "1")
     # gate.cli exports the function `main`, which hides the module of that name from a dotted path.
-    monkeypatch.setattr(sys.modules["gate.cli.main"], "executor_factory", lambda _: lambda _: MockExecutor(good))
+    monkeypatch.setattr(sys.modules["gate.cli.runcommands"], "executor_factory", lambda _: lambda _: MockExecutor(good))
     request = suite.request
     argv = ["run", "--suite", str(request.suite), "--workdir", str(request.workdir), "--seal", str(request.seal)]
     argv += ["--card", str(suite.card), "--new-ledger"]
