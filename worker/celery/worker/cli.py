@@ -177,7 +177,7 @@ def _worker_key(path: Path | None) -> SigningKey:
     from worker.celery.worker import signing
 
     if path is not None:
-        os.environ[signing.ENV_KEY] = str(path.resolve())
+        os.environ[signing.ENV_KEY] = str(path.resolve())  # for the pool processes (settings.py reads it)
     return signing.worker_key()  # kept in the module: forked pool processes inherit it
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +25,7 @@ from celery.worker.control import control_command
 from gate.core.errors import SandboxError
 from gate.core.suite.trial import Sandbox
 from worker.celery.shared.app import CONTROL_CLOSE_RUN
+from worker.celery.worker.settings import current
 from worker.host.engine import docker_client
 from worker.host.poolclient import end_run, pool_socket
 from worker.host.sweep import sweep
@@ -38,7 +38,7 @@ log = logging.getLogger("probegate.worker.runs")
 
 def run_idle_s() -> float:
     """How long a run with no batch in flight stays open (PROBEGATE_RUN_IDLE_S); ValueError if invalid."""
-    raw = os.environ.get("PROBEGATE_RUN_IDLE_S", "")
+    raw = current().run_idle
     try:
         value = float(raw) if raw.strip() else DEFAULT_RUN_IDLE_S
     except ValueError:
@@ -155,7 +155,7 @@ def _close_on_exit(**_: Any) -> None:
 @control_command(name=CONTROL_CLOSE_RUN, args=[("run_id", str)], signature="<run_id>")
 def probegate_close_run(state: Any, run_id: str) -> dict[str, Any]:
     """Remove this host's containers of a finished run (runs in the worker's main process)."""
-    if os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
+    if current().null_sandbox:
         return {"ok": "null sandbox"}
     # In a thread: removing containers takes a while, and this loop also hands out tasks.
     threading.Thread(target=sweep_run, args=(run_id,), name="probegate-close-run", daemon=True).start()

@@ -5,21 +5,21 @@ its public half with the coordinator (`gate-worker key`, then `gate workers enro
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from gate.core.trust.enrolment import ResultSignature, result_message, spec_digest
 from gate.io.keys import SigningKey, load_or_create
+from worker.celery.worker.settings import ENV_KEY, current
 
-ENV_KEY = "PROBEGATE_WORKER_KEY"
+__all__ = ["ENV_KEY", "key_path", "sign_result", "worker_key"]
+
 _key: SigningKey | None = None
 
 
 def key_path() -> Path:
     """$PROBEGATE_WORKER_KEY, else ~/.config/probegate/worker.key."""
-    env = os.environ.get(ENV_KEY)
-    return Path(env) if env else Path.home() / ".config" / "probegate" / "worker.key"
+    return current().key
 
 
 def worker_key() -> SigningKey:

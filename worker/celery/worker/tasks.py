@@ -33,6 +33,7 @@ from worker.celery.shared.results import flush_results
 from worker.celery.shared.wire import decode_batch, encode_observations, version_refusal
 from worker.celery.worker.imagefetch import Fetched, ensure_image
 from worker.celery.worker.runs import open_runs  # also registers the close-run control command in the worker
+from worker.celery.worker.settings import current
 from worker.celery.worker.signing import sign_result
 from worker.celery.worker.stopping import WorkerStopping, stoppable  # also: a shutting-down worker stops its batches
 
@@ -46,21 +47,22 @@ _proving = threading.Lock()  # one proof at a time: a batch waits for the start-
 
 
 def worker_id() -> str:
-    return os.environ.get("PROBEGATE_WORKER_ID") or f"{socket.gethostname()}-{os.getpid()}"
+    return current().worker_id or f"{socket.gethostname()}-{os.getpid()}"
 
 
 def sandbox() -> Sandbox:
     """This process's sandbox, made on first use (a Docker client must not cross a fork)."""
     global _sandbox
     if _sandbox is None:
-        if os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
+        settings = current()
+        if settings.null_sandbox:
             from worker.host.nullsandbox import NullSandbox
 
             _sandbox = NullSandbox(worker_id())
         else:
             from worker.host.sandbox import DockerSandbox
 
-            image = os.environ.get("PROBEGATE_IMAGE")
+            image = settings.image
             _sandbox = (
                 DockerSandbox(image=image, worker_id=worker_id()) if image else DockerSandbox(worker_id=worker_id())
             )
@@ -70,27 +72,27 @@ def sandbox() -> Sandbox:
 def inputs() -> BlobInputs:
     global _inputs
     if _inputs is None:
-        url = os.environ.get("PROBEGATE_BLOBS") or os.environ.get("PROBEGATE_BROKER", "redis://127.0.0.1:6379/0")
-        _inputs = BlobInputs(RedisBlobStore(url), cache_dir())
+        settings = current()
+        _inputs = BlobInputs(RedisBlobStore(settings.blobs or settings.broker), cache_dir())
     return _inputs
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PROBEGATE_CACHE", Path.home() / ".cache" / "probegate"))
+    return current().cache
 
 
 def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
     """Make the run's image present on this engine (None: it was, or trials run in no container);
     `wait_s`: how long its publication may still take (see worker.celery.worker.imagefetch.ensure_image)."""
     global _engine
-    if not spec.image_id or os.environ.get("PROBEGATE_SANDBOX", "docker") == "null":
+    if not spec.image_id or current().null_sandbox:
         return None
     if _engine is None:
         from worker.host.engine import docker_client
 
         with _proving:  # the start-up proof may be making it
             _engine = _engine or docker_client()
-    registry = os.environ.get("PROBEGATE_REGISTRY") or None
+    registry = current().registry
     spool = cache_dir() / "images"
     fetched = ensure_image(
         _engine, inputs().store, spec.image_id, registry=registry, spool=spool, run_id=spec.run_id, wait_s=wait_s
@@ -114,7 +116,7 @@ def prove(engine: docker.DockerClient, image_id: str) -> None:
 def _prove_default_image_early(**_: Any) -> None:
     # Celery gives this hook a few seconds at most: the proof runs in a thread. A batch arriving first
     # waits on the lock for it instead of running a second one (or proves its own image itself).
-    if os.environ.get("PROBEGATE_SANDBOX", "docker") != "null":
+    if not current().null_sandbox:
         threading.Thread(target=_prove_default_image, name="probegate-prove", daemon=True).start()
 
 
@@ -132,7 +134,7 @@ def _prove_default_image() -> None:
 
         with _proving:
             _engine = _engine or docker_client()
-        prove(_engine, resolve_image_id(_engine, os.environ.get("PROBEGATE_IMAGE") or DEFAULT_IMAGE))
+        prove(_engine, resolve_image_id(_engine, current().image or DEFAULT_IMAGE))
 
 
 def bounded_wait(value: object) -> float:
