@@ -56,6 +56,16 @@ def keep_logging() -> Iterator[None]:
     structlog.configure(**saved)
 
 
+@pytest.fixture(autouse=True)
+def keep_worker_settings() -> Iterator[None]:
+    """`gate-worker`'s `main()` run in-process configures this process's worker settings: put them back."""
+    from worker.celery.worker import settings
+
+    saved = settings._configured
+    yield
+    settings.configure(saved) if saved is not None else setattr(settings, "_configured", None)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The coordinator's state folder (run journals, gate.io.journal) for this test process and the gate

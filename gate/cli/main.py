@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from gate.cli.arguments import build_parser
 from gate.cli.commands import dispatch
+from gate.cli.settings import GateSettings
 from gate.core.errors import (
     RET_INTERNAL,
     RET_INTERRUPTED,
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as exc:  # --help, --version: printed, exit 0 (mistakes raise UsageError instead)
             sys.stdout.flush()
             return exc.code if isinstance(exc.code, int) else RET_OK
+        args.settings = GateSettings.from_env(os.environ)  # the one read of the environment's settings
         with interrupts.routed():  # SIGINT/SIGTERM: everything started is removed, then exit 128+signal
             code = dispatch(args)
         sys.stdout.flush()  # a closed pipe shows here, not as a traceback at interpreter exit

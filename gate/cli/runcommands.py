@@ -14,20 +14,13 @@ from gate.cli.books import books_factory, ledger_file, ledger_url
 from gate.cli.executors import Placement, enrolled_workers, executor_factory
 from gate.cli.images import build_for_run
 from gate.cli.report import report_targets
+from gate.cli.settings import ENV_REQUIRE, INTERPRETER_ENV, settings_of
 from gate.cli.signing import sign_key_path
 from gate.core.errors import InputMissingError, UsageError
 from gate.io.cliargs import check_redis_url
 
 if TYPE_CHECKING:  # the run machinery loads only once a run has passed its argument checks
     from gate.run.request import RunRequest
-
-
-INTERPRETER_ENV = "PROBEGATE_INTERPRETER"
-
-
-# gate.io.workers.ENV_REQUIRE (deprecated), written out: that module loads the enrolment's crypto, which a
-# local run never needs.
-ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"
 
 
 def _request(args: argparse.Namespace, *, card: Path | None, placement: Placement) -> RunRequest:
@@ -95,7 +88,7 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
 
 def interpreter_mode(args: argparse.Namespace) -> Literal["fresh", "warm"] | None:
     """--interpreter, else $PROBEGATE_INTERPRETER, else None (the suite's own mode)."""
-    chosen = getattr(args, "interpreter", None) or os.environ.get(INTERPRETER_ENV) or None
+    chosen = getattr(args, "interpreter", None) or settings_of(args).interpreter
     if chosen not in (None, "fresh", "warm"):
         raise UsageError(f"must be fresh or warm, not {chosen!r}", field=f"${INTERPRETER_ENV}")
     return chosen
@@ -161,7 +154,7 @@ def placement_of(args: argparse.Namespace) -> Placement:
     without a worker registry is refused here, before the suite is read or any image built."""
     allow = args.allow_unenrolled_workers
     enrolled = enrolled_workers(args.workers, allow_unenrolled=allow) if args.broker else None
-    if os.environ.get(ENV_REQUIRE):
+    if settings_of(args).require_signed:
         # What it asked for is the default now; said so that a stale setting is noticed and dropped.
         print(
             f"gate: warning: ${ENV_REQUIRE} is deprecated and ignored: a run with --broker always needs a worker "
@@ -171,8 +164,8 @@ def placement_of(args: argparse.Namespace) -> Placement:
     return Placement(
         jobs=args.jobs,
         broker=args.broker,
-        registry=args.registry or os.environ.get("PROBEGATE_REGISTRY") or None,
-        queue=args.queue or os.environ.get("PROBEGATE_QUEUE") or None,
+        registry=args.registry or settings_of(args).registry,
+        queue=args.queue or settings_of(args).queue,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
         room=args.room,

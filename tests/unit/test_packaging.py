@@ -16,6 +16,7 @@ from gate.core.errors import RET_OK
 from gate.core.suite.trial import FaultOrigin, Observation
 from worker.celery.shared.wire import encode_batch, version_refusal
 from worker.celery.worker import cli as worker_cli
+from worker.celery.worker.settings import PoolSettings, configure
 from worker.host.engine import DEFAULT_IMAGE
 from worker.host.imagesetup import definition_dir, definition_problems
 
@@ -135,7 +136,7 @@ def test_the_worker_task_refuses_another_versions_batch_before_running_anything(
     from worker.celery.shared.wire import decode_observations
     from worker.celery.worker import signing, tasks
 
-    monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "worker.key"))
+    configure(PoolSettings.from_env({signing.ENV_KEY: str(tmp_path / "worker.key")}))
     monkeypatch.setattr(signing, "_key", None)
     monkeypatch.setattr(tasks, "sandbox", lambda: pytest.fail("the sandbox was asked for"))
     batch = {**encode_batch(make_specs(3, run_id="r")), "version": "0.0.9"}

@@ -12,6 +12,7 @@ from gate.cli.executors import enrolled_workers
 from gate.cli.main import main
 from gate.core.errors import RET_CONFIG, RET_NOINPUT, RET_USAGE, ConfigError, InputMissingError
 from gate.io.keys import write_new_key
+from worker.celery.worker.settings import PoolSettings, configure
 
 
 def lines(capsys: pytest.CaptureFixture[str]) -> list[dict]:
@@ -108,7 +109,7 @@ def test_gate_worker_key(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     from worker.celery.worker.cli import main as worker_main
 
     monkeypatch.setattr(signing, "_key", None)
-    monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "w.key"))  # restored after: --key sets it
+    configure(PoolSettings.from_env({signing.ENV_KEY: str(tmp_path / "w.key")}))  # put back after (tests/conftest.py)
     assert worker_main(["key", "--key", str(tmp_path / "w.key")]) == 0
     first = capsys.readouterr().out
     monkeypatch.setattr(signing, "_key", None)

@@ -11,16 +11,16 @@ from support.paths import ROOT
 from worker.celery.worker.settings import DEFAULT_BROKER, PoolSettings
 
 WORKER = ROOT / "worker" / "celery" / "worker"
-ENTRY_AND_SETTINGS = {"cli.py", "settings.py"}
+ENTRY_POINT = "cli.py"
 READS = re.compile(r"os\.environ|os\.getenv|getenv\(")
 
 
-def test_only_the_entry_point_and_the_settings_module_touch_the_environment() -> None:
-    """No module of the worker side but cli.py (the entry point) and settings.py reads os.environ."""
+def test_only_the_entry_point_touches_the_environment() -> None:
+    """No module of the worker side but cli.py, the entry point, reads os.environ: the rest ask settings.current()."""
     readers = sorted(
         path.name
         for path in WORKER.glob("*.py")
-        if path.name not in ENTRY_AND_SETTINGS and READS.search(path.read_text(encoding="utf-8"))
+        if path.name != ENTRY_POINT and READS.search(path.read_text(encoding="utf-8"))
     )
     assert readers == []
 
@@ -63,3 +63,9 @@ def test_each_variable_lands_in_its_field() -> None:
         run_idle="5",
     )
     assert settings.null_sandbox
+
+
+def test_the_gate_command_reads_its_settings_in_main_alone() -> None:
+    """Below gate.cli.main, the commands that run trials take their PROBEGATE_* defaults from args.settings."""
+    for name in ("commands.py", "runcommands.py", "settings.py", "flakes.py"):
+        assert not READS.search((ROOT / "gate" / "cli" / name).read_text(encoding="utf-8")), name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from worker.celery.worker.runs import OpenRuns, run_idle_s
+from worker.celery.worker.settings import PoolSettings, configure
 
 
 class Recorder:
@@ -108,12 +109,12 @@ def test_a_failing_close_does_not_stop_the_janitor():
 @pytest.mark.parametrize("raw", ["0", "-1", "40", "soon"])
 def test_run_idle_s_refuses_values_outside_the_hosts_window(monkeypatch, raw):
     """PROBEGATE_RUN_IDLE_S must be a positive number of seconds below HOST_IDLE_S."""
-    monkeypatch.setenv("PROBEGATE_RUN_IDLE_S", raw)
+    configure(PoolSettings.from_env({"PROBEGATE_RUN_IDLE_S": raw}))
     with pytest.raises(ValueError, match="PROBEGATE_RUN_IDLE_S"):
         run_idle_s()
 
 
 def test_run_idle_s_defaults_to_twenty_seconds(monkeypatch):
     """Without the variable a run stays open 20 s after its last batch."""
-    monkeypatch.delenv("PROBEGATE_RUN_IDLE_S", raising=False)
+    configure(PoolSettings.from_env({}))
     assert run_idle_s() == 20.0

@@ -29,7 +29,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from gate import __version__
 from gate.core.errors import RET_OK, GateError, UsageError
 from gate.io import interrupts
 from gate.io.cliargs import ArgParser, check_redis_url
+from worker.celery.worker.settings import PoolSettings, configure, current
 
 if TYPE_CHECKING:
     from gate.io.keys import SigningKey
@@ -65,6 +66,8 @@ class WorkerSettings:
     broker: str | None = None  # $PROBEGATE_BROKER: keeps the password out of ps
     registry: str | None = None  # $PROBEGATE_REGISTRY
     worker_id: str | None = None  # $PROBEGATE_WORKER_ID: the identity observations carry, if set ahead
+    # What the pool processes run with, as the environment gives it (the flags are laid over it in serve).
+    pool: PoolSettings = field(default_factory=lambda: PoolSettings.from_env({}))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -73,6 +76,7 @@ class WorkerSettings:
             registry=env.get("PROBEGATE_REGISTRY") or None,
             broker_file=Path(env.get("PROBEGATE_BROKER_FILE") or Path.home() / ".config" / "probegate" / "broker.json"),
             worker_id=env.get("PROBEGATE_WORKER_ID") or None,
+            pool=PoolSettings.from_env(env),
         )
 
 
@@ -130,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv.insert(0, "serve")  # `gate-worker --broker URL` is the one-command join
     try:
         args = build_parser(WorkerSettings.from_env(os.environ)).parse_args(argv)
+        configure(args.settings.pool)  # the environment's, before any flag is laid over it
         if args.command == "join":
             return _join(args)
         if args.command == "serve" and not args.broker:
@@ -173,11 +178,11 @@ def _ensure_image(image: str | None) -> None:
 
 
 def _worker_key(path: Path | None) -> SigningKey:
-    """The key at `path` (or the default), created when missing; later processes find it via the env."""
+    """The key at `path` (or the settings'), created when missing; forked pool processes inherit it."""
     from worker.celery.worker import signing
 
     if path is not None:
-        os.environ[signing.ENV_KEY] = str(path.resolve())  # for the pool processes (settings.py reads it)
+        configure(replace(current(), key=path.resolve()))
     return signing.worker_key()  # kept in the module: forked pool processes inherit it
 
 
@@ -265,16 +270,17 @@ def _serve(args: argparse.Namespace) -> int:
     kept = _own_pool(args, found) if args.sandbox == "docker" and args.pool == "own" else None
     if kept is not None:
         pool_env = str(kept.path)
-    os.environ.update(
-        {
-            **({"PROBEGATE_POOL": pool_env} if pool_env else {}),
-            "PROBEGATE_BROKER": args.broker,
-            "PROBEGATE_SANDBOX": args.sandbox,
-            "PROBEGATE_IMAGE": image,
-            **({"PROBEGATE_CACHE": str(args.cache)} if args.cache else {}),
-            **({"PROBEGATE_BLOBS": args.blobs} if args.blobs else {}),
-            **({"PROBEGATE_REGISTRY": args.registry} if args.registry else {}),
-        }
+    # The sandbox's standing-pool client and the Celery app read these two themselves.
+    os.environ.update({**({"PROBEGATE_POOL": pool_env} if pool_env else {}), "PROBEGATE_BROKER": args.broker})
+    given = current()
+    served = replace(
+        given,
+        broker=args.broker,
+        sandbox=args.sandbox,
+        image=image,
+        cache=args.cache or given.cache,
+        blobs=args.blobs or given.blobs,
+        registry=args.registry or given.registry,
     )
     from celery.utils.nodenames import default_nodename, host_format
 
@@ -293,7 +299,7 @@ def _serve(args: argparse.Namespace) -> int:
     # One identity for the whole worker (every pool process): its observations carry it. Its own direct
     # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
     worker_id = args.settings.worker_id or name.replace("%h", socket.gethostname())
-    os.environ["PROBEGATE_WORKER_ID"] = worker_id  # for the pool processes, which read it
+    configure(replace(served, worker_id=worker_id))  # before Celery forks the pool processes
     from worker.celery.worker.heartbeat import beat_while_serving
 
     beat_while_serving(args.broker, own, worker_id)

@@ -1,10 +1,9 @@
-"""What a worker's processes run with, read from the environment in this one place. `gate-worker serve`
-(worker/celery/worker/cli.py, the entry point) writes these variables before Celery forks its pool
-processes, which inherit them; the modules below it ask `current()`, never `os.environ`."""
+"""What a worker's processes run with. `gate-worker` (worker/celery/worker/cli.py, the entry point) reads
+the environment once into a `PoolSettings`, lays its flags over it and `configure`s it before Celery forks
+the pool processes, which inherit it; the modules below ask `current()`, never the environment."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +47,15 @@ class PoolSettings:
         )
 
 
+_configured: PoolSettings | None = None
+
+
+def configure(settings: PoolSettings) -> None:
+    """Make `settings` this process's (and its future forks'): the entry point calls it."""
+    global _configured
+    _configured = settings
+
+
 def current() -> PoolSettings:
-    """This process's settings, read now: the entry point sets some after this module is imported."""
-    return PoolSettings.from_env(os.environ)
+    """The settings the entry point configured; the defaults (an empty environment's) when it did not."""
+    return _configured if _configured is not None else PoolSettings.from_env({})

@@ -29,6 +29,7 @@ from gate.core.trust.enrolment import (
 from gate.io.keys import SigningKey, write_new_key
 from gate.io.workers import RegistryFileError, load_roster, save_roster, verify_pem
 from worker.celery.shared.wire import encode_batch, encode_observations
+from worker.celery.worker.settings import PoolSettings, configure
 from worker.celery.worker.signing import sign_result
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -131,7 +132,7 @@ def test_worker_signature_checks_out(tmp_path: Path, monkeypatch: pytest.MonkeyP
     import worker.celery.worker.signing as signing
 
     monkeypatch.setattr(signing, "_key", None)
-    monkeypatch.setenv(signing.ENV_KEY, str(tmp_path / "w.key"))
+    configure(PoolSettings.from_env({signing.ENV_KEY: str(tmp_path / "w.key")}))
     payload = encode_batch(make_specs(3, run_id="r"))
     observations = encode_observations([])
     claim = sign_result("task-1", payload, observations)
