@@ -31,6 +31,7 @@ from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
 from worker.celery.shared.wire import decode_batch, encode_observations
 from worker.celery.worker.heartbeat import beat_while_serving
 from worker.celery.worker.runs import open_runs
+from worker.celery.worker.settings import PoolSettings, configure
 from worker.host.sandbox import DockerSandbox
 
 
@@ -109,10 +110,11 @@ class NoDifference:
 
 def main(broker: str, name: str, queue: str, cache: str, key: str | None = None) -> None:
     identity = name.replace("%h", socket.gethostname())
+    # This process is its own entry point: its settings are configured here, as gate-worker's main does.
+    given = {**os.environ, "PROBEGATE_WORKER_ID": identity, **({"PROBEGATE_WORKER_KEY": key} if key else {})}
+    configure(PoolSettings.from_env(given))
     if key:
-        os.environ["PROBEGATE_WORKER_KEY"] = key
         from worker.celery.worker.signing import sign_result, worker_key
-    os.environ["PROBEGATE_WORKER_ID"] = identity
     app = make_app(broker)
     app.conf.include = []  # the honest run_batch must not be registered in this process
     sandbox = DockerSandbox(
