@@ -19,7 +19,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import kombu.exceptions
 import pytest
+import redis.exceptions
 
 from gate.io.keys import public_path, write_new_key
 from worker.celery.shared.app import make_app
@@ -285,7 +287,13 @@ class Workers:
                     raise RuntimeError(f"worker {name} exited: {(self.tmp / f'{name}.log').read_text()[-2000:]}")
             # Asked by name: the reply comes once every worker answered, not at the end of the reply window.
             names = [f"{name}@{socket.gethostname()}" for name in self.procs]
-            replies = app.control.ping(timeout=0.5, destination=names) or []
+            try:
+                replies = app.control.ping(timeout=0.5, destination=names) or []
+            except (redis.exceptions.ConnectionError, kombu.exceptions.OperationalError):
+                # A dropped control connection is no answer about the workers: ask again on a fresh one.
+                app.close()
+                app = make_app(self.control_url)
+                continue
             seen = {key.split("@")[0] for reply in replies for key in reply}
             if set(self.procs) <= seen:
                 return
