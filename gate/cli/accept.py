@@ -14,13 +14,11 @@ is not a commit) are usage errors as for every command.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gate.cli.signing import ACCEPT_KEY_ENV
 from gate.core.card.acceptance import decide_merge
 from gate.core.card.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
@@ -49,7 +47,7 @@ def run_accept(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> int:
     """Print one JSON line with the decision and its reasons; return the exit code. `card_path` or
-    `seal_path` None: the one the suite names; `key` (else $PROBEGATE_ACCEPT_KEY, else the suite's
+    `seal_path` None: the one the suite names; `key` (the entry point's --key or $PROBEGATE_ACCEPT_KEY, else the suite's
     `public_key`): the public key whose signature the card must carry; `now` is accept's own time."""
     if not workdir.is_dir():
         raise InputMissingError("the tree being merged is not a folder", file=str(workdir), field="--workdir")
@@ -85,10 +83,9 @@ def run_accept(
 
 
 def _trusted_key(named: Path | None, suite_key: Path | None) -> VerifyKey | None:
-    """The public key a signature is required by: --key, else $PROBEGATE_ACCEPT_KEY, else the suite's
+    """The public key a signature is required by: --key (or $PROBEGATE_ACCEPT_KEY), else the suite's
     `public_key` (with --base, the base's copy); None: no signature required."""
-    env = os.environ.get(ACCEPT_KEY_ENV)
-    path = named or (Path(env) if env else None) or suite_key
+    path = named or suite_key
     return load_verify_key(path) if path is not None else None
 
 

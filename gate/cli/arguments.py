@@ -20,8 +20,9 @@ from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
 from gate.cli.runargs import add_placement_arguments, add_tree_arguments
+from gate.cli.settings import ACCEPT_KEY_ENV
 from gate.cli.setup import add_setup_parser
-from gate.cli.signing import ACCEPT_KEY_ENV, add_sign_key_argument, add_signing_parsers
+from gate.cli.signing import add_sign_key_argument, add_signing_parsers
 from gate.cli.workers import add_workers_parser
 from gate.io.cliargs import ArgParser
 

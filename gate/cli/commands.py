@@ -11,6 +11,7 @@ from typing import Any
 from gate.cli.images import run_image
 from gate.cli.power import run_from_args as run_power
 from gate.cli.runcommands import baseline_command, flakes_command, run_command
+from gate.cli.settings import settings_of
 from gate.core.errors import RET_OK, UsageError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -43,7 +44,7 @@ def _accept(args: argparse.Namespace) -> int:
         allow_unchecked_oracle=args.allow_unchecked_oracle,
         allow_unenrolled_workers=args.allow_unenrolled_workers,
         allow_replayed_seeds=args.allow_replayed_seeds,
-        key=args.key,
+        key=args.key or settings_of(args).accept_key,
     )
 
 

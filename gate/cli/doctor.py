@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from pathlib import Path
 
@@ -19,16 +18,14 @@ from gate.cli.doctorchecks import (
     engine_findings,
     git_findings,
     host_userns_finding,
-    named_path,
     redis_findings,
     registry_finding,
     sign_key_finding,
 )
-from gate.cli.signing import SIGN_KEY_ENV
+from gate.cli.settings import ENV_REGISTRY, SIGN_KEY_ENV, GateSettings, registry_named, registry_of, settings_of
 from gate.core.errors import RET_HARNESS, RET_OK, GateError
 from gate.io.cliargs import REDIS_SCHEMES
-
-REGISTRY_ENV = "PROBEGATE_WORKERS"  # gate.io.workers.ENV_REGISTRY, written out: parsing loads no pydantic
+from gate.io.envsettings import rows
 
 
 def add_doctor_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,9 +34,9 @@ def add_doctor_parser(sub: argparse._SubParsersAction) -> None:
     doctor.add_argument("--repo", type=Path, default=Path("."), help="the repository to gate (default .)")
     doctor.add_argument("--base", metavar="GIT_REV", help="the base revision runs will name (checked to exist)")
     doctor.add_argument("--suite", type=Path, help="suite file whose project image to check (default REPO/gate.toml)")
-    doctor.add_argument("--broker", default=os.environ.get("PROBEGATE_BROKER"), help="broker URL ($PROBEGATE_BROKER)")
-    doctor.add_argument("--ledger", default=os.environ.get("PROBEGATE_LEDGER"), help="books URL ($PROBEGATE_LEDGER)")
-    doctor.add_argument("--workers", type=Path, help=f"worker registry to check (default ${REGISTRY_ENV})")
+    doctor.add_argument("--broker", help="broker URL (default $PROBEGATE_BROKER)")
+    doctor.add_argument("--ledger", help="books URL (default $PROBEGATE_LEDGER)")
+    doctor.add_argument("--workers", type=Path, help=f"worker registry to check (default ${ENV_REGISTRY})")
     doctor.add_argument("--sign-key", type=Path, help=f"card-signing key to check (default ${SIGN_KEY_ENV})")
 
 
@@ -48,7 +45,8 @@ def run_doctor(args: argparse.Namespace) -> int:
     findings = collect(args)
     failed = [f for f in findings if f.status is Status.FAIL]
     if args.json:
-        print(json.dumps({"ok": not failed, "checks": [f.row() for f in findings]}, indent=2))
+        settings = rows(GateSettings, settings_of(args))
+        print(json.dumps({"ok": not failed, "checks": [f.row() for f in findings], "settings": settings}, indent=2))
     else:
         width = max(len(f.check) for f in findings)
         for f in findings:
@@ -61,14 +59,16 @@ def run_doctor(args: argparse.Namespace) -> int:
 def collect(args: argparse.Namespace) -> list[Finding]:
     """Every finding, in the order a fix is best made (the engine before the images on it)."""
     findings = _docker_findings(args)
-    for name, url in (("broker", args.broker), ("books", args.ledger)):
+    settings = settings_of(args)
+    broker = args.broker or settings.broker
+    for name, url in (("broker", broker), ("books", args.ledger or settings.ledger)):
         if url and url.startswith(REDIS_SCHEMES):
             findings += redis_findings(name, url)
-    key = named_path(args.sign_key, SIGN_KEY_ENV)
+    key = args.sign_key or settings.sign_key
     if key is not None:
         findings.append(sign_key_finding(key))
-    registry = named_path(args.workers, REGISTRY_ENV)
-    if registry is None and args.broker and (args.repo / ".probegate" / "workers.json").exists():
+    registry = registry_of(args) if registry_named(args) else None
+    if registry is None and broker and (args.repo / ".probegate" / "workers.json").exists():
         registry = args.repo / ".probegate" / "workers.json"
     if registry is not None:
         findings.append(registry_finding(registry))

@@ -4,7 +4,6 @@ line each, with what to do when it does not hold. A check never raises for what 
 from __future__ import annotations
 
 import enum
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -246,9 +245,3 @@ def git_findings(repo: Path, base: str | None) -> list[Finding]:
     else:
         found.append(Finding("git base", Status.OK, f"{rev} is {resolved.stdout.strip()[:12]}"))
     return found
-
-
-def named_path(given: Path | None, env: str) -> Path | None:
-    """A path given as a flag, else in the environment variable `env`, else None (not named)."""
-    text = os.environ.get(env)
-    return given or (Path(text) if text else None)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gate.cli.settings import DEFAULT_VISIBILITY_TIMEOUT_S, ENV_REGISTRY, GateSettings
 from gate.core.errors import ConfigError
 
 if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
@@ -26,6 +26,7 @@ class Placement:
     queue: str | None = None  # with a broker: the fleet's queue (None: the shared one)
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
+    visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S  # with a broker: $PROBEGATE_VISIBILITY_TIMEOUT
     room: int | None = None  # with a broker: batches each worker process may hold at once (None: the default)
     # With a broker: the worker registry results are checked against (`enrolled_workers`); None there
     # only with --allow-unenrolled-workers.
@@ -65,6 +66,7 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
             enrolled=enrolled,
             worker_wait_s=placement.worker_wait_s,
             result_timeout_s=placement.result_timeout_s,
+            visibility_timeout_s=placement.visibility_timeout_s,
             registry=placement.registry,
             queue=placement.queue,
             **options,
@@ -76,14 +78,17 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
     return LocalExecutor(sandbox, jobs=placement.jobs)
 
 
-def enrolled_workers(given: Path | None, *, allow_unenrolled: bool = False) -> Callable[[], Roster] | None:
+def enrolled_workers(
+    given: Path | None, *, allow_unenrolled: bool = False, settings: GateSettings | None = None
+) -> Callable[[], Roster] | None:
     """The registry the Celery executor checks results against (read now, so a broken one stops the run
     before any trial, and again at each run). No registry is refused, unless `allow_unenrolled`
     (--allow-unenrolled-workers): then None, and results are checked against nothing."""
-    from gate.io.workers import ENV_REGISTRY, load_roster, registry_path
+    from gate.io.workers import load_roster
 
-    path = registry_path(given)
-    named = given is not None or bool(os.environ.get(ENV_REGISTRY))
+    settings = settings or GateSettings()
+    path = given if given is not None else settings.workers
+    named = given is not None or settings.workers_named
     if not named and not path.exists():
         if not allow_unenrolled:
             # Secure by default: without a registry any process that can write to the broker decides the run.

@@ -29,12 +29,13 @@ def add_status_action(actions: Any, registry: Any, admin: Any) -> None:
 
 def run_status(args: argparse.Namespace, admin: str) -> int:
     """Print the fleet's status (see the module docstring)."""
+    from gate.cli.settings import registry_of
     from gate.core.trust.fleet import fleet, invites_open
     from gate.io.invites import invites_path, load_invites
-    from gate.io.workers import load_roster, registry_path
+    from gate.io.workers import load_roster
     from worker.celery.coordinator.liveness import read_beats
 
-    registry = registry_path(args.workers)
+    registry = registry_of(args)
     roster = load_roster(registry, missing_ok=True)
     summary, read_card = None, args.card is not None
     if args.card is not None:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from gate.cli.settings import settings_of
 from gate.core.errors import RET_OK, UsageError
 
 _DURATION = re.compile(r"^(\d+)([smhd])$")
@@ -54,17 +55,17 @@ def add_invite_actions(actions: Any, registry: Any, admin: Any) -> None:
 
 def run_invites(args: argparse.Namespace) -> int:
     """Do one invite action; one JSON line per invite touched (the token, once, on `invite`)."""
+    from gate.cli.settings import registry_of
     from gate.io.invites import invites_path, load_invites
-    from gate.io.workers import registry_path
 
-    registry = registry_path(args.workers)
+    registry = registry_of(args)
     book_path = invites_path(registry)
     if args.action == "invites":
         now = datetime.now(UTC)
         for invite in load_invites(book_path).invites:
             print(json.dumps(_row(invite, now)))
         return RET_OK
-    admin = args.redis_admin_url
+    admin = args.redis_admin_url or settings_of(args).redis_admin
     if not admin:
         raise UsageError("needs the broker's admin connection", field="--redis-admin-url (or $PROBEGATE_REDIS_ADMIN)")
     if args.action == "invite":

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gate.cli.settings import settings_of
 from gate.core.errors import RET_OK, UsageError
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ def report_targets(args: argparse.Namespace) -> ReportTargets:
     """The report files the command line and the environment name."""
     from gate.io.reports import ReportTargets
 
-    return ReportTargets.of(args.junitxml, args.summary_md, os.environ, report_html=args.report_html)
+    step = settings_of(args).step_summary
+    return ReportTargets(args.junitxml, args.summary_md, step_summary=step, report_html=args.report_html)
 
 
 def run_report(args: argparse.Namespace) -> int:

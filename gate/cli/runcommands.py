@@ -83,6 +83,7 @@ def _request(args: argparse.Namespace, *, card: Path | None, placement: Placemen
         seeds_from=getattr(args, "replay_seeds", None),
         resume=getattr(args, "resume", False),
         interpreter=interpreter_mode(args),
+        state_dir=settings_of(args).state_dir,
     )
 
 
@@ -153,8 +154,9 @@ def placement_of(args: argparse.Namespace) -> Placement:
     """Where `run` and `baseline` send trials, from their arguments (checked by `_request`). A broker
     without a worker registry is refused here, before the suite is read or any image built."""
     allow = args.allow_unenrolled_workers
-    enrolled = enrolled_workers(args.workers, allow_unenrolled=allow) if args.broker else None
-    if settings_of(args).require_signed:
+    settings = settings_of(args)
+    enrolled = enrolled_workers(args.workers, allow_unenrolled=allow, settings=settings) if args.broker else None
+    if settings.require_signed:
         # What it asked for is the default now; said so that a stale setting is noticed and dropped.
         print(
             f"gate: warning: ${ENV_REQUIRE} is deprecated and ignored: a run with --broker always needs a worker "
@@ -164,10 +166,11 @@ def placement_of(args: argparse.Namespace) -> Placement:
     return Placement(
         jobs=args.jobs,
         broker=args.broker,
-        registry=args.registry or settings_of(args).registry,
-        queue=args.queue or settings_of(args).queue,
+        registry=args.registry or settings.registry,
+        queue=args.queue or settings.queue,
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
+        visibility_timeout_s=settings.visibility_timeout_s,
         room=args.room,
         enrolled=enrolled,
     )

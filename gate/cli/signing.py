@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
+from gate.cli.settings import SIGN_KEY_ENV, settings_of
 from gate.core.errors import RET_OK, UsageError
-
-SIGN_KEY_ENV = "PROBEGATE_SIGN_KEY"  # `gate run` / `gate sign`: the private key's path
-ACCEPT_KEY_ENV = "PROBEGATE_ACCEPT_KEY"  # `gate accept`: the public key's path; a signature is then required
 
 _KEYS_EPILOG = (
     "Writes PATH (the private key, PKCS#8 PEM, mode 0600) and PATH.pub (its public half, "
@@ -55,9 +52,7 @@ def add_sign_key_argument(parser: argparse.ArgumentParser, *flags: str) -> None:
 
 def sign_key_path(args: argparse.Namespace) -> Path | None:
     """--sign-key, else $PROBEGATE_SIGN_KEY, else None (no signing)."""
-    named = getattr(args, "sign_key", None)
-    env = os.environ.get(SIGN_KEY_ENV)
-    return named or (Path(env) if env else None)
+    return getattr(args, "sign_key", None) or settings_of(args).sign_key
 
 
 def run_keys(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from gate.cli.fleet import add_status_action, run_status
 from gate.cli.invites import add_invite_actions, run_invites
+from gate.cli.settings import ENV_ADMIN, settings_of
 from gate.core.errors import RET_OK, UsageError
 
 if TYPE_CHECKING:
     from gate.core.trust.enrolment import EnrolledWorker
     from gate.io.keys import VerifyKey
 
-ENV_ADMIN = "PROBEGATE_REDIS_ADMIN"
 _REDIS = ("redis://", "rediss://")
 
 
@@ -62,7 +61,6 @@ def _add_admin_argument(parser: argparse.ArgumentParser) -> None:
     """--redis-admin-url: the broker's admin connection, which makes and deletes broker users."""
     parser.add_argument(
         "--redis-admin-url",
-        default=os.environ.get(ENV_ADMIN),
         metavar="URL",
         help=f"an admin connection to the broker, to make or delete broker users "
         f"(default ${ENV_ADMIN}, which keeps the password out of ps)",
@@ -83,10 +81,11 @@ def add_registry_argument(parser: argparse.ArgumentParser, *, also: str = "") ->
 
 def run_workers(args: argparse.Namespace) -> int:
     """Do one `gate workers` action; prints one JSON line per worker touched."""
-    from gate.io.workers import check_registry_writable, load_roster, locked, registry_path
+    from gate.cli.settings import registry_of
+    from gate.io.workers import check_registry_writable, load_roster, locked
 
-    path = registry_path(args.workers)
-    admin = getattr(args, "redis_admin_url", None)
+    path = registry_of(args)
+    admin = getattr(args, "redis_admin_url", None) or settings_of(args).redis_admin
     if admin is not None and not admin.startswith(_REDIS):
         raise UsageError("must be a redis:// or rediss:// URL", field="--redis-admin-url")
     if args.action in ("invite", "invites", "uninvite", "admit"):

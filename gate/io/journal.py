@@ -37,19 +37,11 @@ SYNC_EVERY_S = 1.0  # a machine that stops (not only a killed process) loses at 
 MAX_INT = 2**53  # no observation holds a larger number; a card could not carry one (gate.core.card.card)
 
 
-def state_dir() -> Path:
-    """The coordinator's state folder: `$PROBEGATE_STATE_DIR`, `$XDG_STATE_HOME/probegate` or ~/.local/state."""
-    if chosen := os.environ.get(STATE_ENV):
-        return Path(chosen)
-    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(base) / "probegate"
-
-
-def journal_path(card: Path) -> Path:
-    """Where the run writing the card at `card` keeps its journal (one per card path, in the state folder)."""
+def journal_path(card: Path, state_dir: Path) -> Path:
+    """Where the run writing the card at `card` keeps its journal (one per card path, in `state_dir`)."""
     where = card.resolve()
     digest = hashlib.sha256(os.fsencode(where)).hexdigest()[:16]
-    return state_dir() / "journals" / f"{where.name[:100]}-{digest}{SUFFIX}"
+    return state_dir / "journals" / f"{where.name[:100]}-{digest}{SUFFIX}"
 
 
 def check_journal_place(path: Path, workdir: Path) -> None:

@@ -4,7 +4,7 @@ page) and writing them: the rendering is `gate.core.report.junit` / `gate.core.r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,23 +26,6 @@ class ReportTargets:
     summary_md: Path | None = None
     step_summary: Path | None = None  # appended to, never replaced: earlier steps wrote there too
     report_html: Path | None = None
-
-    @classmethod
-    def of(
-        cls,
-        junitxml: Path | None,
-        summary_md: Path | None,
-        env: Mapping[str, str],
-        report_html: Path | None = None,
-    ) -> ReportTargets:
-        """The targets named on the command line, plus $GITHUB_STEP_SUMMARY when it is set and not empty."""
-        step = env.get(STEP_SUMMARY_ENV) or None
-        return cls(
-            junitxml=junitxml,
-            summary_md=summary_md,
-            step_summary=Path(step) if step else None,
-            report_html=report_html,
-        )
 
     def outputs(self) -> dict[str, Path]:
         """The files by the flag (or variable) that named them, for the checks made before anything runs."""

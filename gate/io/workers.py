@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,22 +22,9 @@ from gate.io.artifacts import check_writable, write_output
 from gate.io.inputs import read_input, reason
 from gate.io.keys import KeyFileError, VerifyKey
 
-DEFAULT_REGISTRY = Path(".probegate") / "workers.json"
-ENV_REGISTRY = "PROBEGATE_WORKERS"
-# Deprecated, ignored (a warning says so): a run with --broker needs a registry by default now.
-ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"
-
 
 class RegistryFileError(ConfigError):
     """A worker registry file that does not parse; `file` names it."""
-
-
-def registry_path(given: Path | None = None) -> Path:
-    """--workers, else $PROBEGATE_WORKERS, else `.probegate/workers.json`."""
-    if given is not None:
-        return given
-    env = os.environ.get(ENV_REGISTRY)
-    return Path(env) if env else DEFAULT_REGISTRY
 
 
 def load_roster(path: Path, *, missing_ok: bool = False) -> Roster:

@@ -57,7 +57,7 @@ def admit(
     for flag, path in request.reports.outputs().items():
         check_outside_tree(path, request.workdir, selection, field=flag)
     # The journal is read back by a resume: anywhere in the patch's repository, the patch could have written it.
-    check_journal_place(journal_path(card_path), request.workdir)
+    check_journal_place(journal_path(card_path, request.state_dir), request.workdir)
     # Read and sized before any container starts: a tree the sandbox cannot hold is refused in one line
     # (a configuration error: nothing runs, no card, no credit), not found out in every container.
     tree = read_patched_tree(request.workdir, selection)

@@ -43,10 +43,10 @@ class RunJournal:
     rerun: int = 0
 
     @classmethod
-    def start(cls, card: Path, *, resume: bool, note: Callable[[str], None]) -> RunJournal:
+    def start(cls, card: Path, state_dir: Path, *, resume: bool, note: Callable[[str], None]) -> RunJournal:
         """The journal of the run writing `card`; with `resume`, the stored one read and locked now (before
         any container), refused when it reached its commit. Without one to resume, the run starts fresh."""
-        path = journal_path(card)
+        path = journal_path(card, state_dir)
         if not resume:
             if discard_journal(path):
                 note(f"gate: removed the journal of an interrupted run at {path} (gate run --resume continues one)")

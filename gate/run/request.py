@@ -16,6 +16,7 @@ from gate.core.suite.suite import ImageSource, Suite
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import check_writable
 from gate.io.bookstore import BooksStore
+from gate.io.envsettings import default_state_dir
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
 from gate.run.executor import Executor
@@ -44,6 +45,8 @@ class RunRequest:
     seeds_from: str | None = None  # --replay-seeds: the run whose trial seeds to give (None: this run's own)
     resume: bool = False  # --resume: continue the interrupted run from its journal (gate.io.journal)
     interpreter: Literal["fresh", "warm"] | None = None  # --interpreter: over the suite's (None: the suite's)
+    # The coordinator's state folder, where the run keeps its journal (the entry point's settings name it).
+    state_dir: Path = field(default_factory=default_state_dir)
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,7 @@ def _run(
     books.check()
     admitted = admit(request, oracle, suite, books, image_factory)
     # Read (and locked) before any container starts; a resume keeps the interrupted run's id.
-    journal = RunJournal.start(card_of(request), resume=request.resume, note=note)
+    journal = RunJournal.start(card_of(request), request.state_dir, resume=request.resume, note=note)
     try:
         return _journaled(
             request,

@@ -4,6 +4,7 @@ the whole gate (`run_gate`) over a MockExecutor; no Docker."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -103,7 +104,13 @@ def build_suite(tmp_path: Path) -> Suite:
     card = tmp_path / "out" / "card.json"
     # A first run: the books beside the card do not exist yet, so it asks for new ones.
     request = RunRequest(
-        suite=tmp_path / "gate.toml", workdir=work, fixture=None, seal=seal, card=card, new_ledger=True
+        suite=tmp_path / "gate.toml",
+        workdir=work,
+        fixture=None,
+        seal=seal,
+        card=card,
+        new_ledger=True,
+        state_dir=Path(os.environ["PROBEGATE_STATE_DIR"]),  # tests/conftest.py's, outside any test's tree
     )
     return Suite(request=request, fixtures=fixtures, card=card, ledger=card.parent / "ledger.json")
 

@@ -62,7 +62,7 @@ def run_cmd(folder: Path, patch: str = "noisy_sampler", *extra: str) -> list[str
 
 def journal_of(folder: Path) -> Path:
     """The journal of the run writing `folder`'s card (in the state folder tests/conftest.py sets)."""
-    return journal_path(folder / "card.json")
+    return journal_path(folder / "card.json", Path(os.environ["PROBEGATE_STATE_DIR"]))
 
 
 def killed_halfway(folder: Path, trials: int, *extra: str, env: dict[str, str] | None = None) -> int:

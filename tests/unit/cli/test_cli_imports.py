@@ -12,9 +12,9 @@ import pytest
 from support.paths import ROOT
 
 from gate.cli.arguments import build_parser
+from gate.cli.settings import ENV_REGISTRY
 from gate.core.report.evidence_view import DEFAULT_LIMIT, DEFAULT_PASSES
 from gate.io.reports import STEP_SUMMARY_ENV
-from gate.io.workers import ENV_REGISTRY
 
 RUN_MACHINERY = ("gate.run", "worker", "docker", "celery", "redis", "structlog")
 MODELS = ("pydantic", "rich")  # the card and suite models, the terminal tables: loaded by the commands that use them

@@ -42,10 +42,11 @@ CHECKS = textwrap.dedent(
 
 
     def hog(trial):
-        """Allocates without bound, a little more for every byte of output."""
+        """Allocates without bound, a little more for every byte of output. bytes(n) is calloc'd: the address
+        space bound stops it after a few blocks without a page touched, however busy the machine."""
         kept = []
         while True:
-            kept.append(bytearray(16 * 1024 * 1024) + trial.stdout.encode())
+            kept.append(bytes(64 * 1024 * 1024 + len(trial.stdout)))
 
 
     def nested(trial):

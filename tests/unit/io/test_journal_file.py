@@ -27,7 +27,7 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 def written(folder: Path, trials: int) -> Path:
     """A journal with `trials` trial lines, closed (as a killed run leaves it)."""
-    path = journal_path(folder / "card.json")
+    path = journal_path(folder / "card.json", folder / "state")
     writer = new_journal(path, HEADER)
     for index in range(trials):
         spec = make_spec(index)
@@ -56,7 +56,7 @@ def test_a_journal_reads_back_and_appends_after_its_torn_line_is_cut(tmp_path: P
 
 def test_no_journal_is_none_and_a_locked_one_is_refused(tmp_path: Path) -> None:
     """Nothing at the path: None. A journal another writer holds: refused, naming the file."""
-    assert read_journal(journal_path(tmp_path / "card.json")) is None
+    assert read_journal(journal_path(tmp_path / "card.json", tmp_path / "state")) is None
     path = written(tmp_path, 1)
     found = read_journal(path)
     assert found is not None
@@ -70,7 +70,8 @@ def test_a_journal_that_is_a_link_is_refused(tmp_path: Path) -> None:
     """A symlink at the journal's path is not followed (it could lead to another run's journal)."""
     (tmp_path / "elsewhere").mkdir()
     real = written(tmp_path / "elsewhere", 1)
-    link = journal_path(tmp_path / "card.json")
+    link = journal_path(tmp_path / "card.json", tmp_path / "state")
+    link.parent.mkdir(parents=True)
     os.symlink(real, link)
     with pytest.raises(GateError, match="cannot open the run journal"):
         read_journal(link)

@@ -68,6 +68,7 @@ def paired_repo(tmp_path: Path) -> Repo:
         fixture=None,
         seal=root / "fixtures.seal",
         card=tmp_path / "out" / "card.json",
+        state_dir=tmp_path / "state",
         base=base,
         new_ledger=True,
     )
@@ -175,7 +176,7 @@ def test_a_resume_reuses_both_sides_stored_trials(tmp_path: Path) -> None:
 
     with pytest.raises(Killed):
         run_repo(r, stopping, fresh)
-    assert fresh.card is not None and journal_path(fresh.card).exists()
+    assert fresh.card is not None and journal_path(fresh.card, fresh.state_dir).exists()
     asked: list[TrialSpec] = []
     resumed = run_repo(r, rates(0.95, 0.95, asked), replace(fresh, resume=True, new_ledger=True))
     row = stat_row(resumed)

@@ -97,7 +97,7 @@ def interrupted(suite: Suite, after: int, handler: Handler = sometimes) -> Path:
     with pytest.raises(Killed):
         run_with(suite, Dying(handler, after), [])
     assert not suite.card.exists() and not suite.ledger.exists()
-    return journal_path(suite.card)
+    return journal_path(suite.card, suite.request.state_dir)
 
 
 def rows(result: RunResult) -> list[tuple[str, str, int, int]]:
@@ -170,13 +170,13 @@ def test_a_torn_last_line_is_dropped_and_its_trial_runs_again(suite: Suite) -> N
 def refused(suite: Suite, match: str) -> None:
     """`--resume` refuses with one JournalError line naming the journal; nothing runs, nothing is written."""
     executor = Counting(sometimes)
-    before = journal_path(suite.card).read_bytes()
+    before = journal_path(suite.card, suite.request.state_dir).read_bytes()
     with pytest.raises(JournalError, match=match) as caught:
         run_with(suite, executor, [], resume=True)
-    assert caught.value.exit_code == 65 and caught.value.file == str(journal_path(suite.card))
+    assert caught.value.exit_code == 65 and caught.value.file == str(journal_path(suite.card, suite.request.state_dir))
     assert "\n" not in str(caught.value)
     assert executor.ran == 0 and not suite.card.exists() and not suite.ledger.exists()
-    assert journal_path(suite.card).read_bytes() == before
+    assert journal_path(suite.card, suite.request.state_dir).read_bytes() == before
 
 
 def edit_line(path: Path, number: int, edit: dict) -> None:
@@ -280,7 +280,7 @@ def test_without_resume_a_stale_journal_is_replaced_and_with_no_journal_resume_r
     executor = Counting(sometimes)
     run_with(suite, executor, notes)
     assert executor.ran == 32 and "removed the journal of an interrupted run" in notes[0]
-    assert not journal_path(suite.card).exists()
+    assert not journal_path(suite.card, suite.request.state_dir).exists()
     notes.clear()
     again = Counting(sometimes)
     result = run_with(suite, again, notes, resume=True)
@@ -337,9 +337,7 @@ def test_a_journal_planted_beside_the_card_or_in_the_tree_is_never_read(suite: S
 
 
 @pytest.mark.parametrize("where", ["tree", "repository"])
-def test_a_state_folder_inside_the_patched_repository_is_refused(
-    suite: Suite, monkeypatch: pytest.MonkeyPatch, where: str
-) -> None:
+def test_a_state_folder_inside_the_patched_repository_is_refused(suite: Suite, where: str) -> None:
     """PROBEGATE_STATE_DIR inside the patched tree, or in the git repository holding it, is refused in one
     line (exit 64) before any trial: a patch could have placed a journal there."""
     work = suite.request.workdir
@@ -348,9 +346,8 @@ def test_a_state_folder_inside_the_patched_repository_is_refused(
         state = work.parent / "state"
     else:
         state = work / ".state"
-    monkeypatch.setenv(STATE_ENV, str(state))
     executor = Counting(sometimes)
     with pytest.raises(UsageError, match="inside the patched tree's repository") as caught:
-        run_with(suite, executor, [], resume=True)
+        run_with(replace(suite, request=replace(suite.request, state_dir=state)), executor, [], resume=True)
     assert caught.value.exit_code == 64 and caught.value.field == STATE_ENV and "\n" not in str(caught.value)
     assert executor.ran == 0 and not suite.card.exists() and not state.exists()

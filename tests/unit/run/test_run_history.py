@@ -77,6 +77,7 @@ def freeze_repo(tmp_path: Path, *, created_at: datetime | None = NOW - timedelta
         card=tmp_path / "out" / "card.json",
         base="HEAD",
         new_ledger=True,
+        state_dir=tmp_path / "state",
     )
 
 

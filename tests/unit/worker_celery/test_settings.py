@@ -3,26 +3,14 @@ defaults a bare `gate-worker serve` gets."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from support.paths import ROOT
+import pytest
 
-from worker.celery.worker.settings import DEFAULT_BROKER, PoolSettings
-
-WORKER = ROOT / "worker" / "celery" / "worker"
-ENTRY_POINT = "cli.py"
-READS = re.compile(r"os\.environ|os\.getenv|getenv\(")
-
-
-def test_only_the_entry_point_touches_the_environment() -> None:
-    """No module of the worker side but cli.py, the entry point, reads os.environ: the rest ask settings.current()."""
-    readers = sorted(
-        path.name
-        for path in WORKER.glob("*.py")
-        if path.name != ENTRY_POINT and READS.search(path.read_text(encoding="utf-8"))
-    )
-    assert readers == []
+from gate.core.errors import RET_USAGE
+from gate.io.envsettings import rows
+from worker.celery.worker.cli import main as worker_main
+from worker.celery.worker.settings import DEFAULT_BROKER, PoolSettings, WorkerSettings
 
 
 def test_a_bare_environment_gives_the_documented_defaults() -> None:
@@ -65,7 +53,20 @@ def test_each_variable_lands_in_its_field() -> None:
     assert settings.null_sandbox
 
 
-def test_the_gate_command_reads_its_settings_in_main_alone() -> None:
-    """Below gate.cli.main, the commands that run trials take their PROBEGATE_* defaults from args.settings."""
-    for name in ("commands.py", "runcommands.py", "settings.py", "flakes.py"):
-        assert not READS.search((ROOT / "gate" / "cli" / name).read_text(encoding="utf-8")), name
+def test_the_worker_reads_its_pool_settings_from_the_same_environment() -> None:
+    """`gate-worker`'s settings hold the pool processes' part, read from the same variables; each is listed once."""
+    env = {"PROBEGATE_BROKER": "redis://b/1", "PROBEGATE_BROKER_FILE": "/f.json", "PROBEGATE_VISIBILITY_TIMEOUT": "30"}
+    settings = WorkerSettings.from_env(env)
+    assert (settings.broker, settings.broker_file) == ("redis://b/1", Path("/f.json"))
+    assert (settings.pool.broker, settings.pool.visibility_timeout_s) == ("redis://b/1", 30.0)
+    assert WorkerSettings.from_env({}).broker is None  # serve then needs --broker or a broker file
+    variables = [row["variable"] for row in rows(WorkerSettings)]
+    assert len(variables) == len(set(variables)) and set(env) <= set(variables)
+
+
+def test_a_bad_setting_stops_the_worker_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A visibility timeout that is no number is one `gate-worker: error:` line naming it, exit 64."""
+    monkeypatch.setenv("PROBEGATE_VISIBILITY_TIMEOUT", "soon")
+    assert worker_main(["key", "--key", "/nonexistent/k"]) == RET_USAGE
+    err = capsys.readouterr().err
+    assert "PROBEGATE_VISIBILITY_TIMEOUT" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -1,14 +1,13 @@
 """The Celery app both sides share: JSON only, late acks, one message prefetched per process,
 and a Redis visibility timeout that the coordinator's batch sizing respects.
 
-A worker started by `gate-worker serve` builds it from PROBEGATE_BROKER; the coordinator builds
-its own with `make_app(url)`. Tasks live in `worker.celery.worker.tasks` and are addressed by name.
+Each side builds its own with `make_app(url)`: a worker from its `--broker` (or PROBEGATE_BROKER), the
+coordinator from `gate run --broker`. Tasks live in `worker.celery.worker.tasks` and are addressed by name.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 
 from celery import Celery
@@ -16,7 +15,8 @@ from kombu import Exchange, Queue
 
 # Redis hands an unacknowledged message to another worker after this long. A batch must finish
 # well inside it, so the coordinator caps a batch's summed deadlines at half of it (see dispatch).
-VISIBILITY_TIMEOUT_S = float(os.environ.get("PROBEGATE_VISIBILITY_TIMEOUT", "600"))
+# The default; the entry points take $PROBEGATE_VISIBILITY_TIMEOUT into their settings.
+VISIBILITY_TIMEOUT_S = 600.0
 TASK_RUN_BATCH = "probegate.run_batch"
 TASK_RESEAL = "probegate.reseal"
 # Remote-control command the coordinator broadcasts when a run ends (handled in worker.celery.worker.runs).
@@ -107,9 +107,6 @@ def make_app(
         # bindings, which are other clients' (a coordinator's reply queue) and not this user's to delete.
         app.conf.control_queue_expires = None
     return app
-
-
-app = make_app(os.environ.get("PROBEGATE_BROKER", "redis://127.0.0.1:6379/0"))
 
 
 def _queue_safe(text: str) -> str:

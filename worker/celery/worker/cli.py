@@ -28,8 +28,8 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,7 +37,7 @@ from gate import __version__
 from gate.core.errors import RET_OK, GateError, UsageError
 from gate.io import interrupts
 from gate.io.cliargs import ArgParser, check_redis_url
-from worker.celery.worker.settings import PoolSettings, configure, current
+from worker.celery.worker.settings import WorkerSettings, configure, current
 
 if TYPE_CHECKING:
     from gate.io.keys import SigningKey
@@ -56,28 +56,6 @@ BROKER_FILE_HELP = (
 KEY_HELP = (
     "this worker's signing key, created when missing (default $PROBEGATE_WORKER_KEY or ~/.config/probegate/worker.key)"
 )
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """What `gate-worker` takes from its environment, read once where it starts; the flags' defaults."""
-
-    broker_file: Path  # $PROBEGATE_BROKER_FILE, else ~/.config/probegate/broker.json: where a join keeps its grant
-    broker: str | None = None  # $PROBEGATE_BROKER: keeps the password out of ps
-    registry: str | None = None  # $PROBEGATE_REGISTRY
-    worker_id: str | None = None  # $PROBEGATE_WORKER_ID: the identity observations carry, if set ahead
-    # What the pool processes run with, as the environment gives it (the flags are laid over it in serve).
-    pool: PoolSettings = field(default_factory=lambda: PoolSettings.from_env({}))
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
-        return cls(
-            broker=env.get("PROBEGATE_BROKER") or None,
-            registry=env.get("PROBEGATE_REGISTRY") or None,
-            broker_file=Path(env.get("PROBEGATE_BROKER_FILE") or Path.home() / ".config" / "probegate" / "broker.json"),
-            worker_id=env.get("PROBEGATE_WORKER_ID") or None,
-            pool=PoolSettings.from_env(env),
-        )
 
 
 def build_parser(settings: WorkerSettings) -> argparse.ArgumentParser:
@@ -123,7 +101,7 @@ def _serve_arguments(serve: argparse.ArgumentParser, settings: WorkerSettings) -
     serve.add_argument("--cache", type=Path, help="local blob cache (default ~/.cache/probegate)")
     serve.add_argument("--blobs", help="blob store URL (default: the broker's Redis)")
     serve.add_argument("--name", help="worker name (default probegate-<host>-<pid>)")
-    serve.add_argument("--registry", default=settings.registry, help=REGISTRY_HELP)
+    serve.add_argument("--registry", default=settings.pool.registry, help=REGISTRY_HELP)
     serve.add_argument("--queue", help="consume this queue instead of the shared one: a fleet for pinned runs")
     serve.add_argument("--pool", help=POOL_HELP)
 
@@ -294,11 +272,11 @@ def _serve(args: argparse.Namespace) -> int:
     if alone:
         print(f"gate-worker: this broker user may take batches only from {own}: consuming it alone", file=sys.stderr)
     queues = [own] if alone else [trials, queue_for(image), own]
-    app = make_app(args.broker, alone=own if alone else None)
+    app = make_app(args.broker, alone=own if alone else None, visibility_timeout_s=served.visibility_timeout_s)
     name = args.name or f"probegate-{os.getpid()}@%h"
     # One identity for the whole worker (every pool process): its observations carry it. Its own direct
     # queue is named after its key, which signs every result, so a cross-check can be sent anywhere but here.
-    worker_id = args.settings.worker_id or name.replace("%h", socket.gethostname())
+    worker_id = args.settings.pool.worker_id or name.replace("%h", socket.gethostname())
     configure(replace(served, worker_id=worker_id))  # before Celery forks the pool processes
     from worker.celery.worker.heartbeat import beat_while_serving
 
@@ -354,7 +332,7 @@ def _beat(args: argparse.Namespace) -> int:
     from worker.celery.shared.app import SHARED_QUEUE, make_app, queue_for
     from worker.celery.worker.beat import beat_schedule
 
-    app = make_app(args.broker)
+    app = make_app(args.broker, visibility_timeout_s=args.settings.pool.visibility_timeout_s)
     # The check runs on any worker, or on one started for --image when given.
     app.conf.beat_schedule = beat_schedule(
         args.fixture, args.seal, queue=queue_for(args.image) if args.image else SHARED_QUEUE

@@ -1,6 +1,7 @@
-"""What a worker's processes run with. `gate-worker` (worker/celery/worker/cli.py, the entry point) reads
-the environment once into a `PoolSettings`, lays its flags over it and `configure`s it before Celery forks
-the pool processes, which inherit it; the modules below ask `current()`, never the environment."""
+"""What `gate-worker` and its processes run with. Its entry point (worker/celery/worker/cli.py) reads
+the environment once into a `WorkerSettings`, lays its flags over the `PoolSettings` part and `configure`s
+it before Celery forks the pool processes, which inherit it; the modules below ask `current()`, never the
+environment."""
 
 from __future__ import annotations
 
@@ -8,24 +9,55 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gate.io.envsettings import nested, read, seconds, setting
+from worker.celery.shared.app import VISIBILITY_TIMEOUT_S
+
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
 ENV_KEY = "PROBEGATE_WORKER_KEY"
 ENV_RUN_IDLE = "PROBEGATE_RUN_IDLE_S"
+
+
+def _home(*parts: str) -> Path:
+    return Path.home().joinpath(*parts)
 
 
 @dataclass(frozen=True)
 class PoolSettings:
     """One worker's settings, as its pool processes see them."""
 
-    broker: str  # PROBEGATE_BROKER
-    blobs: str | None  # PROBEGATE_BLOBS: the blob store, when it is not the broker
-    sandbox: str  # PROBEGATE_SANDBOX: "docker", or "null" (no container: the dispatch benchmarks' worker)
-    image: str | None  # PROBEGATE_IMAGE: the image batches that name none run in
-    cache: Path  # PROBEGATE_CACHE: fetched blobs and image spools
-    registry: str | None  # PROBEGATE_REGISTRY: where run images are pulled from, if anywhere
-    worker_id: str | None  # PROBEGATE_WORKER_ID: the identity observations carry (set by serve)
-    key: Path  # PROBEGATE_WORKER_KEY: this worker's signing key
-    run_idle: str  # PROBEGATE_RUN_IDLE_S as given (worker.celery.worker.runs.run_idle_s checks it)
+    broker: str = setting(
+        "PROBEGATE_BROKER", "the broker, under `--broker`; keeps its password out of ps", default=DEFAULT_BROKER
+    )
+    blobs: str | None = setting("PROBEGATE_BLOBS", "the blob store, when it is not the broker, under `--blobs`")
+    sandbox: str = setting(
+        "PROBEGATE_SANDBOX", "`docker`, or `null` (no container: the dispatch benchmarks' worker)", default="docker"
+    )
+    image: str | None = setting("PROBEGATE_IMAGE", "the image batches that name none run in, under `--image`")
+    cache: Path = setting(
+        "PROBEGATE_CACHE",
+        "fetched blobs and image spools, under `--cache`",
+        default_factory=lambda: _home(".cache", "probegate"),
+        parse=Path,
+        shown="~/.cache/probegate",
+    )
+    registry: str | None = setting("PROBEGATE_REGISTRY", "where run images are pulled from, under `--registry`")
+    worker_id: str | None = setting("PROBEGATE_WORKER_ID", "the identity observations carry (default: `--name`)")
+    key: Path = setting(
+        ENV_KEY,
+        "this worker's signing key, under `--key`",
+        default_factory=lambda: _home(".config", "probegate", "worker.key"),
+        parse=Path,
+        shown="~/.config/probegate/worker.key",
+    )
+    run_idle: str = setting(
+        ENV_RUN_IDLE, "seconds a run's sandbox is kept after its last batch (checked at start)", default=""
+    )
+    visibility_timeout_s: float = setting(
+        "PROBEGATE_VISIBILITY_TIMEOUT",
+        "seconds before Redis hands an unanswered batch out again; the same on workers and coordinator",
+        default=VISIBILITY_TIMEOUT_S,
+        parse=seconds,
+    )
 
     @property
     def null_sandbox(self) -> bool:
@@ -33,18 +65,29 @@ class PoolSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PoolSettings:
-        home = Path.home()
-        return cls(
-            broker=env.get("PROBEGATE_BROKER") or DEFAULT_BROKER,
-            blobs=env.get("PROBEGATE_BLOBS") or None,
-            sandbox=env.get("PROBEGATE_SANDBOX") or "docker",
-            image=env.get("PROBEGATE_IMAGE") or None,
-            cache=Path(env.get("PROBEGATE_CACHE") or home / ".cache" / "probegate"),
-            registry=env.get("PROBEGATE_REGISTRY") or None,
-            worker_id=env.get("PROBEGATE_WORKER_ID") or None,
-            key=Path(env.get(ENV_KEY) or home / ".config" / "probegate" / "worker.key"),
-            run_idle=env.get(ENV_RUN_IDLE, ""),
-        )
+        """The settings `env` gives; a value that does not parse is a usage error naming its variable."""
+        return read(cls, env)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What `gate-worker` takes from its environment, read once where it starts; the flags' defaults."""
+
+    broker_file: Path = setting(
+        "PROBEGATE_BROKER_FILE",
+        "where a joined server keeps its name and its own broker URL, under `--broker-file`",
+        default_factory=lambda: Path.home() / ".config" / "probegate" / "broker.json",
+        parse=Path,
+        shown="~/.config/probegate/broker.json",
+    )
+    broker: str | None = setting("PROBEGATE_BROKER", "the broker, under `--broker`; keeps its password out of ps")
+    # What the pool processes run with, as the environment gives it (the flags are laid over it in serve).
+    pool: PoolSettings = nested(PoolSettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
+        """The settings `env` gives; a value that does not parse is a usage error naming its variable."""
+        return read(cls, env)
 
 
 _configured: PoolSettings | None = None

@@ -140,7 +140,13 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "probe.py").write_text("print('{}')\n")
     card_path = root / "out" / "card.json"
     request = RunRequest(
-        suite=root / "gate.toml", workdir=work, fixture=None, seal=seal, card=card_path, new_ledger=True
+        suite=root / "gate.toml",
+        workdir=work,
+        fixture=None,
+        seal=seal,
+        card=card_path,
+        new_ledger=True,
+        state_dir=root / "state",
     )
     run_gate(
         request,

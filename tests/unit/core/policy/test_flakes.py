@@ -88,6 +88,7 @@ def flake_repo(tmp_path: Path, *, repeat: tuple[str, ...] = (CONTRACT,)) -> Repo
         card=card,
         base=base,
         new_ledger=True,
+        state_dir=tmp_path / "state",
     )
     return Repo(root=root, request=request, base=base)
 
