@@ -16,10 +16,10 @@ rate, P(Binomial(10, rate) >= 8), is printed beside it. `accepted`: rows passed 
 failing property's: its true rate is below the band); `lie-made`: rows passed whose seeded truth has
 fewer than 8 hits (passes the lies made); `extra trials`: replays, tie-breaks and reruns per primary.
 
-Then the owned tier (`gate workers enrol --owned`, docs/trust.md "Owned workers"), whatever `--workers` says:
-one stranger alone (a fleet shrunk to one: nobody to replay on), a stranger (honest, or either forger) beside
-one owned worker `own` (the stranger runs every second trial as the liar does above; every second run goes to
-`own`), and `own` alone, at the same rate, shares and runs; then by true rate at the default share.
+Then the owned tier (`gate workers enrol --owned`, docs/explanation/trust.md "Owned workers"), whatever
+`--workers` says: one stranger alone (a fleet shrunk to one: nobody to replay on), a stranger (honest, or either
+forger) beside one owned worker `own` (the stranger runs every second trial as the liar does above; every second
+run goes to `own`), and `own` alone, at the same rate, shares and runs; then by true rate at the default share.
 `caught`: rows whose stranger was caught and every result it gave run again (on `own`); `on truth`: rows whose
 kind is the seeded truth's (a pass at 8 true hits or more, else `inconclusive_sample`); `owned ran`: the share of
 the second runs the owned worker answered.

@@ -90,7 +90,7 @@ def _docker_findings(args: argparse.Namespace) -> list[Finding]:
                 "docker engine",
                 Status.FAIL,
                 str(exc),
-                "start the Docker engine and let this user use it (docs/setup.md)",
+                "start the Docker engine and let this user use it (docs/how-to/install.md)",
             )
         ]
     findings = [*engine_findings(version, info), host_userns_finding()]
@@ -115,14 +115,17 @@ def _sandbox_findings(client: object) -> list[Finding]:
     if found is None:
         return [
             Finding(
-                "sandbox image", Status.FAIL, f"{DEFAULT_IMAGE} is not on this engine", "gate setup (docs/setup.md)"
+                "sandbox image",
+                Status.FAIL,
+                f"{DEFAULT_IMAGE} is not on this engine",
+                "gate setup (docs/how-to/install.md)",
             )
         ]
     findings = [Finding("sandbox image", Status.OK, found.line())]
     try:
         result = preflight(DockerSandbox(client, image=DEFAULT_IMAGE))  # type: ignore[arg-type]
     except GateError as exc:
-        fix = "gate setup --force rebuilds the image; docs/doctor.md lists each preflight finding"
+        fix = "gate setup --force rebuilds the image; docs/reference/doctor.md lists each preflight finding"
         return [*findings, Finding("preflight", Status.FAIL, str(exc), fix)]
     copy = result.get("work_copy")
     note = f" ({result['work_copy_note']})" if result.get("work_copy_note") else ""
@@ -148,7 +151,7 @@ def _project_findings(client: object, args: argparse.Namespace) -> list[Finding]
     try:
         source = load_suite(suite).image_source()
     except GateError as exc:
-        return [Finding("suite", Status.FAIL, str(exc), "fix gate.toml (docs/suite.md)")]
+        return [Finding("suite", Status.FAIL, str(exc), "fix gate.toml (docs/reference/suite.md)")]
     if source is None:
         return [Finding("project image", Status.OK, f"{suite} names none: trials run in the sandbox image")]
     try:
@@ -156,9 +159,9 @@ def _project_findings(client: object, args: argparse.Namespace) -> list[Finding]
         prove_image(client, image_id)  # type: ignore[arg-type]
     except ProjectImageMissing as exc:
         # `gate run` builds it before the first trial: a cost, not a failure.
-        fix = f"gate image build --suite {suite} builds it now (docs/images.md)"
+        fix = f"gate image build --suite {suite} builds it now (docs/how-to/images.md)"
         return [Finding("project image", Status.WARN, f"{exc}; the first gate run builds it", fix)]
     except GateError as exc:
-        fix = f"gate image build --suite {suite} (gate run builds it too; docs/images.md)"
+        fix = f"gate image build --suite {suite} (gate run builds it too; docs/how-to/images.md)"
         return [Finding("project image", Status.FAIL, str(exc), fix)]
     return [Finding("project image", Status.OK, f"{image_id[:19]} from {source.label}, preflight passes")]

@@ -70,7 +70,12 @@ def engine_findings(version: dict[str, Any], info: dict[str, Any]) -> list[Findi
     apparmor = engine_refusal(options)
     if apparmor:
         found.append(
-            Finding("apparmor", Status.WARN, f"{apparmor}: work copies fall back to copy mode", "see docs/doctor.md")
+            Finding(
+                "apparmor",
+                Status.WARN,
+                f"{apparmor}: work copies fall back to copy mode",
+                "see docs/reference/doctor.md",
+            )
         )
     else:
         found.append(Finding("apparmor", Status.OK, "not confining containers' mounts (overlay work copies possible)"))
@@ -101,7 +106,7 @@ def host_userns_finding(proc: Path = Path("/proc")) -> Finding:
             "user namespaces",
             Status.WARN,
             f"{refused}: work copies fall back to copy mode (slower, same verdicts)",
-            "enable unprivileged user namespaces and overlayfs (docs/doctor.md)",
+            "enable unprivileged user namespaces and overlayfs (docs/reference/doctor.md)",
         )
     return Finding("user namespaces", Status.OK, "unprivileged user namespaces and overlayfs available")
 
@@ -154,7 +159,7 @@ def redis_findings(name: str, url: str, *, timeout_s: float = 2.0) -> list[Findi
                 f"{check} acl",
                 Status.WARN,
                 "connected as Redis's default user: every worker sharing it can touch every key",
-                "give each worker its own ACL user (gate workers enrol --admin, docs/distributed.md)",
+                "give each worker its own ACL user (gate workers enrol --admin, docs/how-to/fleet.md)",
             )
         )
     return found
@@ -182,7 +187,7 @@ def registry_finding(path: Path) -> Finding:
             "worker registry",
             Status.FAIL,
             str(exc),
-            "enrol workers with `gate workers enrol PUBKEY --name NAME --workers FILE` (docs/distributed.md)",
+            "enrol workers with `gate workers enrol PUBKEY --name NAME --workers FILE` (docs/how-to/fleet.md)",
         )
     active = sum(1 for worker in roster.workers if worker.active)
     if not active:
@@ -190,7 +195,7 @@ def registry_finding(path: Path) -> Finding:
             "worker registry",
             Status.FAIL,
             f"{path} enrols no active worker: a run over the broker would take no result",
-            "enrol a worker with `gate workers enrol PUBKEY --name NAME` (docs/distributed.md)",
+            "enrol a worker with `gate workers enrol PUBKEY --name NAME` (docs/how-to/fleet.md)",
         )
     return Finding("worker registry", Status.OK, f"{path}: {active} active worker(s), {len(roster.workers)} in all")
 

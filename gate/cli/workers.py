@@ -44,7 +44,7 @@ def add_workers_parser(sub: Any) -> None:
     enrol_p.add_argument(
         "--owned",
         action="store_true",
-        help="your own machine: its results need no second run and it runs the others' (docs/trust.md)",
+        help="your own machine: its results need no second run and it runs the others' (docs/explanation/trust.md)",
     )
     list_p = actions.add_parser("list", help="every enrolled key, revoked ones included")
     revoke_p = actions.add_parser("revoke", help="refuse this worker's results from now on; drop its broker user")

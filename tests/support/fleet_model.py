@@ -1,6 +1,6 @@
 """An in-process model of one statistical row over a fleet of worker callables (fakes: no Docker, no
 broker), decided by the run's own cross-check and replay code (`gate.run.crosscheck.cross_check`). The
-bound in docs/distributed.md, `benchmarks/forger_statistical.py` and the adversarial unit tests measure
+bound in docs/explanation/distributed.md, `benchmarks/forger_statistical.py` and the adversarial unit tests measure
 the replay rule with it. Nothing in a run uses it: it lives with the tests' support code, not in the
 package.
 

@@ -28,7 +28,7 @@ except ImportError:  # imported on the host as worker.box.warmclient
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Trials per parent. Hash randomisation is fixed when an interpreter starts, so each parent is one
 # PYTHONHASHSEED: 16 gives a 200-trial property 13 seeds, each parent's start shared by 16 trials
-# (benchmarks/warm_interpreter.py measures it; docs/sandbox.md weighs seeds against cost).
+# (benchmarks/warm_interpreter.py measures it; docs/explanation/sandbox.md weighs seeds against cost).
 PARENT_TRIALS = 16
 # A parent's start (the image's imports) falls inside the host's budget for the trial (its deadline plus
 # the 15 s grace): one slower than this is a fault of unknown origin, never a timeout charged to the probe.

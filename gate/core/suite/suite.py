@@ -204,14 +204,14 @@ class SuiteConfig(BaseModel):
     # Folders of the patched tree put on the probe's PYTHONPATH (e.g. "src" for a src/ layout).
     pythonpath: tuple[str, ...] = ()
     # "fresh": each trial a new `python3`; "warm": each trial a child forked from a parent that
-    # pre-imported the image's distributions (docs/sandbox.md#warm-interpreter-trials).
+    # pre-imported the image's distributions (docs/reference/sandbox.md#warm-interpreters).
     interpreter: Literal["fresh", "warm"] = "fresh"
     image: ImageConfig | None = None
     # The share of safety/contract trials run again on a second worker (at least one per property
     # when above 0); a local pool has no second worker and cross-checks nothing.
     cross_check: StrictFloat = Field(0.05, ge=0, le=1)
-    # How likely one worker's lies that turn a statistical row may all go unreplayed (docs/trust.md, "Statistical
-    # replays and their bound"): 0, never, by replaying all but the band's margin of each worker's hits.
+    # How likely one worker's lies that turn a statistical row may all go unreplayed (docs/explanation/trust.md,
+    # "Statistical replays and their bound"): 0, never, by replaying all but the band's margin of each worker's hits.
     replay_escape: StrictFloat = Field(0.0, ge=0, lt=1)
     # Each check call runs in the check process (gate.io.checkproc) and is a miss when it has not
     # returned within this many seconds, or when that process grows past this many MiB of address space.

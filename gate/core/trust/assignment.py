@@ -5,7 +5,7 @@ Each property's batches go round the workers in turn, and each new property star
 on, so single-batch properties spread too. Across calls (waves) the turns carry on, so a property's
 batch counts never differ by more than one between workers. An owned worker has two places in the round
 (`OWNED_PLACES`): its results need no replay, so the more of a statistical row it runs, the fewer of the
-strangers' hits lie beyond the band's margin (docs/trust.md, "Statistical replays and their bound").
+strangers' hits lie beyond the band's margin (docs/explanation/trust.md, "Statistical replays and their bound").
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ which workers are up, how much each may hold and what each holds now.
 
 The coordinator still chooses: a worker never picks its batches, and answering fast only earns it more of them
 when it has room, a share the cross-check and replay rules are indifferent to (their bounds hold per trial and
-per worker, docs/trust.md). Near the end of a wave a batch still out on one worker may be copied to an idle one
-(`straggler`): the first valid answer counts, the other is an event.
+per worker, docs/explanation/trust.md). Near the end of a wave a batch still out on one worker may be copied to an
+idle one (`straggler`): the first valid answer counts, the other is an event.
 """
 
 from __future__ import annotations

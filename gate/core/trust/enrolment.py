@@ -71,7 +71,7 @@ class EnrolledWorker(BaseModel):
     revoked_at: datetime | None = None
     acl_user: str | None = None  # the Redis ACL user made for it, when enrolment made one
     # The operator's own machine (`gate workers enrol --owned`): its results need no second run, and it runs
-    # the cross-checks and replays of the others (docs/trust.md, "Owned workers").
+    # the cross-checks and replays of the others (docs/explanation/trust.md, "Owned workers").
     owned: bool = False
 
     @property

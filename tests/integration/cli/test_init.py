@@ -87,7 +87,7 @@ def test_fresh_repository_flow_runs_and_accepts_with_no_flags(repo: Path) -> Non
 
 
 def test_a_probe_calling_project_code_in_src_catches_a_broken_change(repo: Path) -> None:
-    """The recipe of docs/your-repository.md: the module moved to src/, `pythonpath = ["src"]`, the probe
+    """The recipe of docs/how-to/gate-your-repository.md: the module moved to src/, `pythonpath = ["src"]`, the probe
     calling it; a patch that breaks the function fails the contract (run exits 1) and accept refuses (exit 1)."""
     (repo / "src").mkdir()
     (repo / "textkit.py").rename(repo / "src" / "textkit.py")

@@ -125,7 +125,8 @@ def test_nothing_of_the_patched_tree_runs_on_the_coordinator(repo: Repo, tmp_pat
 
 
 def test_the_plain_module_form_inside_a_patched_tree_is_hijackable(repo: Repo, tmp_path: Path) -> None:
-    """Why docs/commands.md says `python -P -m`: without -P, `python -m` in the patched tree imports its modules."""
+    """Why docs/reference/commands.md says `python -P -m`: without -P, `python -m` in the patched tree imports
+    its modules."""
     marker = Path(f"/tmp/probegate-pwned-{uuid.uuid4().hex}")
     (repo.app / "gate").mkdir()
     (repo.app / "gate" / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('gate')\n")

@@ -38,7 +38,7 @@ def batch(make_trial, probe: str, n: int, **kw) -> tuple[list[TrialSpec], object
 @pytest.fixture(params=["overlay", "copy", "overlay+warm"])
 def mode(request) -> str:
     """Every hostile probe runs in both work copy modes (copy-on-write overlays and the forced fallback)
-    with a fresh interpreter, and with overlays in a warm interpreter's child (docs/sandbox.md)."""
+    with a fresh interpreter, and with overlays in a warm interpreter's child (docs/reference/sandbox.md)."""
     return request.param
 
 

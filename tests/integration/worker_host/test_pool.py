@@ -313,7 +313,7 @@ def test_a_run_whose_pool_died_removes_what_it_took(docker_client, sandbox_image
 
 def test_gate_run_from_the_pool_gives_the_examples_kinds(docker_client, pool: PoolServer, tmp_path: Path):
     """`gate run` with PROBEGATE_POOL takes its containers from the pool and judges the example's patches
-    as without it (kinds as docs/examples.md lists them), leaving no pooled container of the run behind."""
+    as without it (kinds as docs/reference/examples.md lists them), leaving no pooled container of the run behind."""
     env = {**os.environ, "PROBEGATE_POOL": str(pool.path)}
     before = pool.started_total
     expected = {"good": {"pass"}, "leaks_token": {"fail_safety", "pass"}, "unsafe_write": {"fail_safety", "pass"}}

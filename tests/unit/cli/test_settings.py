@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 from gate.cli import doctor
 from gate.cli.main import main
-from gate.cli.settings import DEFAULT_VISIBILITY_TIMEOUT_S, GateSettings
+from gate.cli.settings import DEFAULT_VISIBILITY_TIMEOUT_S, GateSettings, reference_tables
 from gate.core.errors import RET_OK, RET_USAGE, UsageError
 from gate.io.envsettings import default_state_dir, rows
 from gate.io.journal import STATE_ENV
@@ -105,3 +106,9 @@ def test_doctor_lists_every_setting_and_never_its_value(monkeypatch: pytest.Monk
     assert listed["PROBEGATE_REDIS_ADMIN"]["set"] is True and listed["PROBEGATE_BROKER"]["set"] is False
     assert listed["PROBEGATE_VISIBILITY_TIMEOUT"]["default"] == "600.0"
     assert "hunter2" not in text
+
+
+def test_the_reference_page_holds_the_tables_the_models_give() -> None:
+    """docs/reference/settings.md's settings tables are the ones the models write (.ci/settings-table)."""
+    page = (ROOT / "docs" / "reference" / "settings.md").read_text(encoding="utf-8")
+    assert reference_tables() in page, "stale settings tables: run .ci/settings-table"

@@ -1,6 +1,6 @@
 """Per-worker broker credentials: one Redis ACL user per worker, which may take batches only from its own
 direct queue (Q, probegate.direct.<its key id>) and write only its own results, and one join user per invite.
-Why each rule is there, what is denied and what a hostile worker can still do: docs/trust.md, "A worker's
+Why each rule is there, what is denied and what a hostile worker can still do: docs/explanation/trust.md, "A worker's
 broker user, rule by rule"."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def acl_user(name: str) -> str:
 
 
 def worker_rules(db: int, password: str, key_id: str) -> list[str]:
-    """The ACL SETUSER arguments for the worker whose signing key is `key_id`, on database `db` (docs/trust.md
-    says why each is there)."""
+    """The ACL SETUSER arguments for the worker whose signing key is `key_id`, on database `db`
+    (docs/explanation/trust.md says why each is there)."""
     queue = direct_queue(key_id)
     # Its queue, priority lists, unacked bookkeeping and results (key ids are fixed-length: no other worker's
     # queue starts with Q), and its queue's bindings.

@@ -26,31 +26,45 @@ class PoolSettings:
     """One worker's settings, as its pool processes see them."""
 
     broker: str = setting(
-        "PROBEGATE_BROKER", "the broker, under `--broker`; keeps its password out of ps", default=DEFAULT_BROKER
+        "PROBEGATE_BROKER",
+        "the broker URL, `redis://` or `rediss://` (`--broker` wins); keeps the password out of `ps`",
+        default=DEFAULT_BROKER,
     )
-    blobs: str | None = setting("PROBEGATE_BLOBS", "the blob store, when it is not the broker, under `--blobs`")
+    blobs: str | None = setting("PROBEGATE_BLOBS", "the blob store's URL when it is not the broker (`--blobs` wins)")
     sandbox: str = setting(
         "PROBEGATE_SANDBOX", "`docker`, or `null` (no container: the dispatch benchmarks' worker)", default="docker"
     )
-    image: str | None = setting("PROBEGATE_IMAGE", "the image batches that name none run in, under `--image`")
+    image: str | None = setting(
+        "PROBEGATE_IMAGE", "the image batches that name none run in (`--image` wins; unset: the bundled sandbox image)"
+    )
     cache: Path = setting(
         "PROBEGATE_CACHE",
-        "fetched blobs and image spools, under `--cache`",
+        "the blob cache (trees and fixtures by digest) and image spools (`--cache` wins); keep it on the file "
+        "system of `TMPDIR`, so a container's tree is hard-linked rather than copied",
         default_factory=lambda: _home(".cache", "probegate"),
         parse=Path,
         shown="~/.cache/probegate",
     )
-    registry: str | None = setting("PROBEGATE_REGISTRY", "where run images are pulled from, under `--registry`")
-    worker_id: str | None = setting("PROBEGATE_WORKER_ID", "the identity observations carry (default: `--name`)")
+    registry: str | None = setting(
+        "PROBEGATE_REGISTRY", "`HOST[:PORT]` of the registry run images are pulled from by digest (`--registry` wins)"
+    )
+    worker_id: str | None = setting(
+        "PROBEGATE_WORKER_ID", "the identity this worker's observations carry (unset: its `--name`)"
+    )
     key: Path = setting(
         ENV_KEY,
-        "this worker's signing key, under `--key`",
+        "this worker's signing key, created 0600 at first start; `gate-worker key` prints its public half "
+        "(`--key` wins)",
         default_factory=lambda: _home(".config", "probegate", "worker.key"),
         parse=Path,
         shown="~/.config/probegate/worker.key",
     )
     run_idle: str = setting(
-        ENV_RUN_IDLE, "seconds a run's sandbox is kept after its last batch (checked at start)", default=""
+        ENV_RUN_IDLE,
+        "a run with no batch for this long is closed on this worker and its warm container removed (the "
+        "coordinator's end-of-run broadcast usually does it at once); above 0 and below 40, or `serve` refuses",
+        default="",
+        shown="20",
     )
     visibility_timeout_s: float = setting(
         "PROBEGATE_VISIBILITY_TIMEOUT",
@@ -75,12 +89,16 @@ class WorkerSettings:
 
     broker_file: Path = setting(
         "PROBEGATE_BROKER_FILE",
-        "where a joined server keeps its name and its own broker URL, under `--broker-file`",
+        "where `gate-worker join` writes this worker's name and own broker URL (0600), and where `serve` reads "
+        "them without `--broker` (`--broker-file` wins)",
         default_factory=lambda: Path.home() / ".config" / "probegate" / "broker.json",
         parse=Path,
         shown="~/.config/probegate/broker.json",
     )
-    broker: str | None = setting("PROBEGATE_BROKER", "the broker, under `--broker`; keeps its password out of ps")
+    broker: str | None = setting(
+        "PROBEGATE_BROKER",
+        "the broker URL, `redis://` or `rediss://` (`--broker` wins); keeps the password out of `ps`",
+    )
     # What the pool processes run with, as the environment gives it (the flags are laid over it in serve).
     pool: PoolSettings = nested(PoolSettings)
 
