@@ -40,10 +40,10 @@ ONCE = ("tree", "clock", "lower", "dry")  # the supervisor's once-per-container 
 
 
 class SplitSandbox(DockerSandbox):
-    """A DockerSandbox that keeps each report's step timings and when it arrived (benchmark only)."""
+    """A DockerSandbox that asks for each report's step timings and keeps them with when it arrived (benchmark only)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, timings=True, **kwargs)
         self.reports: list[tuple[float, dict[str, float]]] = []
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict, note: str = "") -> Observation:

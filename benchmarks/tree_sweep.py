@@ -36,10 +36,10 @@ MODES = ("overlay", "copy")
 
 
 class StepSandbox(DockerSandbox):
-    """A DockerSandbox that keeps each report's step timings (benchmark only)."""
+    """A DockerSandbox that asks for each report's step timings and keeps them (benchmark only)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, timings=True, **kwargs)
         self.steps: list[dict[str, float]] = []
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict, note: str = "") -> Observation:

@@ -154,8 +154,17 @@ def interpreter() -> str:
 
 
 @pytest.fixture
-def sandbox(docker_client: docker.DockerClient, sandbox_image: str, work_copy: str | None) -> DockerSandbox:
-    return DockerSandbox(client=docker_client, worker_id="pytest", work_copy=work_copy)
+def timings() -> bool:
+    """Whether the `sandbox` fixture asks the supervisor where each trial's time went (a report's `steps_s`);
+    a test that reads the split parametrizes it to True."""
+    return False
+
+
+@pytest.fixture
+def sandbox(
+    docker_client: docker.DockerClient, sandbox_image: str, work_copy: str | None, timings: bool
+) -> DockerSandbox:
+    return DockerSandbox(client=docker_client, worker_id="pytest", work_copy=work_copy, timings=timings)
 
 
 def check_mode(obs: Observation, work_copy: str | None) -> None:
