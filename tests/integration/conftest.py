@@ -19,11 +19,11 @@ from typing import Any, NoReturn
 
 import docker
 import pytest
-from celery_helpers import RedisServer, Workers
 from filelock import FileLock, Timeout
 from gate_runs import ExampleRuns
 from run_containers import containers_of
 from support.paths import WINDOWS
+from support.servers import RedisServer, Workers
 
 from gate.core.errors import HarnessError, SandboxError
 from gate.core.suite.trial import ClockSpec, Inputs, Interpreter, Limits, Observation, TrialSpec
