@@ -8,7 +8,7 @@ rounds and each reports the median of its rounds, so a busy machine moves both a
 rates, their ratio (child / in-process), what the child adds per check, and the child's start (a
 fresh interpreter loading the checks), paid once per run and again after each kill.
 
-    .venv/bin/python benchmarks/bench_check_judging.py [--checks 5000] [--rounds 5]
+    .venv/bin/python -m benchmarks.bench_check_judging [--checks 5000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import statistics
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gate.core.checks import Trial
 from gate.core.suite.trial import Captured, ClockSpec, FileChange, Observation

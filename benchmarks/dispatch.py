@@ -13,8 +13,8 @@ round trip per batch (the unverified Celery run's time divided by its batches). 
 every result whatever the coordinator checks, so the end-to-end ratio shows the verifying side
 and the per-batch ratio both.
 
-    .venv/bin/python benchmarks/dispatch.py [--trials 10000] [--workers 2] [--repeat 3]
-    .venv/bin/python benchmarks/dispatch.py --assigned [TRIALS]   # coordinator-chosen workers against
+    .venv/bin/python -m benchmarks.dispatch [--trials 10000] [--workers 2] [--repeat 3]
+    .venv/bin/python -m benchmarks.dispatch --assigned [TRIALS]   # coordinator-chosen workers against
                                                                   # the shared queue, real Docker (160)
 
 Starts its own redis-server on a free 127.0.0.1 port and stops it, and its workers, at the end.
@@ -33,14 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from datetime import UTC, datetime
-
-from dispatch_setup import enrolled_roster, specs
-
+from benchmarks.common import dispatch_specs, enrolled_roster
 from gate.core.suite.fold import Tally
 from gate.core.suite.suite import PropertySpec
 from gate.core.suite.trial import Observation
@@ -110,7 +106,7 @@ def main() -> int:
     )  # fmt: skip
     args = parser.parse_args()
     if args.assigned:
-        from dispatch_assigned import main as assigned
+        from benchmarks.dispatch_assigned import main as assigned
 
         return assigned(args.assigned, args.repeat if "--repeat" in sys.argv else 3)
     redis_bin = shutil.which("redis-server")
@@ -172,12 +168,12 @@ def main() -> int:
             signed.discover()
             local_rates, celery_rates, signed_rates, batches = [], [], [], []
             for round_ in range(args.repeat):
-                plan = specs(args.trials, inputs.tree_digest, digest, f"bench-{round_}")
+                plan = dispatch_specs(args.trials, inputs.tree_digest, digest, f"bench-{round_}")
                 local_rates.append(timed(local, plan, inputs))
                 issued = len(celery.answers.issued)
                 celery_rates.append(timed(celery, plan, inputs))
                 batches.append(len(celery.answers.issued) - issued)
-                plan = specs(args.trials, inputs.tree_digest, digest, f"bench-signed-{round_}")
+                plan = dispatch_specs(args.trials, inputs.tree_digest, digest, f"bench-signed-{round_}")
                 signed_rates.append(timed(signed, plan, inputs))
                 assert not signed.events, signed.events[:3]  # every result verified
             per_batch = statistics.median(batches)
@@ -193,7 +189,7 @@ def main() -> int:
                 order = [None, *SHARES]
                 order = order[round_ % len(order) :] + order[: round_ % len(order)]
                 for share in order:
-                    plan = specs(args.check_trials, inputs.tree_digest, digest, f"bench-x-{round_}-{share}")
+                    plan = dispatch_specs(args.check_trials, inputs.tree_digest, digest, f"bench-x-{round_}-{share}")
                     seconds, checked[share] = checked_run(celery, plan, inputs, share)
                     took[share].append(seconds)
     finally:

@@ -9,7 +9,7 @@ containers opened on its first batch and closed at its end, as `gate run` does).
 probe, so the figure is what assignment costs a run whose trials are cheap: a worker that falls behind
 keeps its share instead of leaving it to the other.
 
-    .venv/bin/python benchmarks/dispatch.py --assigned [--trials 160] [--repeat 3]
+    .venv/bin/python -m benchmarks.dispatch --assigned [--trials 160] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -22,18 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
-
-from celery_helpers import RedisServer, Workers  # noqa: E402
-from dispatch_setup import enrolled_roster, specs  # noqa: E402
-
-from gate.core.suite.trial import Limits  # noqa: E402
-from gate.io.keys import public_path  # noqa: E402
-from gate.io.snapshot import LocalInputs  # noqa: E402
-from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
-from worker.host.engine import DEFAULT_IMAGE  # noqa: E402
+from benchmarks.common import dispatch_specs, enrolled_roster
+from gate.core.suite.trial import Limits
+from gate.io.keys import public_path
+from gate.io.snapshot import LocalInputs
+from tests.support.servers import RedisServer, Workers
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.host.engine import DEFAULT_IMAGE
 
 NAMES = ("bench0", "bench1")  # enrolled_roster names the keys bench0, bench1 in this order
 
@@ -42,7 +37,7 @@ def one_run(executor: CeleryExecutor, inputs: LocalInputs, n: int, run_id: str, 
     """Trials/s of one run of `n` trials, open to close, and how many each worker answered."""
     plan = [
         spec.model_copy(update={"image_id": executor.image_id(), "deadline_s": 10.0})
-        for spec in specs(n, inputs.tree_digest, digest, run_id)
+        for spec in dispatch_specs(n, inputs.tree_digest, digest, run_id)
     ]
     started = time.perf_counter()
     executor.open(run_id, Limits())

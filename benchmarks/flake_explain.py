@@ -6,7 +6,7 @@ over a private redis-server (real Docker both ways).
 The baseline of the ratio is the same explanation's trials on the local pool: through Celery the answers
 must be the same (the source named); the trial counts differ only by what the random sources drew.
 
-    .venv/bin/python benchmarks/flake_explain.py [--repeat 1] [--only local|celery] [--property ID ...]
+    .venv/bin/python -m benchmarks.flake_explain [--repeat 1] [--only local|celery] [--property ID ...]
 """
 
 from __future__ import annotations
@@ -17,21 +17,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.common import bench_fleet, start_fleet
+from gate.cli import logs
+from gate.cli.executors import Placement, default_executor
+from gate.core.policy.explain import BUDGET, Explanation
+from gate.io.workers import load_roster
+from gate.run.executor import Executor
+from gate.run.explain import ExplainRequest, explain_flakes
+from worker.celery.coordinator.dispatch import CeleryExecutor
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from dispatch_setup import bench_fleet  # noqa: E402
-from fleet import start_fleet  # noqa: E402
-
-from gate.cli import logs  # noqa: E402
-from gate.cli.executors import Placement, default_executor  # noqa: E402
-from gate.core.policy.explain import BUDGET, Explanation  # noqa: E402
-from gate.io.workers import load_roster  # noqa: E402
-from gate.run.executor import Executor  # noqa: E402
-from gate.run.explain import ExplainRequest, explain_flakes  # noqa: E402
-from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "flaky"
 # What each property of examples/flaky was built to depend on ("steady": nothing to explain).

@@ -7,7 +7,7 @@ Each round times two runs of the same suite, open to close, each after an 8-tria
 
 - LAN: the workers connect to Redis directly;
 - far: the same workers (same names, keys, broker users and caches), started again with their broker URL pointed
-  at a delay proxy (`tests/integration/delayproxy.py`) that holds every chunk `--delay-ms` in each direction (100 ms
+  at a delay proxy (`tests/support/delayproxy.py`) that holds every chunk `--delay-ms` in each direction (100 ms
   round trip by default).
 
 The suite: `--trials` trials (400) over `--properties` properties (20, of 20 trials each), a trivial probe that
@@ -19,37 +19,19 @@ the fleet model as `benchmarks/forger_statistical.py` measures it (the run's own
 honest 2- and 3-worker fleets and an honest stranger beside an owned worker, at the default share, by true rate.
 (c) a slowed worker is `benchmarks/straggler.py`.
 
-    .venv/bin/python benchmarks/fleet.py [--workers 2] [--trials 400] [--delay-ms 50] [--repeat 2]
+    .venv/bin/python -m benchmarks.fleet [--workers 2] [--trials 400] [--delay-ms 50] [--repeat 2]
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections import Counter
-from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.common import bench_fleet, start_fleet, timed_run
+from benchmarks.forger_statistical import DEFAULT_SHARE, RATES, figures
+from gate.io.snapshot import LocalInputs
+from tests.support.delayproxy import DelayProxy
 
-from celery_helpers import Workers  # noqa: E402
-from delayproxy import DelayProxy  # noqa: E402
-from dispatch_setup import bench_fleet  # noqa: E402
-from forger_statistical import DEFAULT_SHARE, RATES, figures  # noqa: E402
-
-from gate.core.suite.batching import batches  # noqa: E402
-from gate.core.suite.trial import Limits, TrialSpec  # noqa: E402
-from gate.core.testing import make_spec  # noqa: E402
-from gate.io.snapshot import LocalInputs  # noqa: E402
-from gate.io.workers import load_roster  # noqa: E402
-from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
-from worker.host.engine import DEFAULT_IMAGE  # noqa: E402
-
-DEADLINE_S = 10.0  # per trial, as the other fleet benchmarks
 PROBE = "print('ok')\n"
 # (label, worker names in the coordinator's round, owned ones) for (b); names as forger_statistical's honest fleets.
 REPLAY_FLEETS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -57,63 +39,6 @@ REPLAY_FLEETS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("3 honest workers", ("liar", "honest1", "honest2"), ()),
     ("honest stranger + owned", ("liar", "own"), ("own",)),
 )
-
-
-def plan(n: int, properties: int, run_id: str, inputs: LocalInputs, digest: str, image_id: str) -> list[TrialSpec]:
-    """`n` trials over `properties` distinct property ids, each property's trials together."""
-    per = max(1, -(-n // properties))
-    return [
-        make_spec(
-            i,
-            run_id=run_id,
-            property_id=f"p{i // per:02d}",
-            tree_digest=inputs.tree_digest,
-            fixture_digest=digest,
-            deadline_s=DEADLINE_S,
-            image_id=image_id,
-        )
-        for i in range(n)
-    ]
-
-
-def timed_run(
-    url: str, registry: Path, run_id: str, n: int, properties: int, inputs, digest: str, **options: Any
-) -> dict:
-    """One run, open to close, through a fresh coordinator (`options`: more of its settings); its trials/s and
-    who ran what."""
-    roster = lambda: load_roster(registry)  # noqa: E731
-    executor = CeleryExecutor(url, image=DEFAULT_IMAGE, worker_wait_s=60, enrolled=roster, **options)
-    specs = plan(n, properties, run_id, inputs, digest, executor.image_id())
-    started = time.monotonic()
-    executor.open(run_id, Limits())
-    try:
-        observations = list(executor.run(specs, inputs))
-    finally:
-        executor.close(run_id)
-    elapsed = time.monotonic() - started
-    faults = [o for o in observations if o.fault]
-    if len(observations) != n or faults:
-        detail = faults[0].fault if faults else f"{len(observations)} of {n} back"
-        raise RuntimeError(f"run {run_id} did not come back whole: {len(faults)} fault(s), {detail}")
-    sent = batches(specs, executor.batch_size_for(specs, executor.discover()))
-    counts = Counter(o.worker_id or "?" for o in observations)
-    return {
-        "elapsed": elapsed,
-        "rate": n / elapsed,
-        "split": "/".join(str(counts[w]) for w in sorted(counts)),
-        "batches": len(sent),
-        "batch_size": max(len(b) for b in sent),
-        "events": Counter(e.kind for e in executor.events),
-    }
-
-
-def start_fleet(workers: Workers, names: list[str], urls: dict[str, str], concurrency: int) -> None:
-    """(Re)start every worker with the broker URL given for it."""
-    workers.stop_all()
-    workers.urls.update(urls)
-    for name in names:
-        workers.start(name, concurrency=concurrency)
-    workers.wait_ready(timeout=120)
 
 
 def phase(label: str, round_: int, ctx: dict) -> dict:

@@ -2,16 +2,16 @@
 the same configuration and number of runs: `forger_statistical.py`'s figures, checked end to end.
 
 A private redis-server, two enrolled `gate-worker`-speaking processes on real Docker: one honest
-(`gate-worker serve`) and the stand-in of tests/integration/worker_celery/test_replay_celery.py, which reports the
+(`gate-worker serve`) and the stand-in the replay tests start (tests/support/servers.py), which reports the
 expected tool on every tool-choice trial it runs (the model's `all` forger). The invoice example's
 tree is patched so its tool choice is the expected one with probability `--rate` (0.75, just below the
-band of 8 in 10), drawn from the trial's seed exactly as `support.fleet_model.truth` (tests/support/) draws it. Each
+band of 8 in 10), drawn from the trial's seed exactly as `tests.support.fleet_model.truth` draws it. Each
 run is `python -m gate.cli run --broker --workers REGISTRY --property tool_choice_rate` with fresh seeds,
 `--cross-check 0` and the default share interleaved; a row counts as accepted when its kind is pass.
 The model runs the same row with the primaries batched and assigned as the coordinator sends them
 (`forger_statistical.AssignedFleet`), and its prediction is printed with the binomial noise of N runs.
 
-    .venv/bin/python benchmarks/forger_celery.py [--runs 15] [--rate 0.75] [--model-runs 4000]
+    .venv/bin/python -m benchmarks.forger_celery [--runs 15] [--rate 0.75] [--model-runs 4000]
 """
 
 from __future__ import annotations
@@ -29,20 +29,13 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
-sys.path.insert(0, str(ROOT / "tests"))  # the tests' fleet model (support)
-sys.path.insert(0, str(ROOT / "tests" / "integration" / "worker_celery"))  # the replay test's stand-in liar
+from benchmarks.forger_statistical import DEFAULT_SHARE, RULE, AssignedFleet, exact_pass, measure
+from gate.core.suite.plan import trial_seed
+from tests.support.example_repo import EXAMPLE, example_repo
+from tests.support.fleet_model import specs_for, truth
+from tests.support.servers import RedisServer, Workers, enrol, start_statistical_liar
 
-from celery_helpers import RedisServer, Workers, enrol  # noqa: E402
-from example_repo import EXAMPLE, example_repo  # noqa: E402
-from forger_statistical import DEFAULT_SHARE, RULE, AssignedFleet, exact_pass, measure  # noqa: E402
-from support.fleet_model import specs_for, truth  # noqa: E402
-from test_replay_celery import STAT, start_statistical_liar  # noqa: E402
-
-from gate.core.suite.plan import trial_seed  # noqa: E402
-
+STAT = "tool_choice_rate"  # the invoice example's statistical property, the stand-in's target
 SHARES = (("off (share 0)", 0.0), (f"default ({DEFAULT_SHARE})", DEFAULT_SHARE))
 PATCH = "rate"
 

@@ -29,7 +29,7 @@ true rate at escapes 0, 0.1, 0.2 and 0.5, then each forger beside one honest str
 `--rate`; `fail->pass`: rows passed whose seeded truth fails, over rows whose truth fails (the bound: at most the
 escape).
 
-    .venv/bin/python benchmarks/forger_statistical.py [--runs 400] [--rate 0.75] [--workers 2]
+    .venv/bin/python -m benchmarks.forger_statistical [--runs 400] [--rate 0.75] [--workers 2]
 
 `benchmarks/forger_celery.py` runs the same configuration through real enrolled workers and checks it
 against this model (`measure(..., processes=2)`: the primaries batched and assigned as Celery sends them).
@@ -40,18 +40,10 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the tests' fleet model (support)
-
 from types import SimpleNamespace
-
-from support.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
 
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import TrialSpec
@@ -59,6 +51,7 @@ from gate.core.trust.assignment import Rotation, assign
 from gate.core.trust.replay import unreplayed
 from gate.core.verdicts.bands import FixedRule
 from gate.core.verdicts.verdict import Kind
+from tests.support.fleet_model import FakeFleet, RowResult, run_row, specs_for, truth
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.celery.shared.app import VISIBILITY_TIMEOUT_S
 

@@ -1,6 +1,6 @@
 """Where a fresh short run's time goes (issue 13, "Fresh short runs"), at 0, 3,000 and 30,000 files:
 
-    .venv/bin/python benchmarks/trial_overhead.py --fresh-split [--trials 40] [--wave 5] [--repeats 1] [--pool]
+    .venv/bin/python -m benchmarks.trial_overhead --fresh-split [--trials 40] [--wave 5] [--repeats 1] [--pool]
 
 Per tree size: the bare loop of the probe in one container (the baseline), then a fresh run done
 serially (no prestart, so its steps add up) with each step timed: container create and start, the
@@ -24,10 +24,9 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
-
+from benchmarks.common import DirInputs, StepSandbox, make_specs, make_tree, timed_bare_loop, timed_sandbox
 from gate.core.suite.batching import batches
-from gate.core.suite.trial import Limits, Observation, TrialSpec
+from gate.core.suite.trial import Limits, Observation
 from worker.host import runcontainers as runcontainers_module
 from worker.host import warm as warm_module
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id
@@ -37,18 +36,6 @@ from worker.host.sweep import sweep
 SIZES = (0, 3_000, 30_000)
 LIMITS = Limits(tmpfs_mb=160, memory_mb=512, tree_files=40_000)  # as tree_sweep.py: room for 30,000 files
 ONCE = ("tree", "clock", "lower", "dry")  # the supervisor's once-per-container steps, in its reports
-
-
-class SplitSandbox(DockerSandbox):
-    """A DockerSandbox that keeps each report's step timings and when it arrived (benchmark only)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.reports: list[tuple[float, dict[str, float]]] = []
-
-    def _observation(self, spec: TrialSpec, image_id: str, report: dict, note: str = "") -> Observation:
-        self.reports.append((time.monotonic(), dict(report.get("steps_s") or {})))
-        return super()._observation(spec, image_id, report, note)
 
 
 @contextmanager
@@ -86,7 +73,7 @@ def serial_split(client, tree: Path, n: int, wave: int) -> dict[str, float]:
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     specs = make_specs(run_id, n, LIMITS)
     inputs = DirInputs(tree)
-    sandbox = SplitSandbox(client=client, worker_id="bench", pool="off")
+    sandbox = StepSandbox(client=client, worker_id="bench", pool="off")
     spent: dict[str, float] = {}
     try:
         with timers(spent):

@@ -3,7 +3,7 @@ load on the worker, through the blob store's chunks (gzip'd and plain) and throu
 Each is printed beside a baseline measured in the same run: `docker save` to a file and
 `docker load` of it on the same engine (what a shared disk would cost).
 
-    .venv/bin/python benchmarks/image_transport.py [--image TAG] [--repeat 1]
+    .venv/bin/python -m benchmarks.image_transport [--image TAG] [--repeat 1]
 
 The image moved is a copy of --image (default: the sandbox image) with its own layer (`docker
 export` of a container, then `docker import`), so every load and pull is a real one: the shared
@@ -23,18 +23,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+import docker
+import redis
 
-import docker  # noqa: E402
-import redis  # noqa: E402
-from celery_helpers import RedisServer, RegistryServer  # noqa: E402
-
-from worker.celery.coordinator.imagepublish import publish_chunks, push_to_registry  # noqa: E402
-from worker.celery.shared.blobs import RedisBlobStore  # noqa: E402
-from worker.celery.worker.imagefetch import ensure_image  # noqa: E402
-from worker.host.engine import DEFAULT_IMAGE, docker_client, load_image, save_image  # noqa: E402
+from tests.support.servers import RedisServer, RegistryServer
+from worker.celery.coordinator.imagepublish import publish_chunks, push_to_registry
+from worker.celery.shared.blobs import RedisBlobStore
+from worker.celery.worker.imagefetch import ensure_image
+from worker.host.engine import DEFAULT_IMAGE, docker_client, load_image, save_image
 
 
 def timed(fn: Callable[[], object]) -> float:

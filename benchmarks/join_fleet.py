@@ -21,7 +21,7 @@ refused with exit 65. With `--run`, a batch of trivial trials goes through a `Ce
 registry, and the distinct workers that answered are counted. Exit 1 when a server did not serve within `--cap`
 or the eleventh join was not refused.
 
-    .venv/bin/python benchmarks/join_fleet.py [--servers 10] [--within 60] [--cap 180] [--run] [--trials 40] [--keep]
+    .venv/bin/python -m benchmarks.join_fleet [--servers 10] [--within 60] [--cap 180] [--run] [--trials 40] [--keep]
 """
 
 from __future__ import annotations
@@ -45,20 +45,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
-
-from celery_helpers import GATE, RedisServer  # noqa: E402
-
-from gate.core.suite.trial import Limits  # noqa: E402
-from gate.core.testing import make_specs  # noqa: E402
-from gate.io.snapshot import LocalInputs  # noqa: E402
-from gate.io.workers import load_roster  # noqa: E402
-from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
-from worker.celery.shared.app import make_app  # noqa: E402
-from worker.host.engine import docker_client  # noqa: E402
-from worker.host.sweep import sweep_dead_workers  # noqa: E402
+from gate.core.suite.trial import Limits
+from gate.core.testing import make_specs
+from gate.io.snapshot import LocalInputs
+from gate.io.workers import load_roster
+from tests.support.servers import GATE, RedisServer
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import make_app
+from worker.host.engine import docker_client
+from worker.host.sweep import sweep_dead_workers
 
 GATE_WORKER = str(Path(sys.executable).with_name("gate-worker"))
 PREFIX, SOLO_PREFIX = "bench", "solo"

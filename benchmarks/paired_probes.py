@@ -14,7 +14,7 @@ hits in 10, and an SPRT band (p0 0.95, p1 0.90, alpha = beta = 0.05, at most 400
 base's true rate, which an author setting a band by hand seldom knows. Trial ratios are each rule's mean
 trials over the SPRT band's, measured in the same run.
 
-    .venv/bin/python benchmarks/paired_probes.py [--runs 5]
+    .venv/bin/python -m benchmarks.paired_probes [--runs 5]
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "invoice"))
-
-from patch_repo import EXAMPLE, example_repo  # noqa: E402  (the example's own repository builder)
+from tests.support.example_repo import EXAMPLE, example_repo
 
 PAIRED, BAND, SPRT = "routing_no_worse_than_base", "routing_band_8_of_10", "routing_sprt_at_base"
 SPRT_PROPERTY = f"""

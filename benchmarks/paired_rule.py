@@ -16,7 +16,7 @@ A decision is wrong when a patch no worse than the base (difference >= 0) does n
 by the margin or more (difference <= -margin) passes; between the two nothing is wrong. The trial ratio
 is each rule's mean trials over the SPRT band's, measured in the same run.
 
-    .venv/bin/python benchmarks/paired_rule.py [--runs 2000] [--seed 20261205]
+    .venv/bin/python -m benchmarks.paired_rule [--runs 2000] [--seed 20261205]
 """
 
 from __future__ import annotations
@@ -24,12 +24,8 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gate.core.verdicts.bands import FixedRule, SprtRule
 from gate.core.verdicts.paired import PairCounts, PairedRule, PairedState

@@ -7,7 +7,7 @@ Wald's classic test (checked after every trial, wave 1) and for the default wave
 coordinator dispatches; the exact figures from gate.core.verdicts.power's dynamic programme are printed beside
 the simulated ones. The saving is the mean over p in {0.6, 0.8, 0.9} of 1 - E[trials] / 60.
 
-    .venv/bin/python benchmarks/sprt_savings.py [--runs 10000] [--seed 20261201]
+    .venv/bin/python -m benchmarks.sprt_savings [--runs 10000] [--seed 20261201]
 """
 
 from __future__ import annotations
@@ -15,11 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gate.core.verdicts.bands import FixedRule, SprtRule
 from gate.core.verdicts.power import OCPoint, operating_characteristic, smallest_fixed_n

@@ -20,7 +20,7 @@ a line. Each round times, after a warm-up run of each:
 Reported: seconds and trials/s per run, the trials each worker answered, and slowed/fast (the issue's target: at
 most 1.3; 1.93 before dealing by room).
 
-    .venv/bin/python benchmarks/straggler.py [--trials 400] [--cpus 0.25] [--burn-ms 20] [--repeat 2]
+    .venv/bin/python -m benchmarks.straggler [--trials 400] [--cpus 0.25] [--burn-ms 20] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -31,20 +31,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import docker
 
-import docker  # noqa: E402
-from dispatch_setup import bench_fleet  # noqa: E402
-from fleet import start_fleet, timed_run  # noqa: E402
-
-from gate.io.snapshot import LocalInputs  # noqa: E402
-from worker.host.engine import docker_client  # noqa: E402
-from worker.host.sweep import LABEL_PID  # noqa: E402
+from benchmarks.common import bench_fleet, start_fleet, timed_run
+from gate.io.snapshot import LocalInputs
+from worker.host.engine import docker_client
+from worker.host.sweep import LABEL_PID
 
 
 def probe(burn_ms: float) -> str:

@@ -1,6 +1,6 @@
 """Trial overhead against tree size, in both work copy modes, in one run (issue 13):
 
-    .venv/bin/python benchmarks/trial_overhead.py --sweep [--trials 40] [--wave 5] [--repeats 1]
+    .venv/bin/python -m benchmarks.trial_overhead --sweep [--trials 40] [--wave 5] [--repeats 1]
 
 For trees of 0, 300, 3,000 and 30,000 files of 1.2 KB beside the probe, the bare loop of the probe
 inside one container, then per mode a warm run (waves of --wave trials in a
@@ -21,11 +21,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
-
+from benchmarks.common import DirInputs, StepSandbox, make_specs, make_tree, timed_bare_loop, timed_sandbox
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
-from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import sweep
 
 SIZES = (0, 300, 3_000, 30_000)
@@ -35,15 +33,10 @@ STEPS = ("layer", "probe", "detect", "reset")
 MODES = ("overlay", "copy")
 
 
-class StepSandbox(DockerSandbox):
-    """A DockerSandbox that keeps each report's step timings (benchmark only)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.steps: list[dict[str, float]] = []
+class ModeSandbox(StepSandbox):
+    """A StepSandbox that stops the benchmark when a trial ran in another work copy mode than it asked for."""
 
     def _observation(self, spec: TrialSpec, image_id: str, report: dict, note: str = "") -> Observation:
-        self.steps.append(dict(report.get("steps_s") or {}))
         obs = super()._observation(spec, image_id, report, note)
         if obs.work_copy is not self._wanted[0]:
             raise SystemExit(f"asked for {self._wanted[0]}, ran {obs.work_copy}: {obs.work_copy_note}")
@@ -57,10 +50,10 @@ def one_round(client, tree: Path, mode: str, n: int, wave: int) -> tuple[float, 
     run_id = f"bench-{uuid.uuid4().hex[:12]}"
     specs = make_specs(run_id, n, LIMITS)
     try:
-        sandbox = StepSandbox(client=client, worker_id="bench", work_copy=mode)
+        sandbox = ModeSandbox(client=client, worker_id="bench", work_copy=mode)
         warm = timed_sandbox(sandbox, specs, inputs, wave, in_run=True, warm=True)
         steps = sandbox.steps[min(wave, n) :]  # the timed waves only
-        sandbox = StepSandbox(client=client, worker_id="bench", work_copy=mode)
+        sandbox = ModeSandbox(client=client, worker_id="bench", work_copy=mode)
         fresh = timed_sandbox(sandbox, specs, inputs, wave, in_run=True)
         setup = max(s.get("setup", 0.0) for s in sandbox.steps)
     finally:

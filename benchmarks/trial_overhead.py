@@ -1,10 +1,10 @@
 """Trial overhead: throughput of batch mode, of a container per trial, and of a bare loop of the
 same trivial probe inside one already-running container, in one run, as ratios vs the bare loop.
 
-    .venv/bin/python benchmarks/trial_overhead.py [--trials 40] [--batch 40] [--wave 5] [--repeats 3]
+    .venv/bin/python -m benchmarks.trial_overhead [--trials 40] [--batch 40] [--wave 5] [--repeats 3]
                                                   [--tree-files 0] [--work-copy overlay|copy]
-    .venv/bin/python benchmarks/trial_overhead.py --sweep [--trials 40] [--repeats 1]
-    .venv/bin/python benchmarks/trial_overhead.py --fresh-split [--trials 40] [--repeats 1] [--pool]
+    .venv/bin/python -m benchmarks.trial_overhead --sweep [--trials 40] [--repeats 1]
+    .venv/bin/python -m benchmarks.trial_overhead --fresh-split [--trials 40] [--repeats 1] [--pool]
 
 "single batch" is one run_batch call of --batch trials outside an open run (a container per call);
 "fresh run" is the same trials as run_batch calls of --wave trials within one open run, timed from
@@ -31,8 +31,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
-
+from benchmarks.common import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 from worker.host.sandbox import DockerSandbox
 from worker.host.sweep import sweep
@@ -52,11 +51,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", help="with --fresh-split: tree sizes (default 0 3000 30000)")
     args = parser.parse_args(argv)
     if args.fresh_split:
-        from fresh_split import split_main  # beside this script
+        from benchmarks.fresh_split import split_main
 
         return split_main(args)
     if args.sweep:
-        from tree_sweep import sweep_main  # beside this script
+        from benchmarks.tree_sweep import sweep_main
 
         return sweep_main(args)
     client = docker_client()

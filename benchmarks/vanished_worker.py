@@ -19,7 +19,7 @@ end. Between rounds w2 starts again with the same name, key and broker user; the
 (queued on its direct queue or unacknowledged) are dropped first, so a round does not begin with it running
 batches of a run that already ended (their answers would count nowhere).
 
-    .venv/bin/python benchmarks/vanished_worker.py [--trials 800] [--repeat 2] [--concurrency 1] [--lose-at 0.33]
+    .venv/bin/python -m benchmarks.vanished_worker [--trials 800] [--repeat 2] [--concurrency 1] [--lose-at 0.33]
 """
 
 from __future__ import annotations
@@ -34,25 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))  # the distributed tests' process helpers, reused
+import docker
+import redis as redis_client
 
-import docker  # noqa: E402
-import redis as redis_client  # noqa: E402
-from celery_helpers import Workers  # noqa: E402
-from dispatch_setup import bench_fleet  # noqa: E402
-
-from gate.core.suite.plan import trial_seed  # noqa: E402
-from gate.core.suite.trial import Limits, Observation, TrialSpec  # noqa: E402
-from gate.core.testing import make_spec  # noqa: E402
-from gate.io.keys import load_verify_key, public_path  # noqa: E402
-from gate.io.snapshot import LocalInputs  # noqa: E402
-from gate.io.workers import load_roster  # noqa: E402
-from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
-from worker.celery.shared.app import direct_queue, unacked_keys  # noqa: E402
-from worker.host.engine import DEFAULT_IMAGE  # noqa: E402
-from worker.host.sweep import sweep_dead_workers  # noqa: E402
+from benchmarks.common import bench_fleet
+from gate.core.suite.plan import trial_seed
+from gate.core.suite.trial import Limits, Observation, TrialSpec
+from gate.core.testing import make_spec
+from gate.io.keys import load_verify_key, public_path
+from gate.io.snapshot import LocalInputs
+from gate.io.workers import load_roster
+from tests.support.servers import Workers
+from worker.celery.coordinator.dispatch import CeleryExecutor
+from worker.celery.shared.app import direct_queue, unacked_keys
+from worker.host.engine import DEFAULT_IMAGE
+from worker.host.sweep import sweep_dead_workers
 
 NAMES = ("w1", "w2")  # enrolled as box-w1, box-w2
 LOST = "w2"

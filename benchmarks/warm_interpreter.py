@@ -1,7 +1,7 @@
 """Warm-interpreter trials against fresh ones (issue 27), through the real sandbox (supervisor, work
 copy, write detection), with a bare loop of the same probe as the baseline, all in one run:
 
-    .venv/bin/python benchmarks/warm_interpreter.py [--trials 64] [--wave 16] [--repeats 3]
+    .venv/bin/python -m benchmarks.warm_interpreter [--trials 64] [--wave 16] [--repeats 3]
                                                     [--probes invoice windows heavy]
 
 Three probes: the invoice example's (standard library only, in the sandbox image), the windows
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,20 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docker.types import Mount
-from fresh_split import SplitSandbox
-from sandbox_timing import CLOCK, bare_container
 
+from benchmarks.common import CLOCK, HEAVY, StepSandbox, bare_container, copy_tree, project_image
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import Interpreter, Limits, TrialSpec
 from gate.core.testing import make_specs
-from gate.io.snapshot import world_readable
 from worker.box.warmclient import PARENT_TRIALS
 from worker.host.batchfile import probe_env
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 from worker.host.sweep import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = Path(__file__).resolve().parent / "heavy"
 BARE_LOOP = """
 import json, subprocess, sys, time
 argv, n = json.loads(sys.argv[1]), int(sys.argv[2])
@@ -76,21 +72,6 @@ class Inputs:
         return self.fixture
 
 
-def project_image(suite: Path) -> str | None:
-    """The project image `gate image build` makes for `suite` (built once, then found); None, said on
-    stdout, when it cannot be built (no index reachable for its wheels)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gate.cli", "image", "build", "--suite", str(suite)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        print(f"skipped: gate image build --suite {suite} failed: {done.stderr.strip()[-300:]}", flush=True)
-        return None
-    return done.stdout.strip().splitlines()[-1]
-
-
 def probes(tmp: Path, wanted: list[str]) -> list[Probe]:
     found = []
     if "invoice" in wanted:
@@ -108,12 +89,6 @@ def probes(tmp: Path, wanted: list[str]) -> list[Probe]:
         tree = copy_tree(HEAVY, tmp / "heavy")
         found.append(Probe("heavy", tree, b'{"n": 100000}', ("python3", "probe.py"), image))
     return found
-
-
-def copy_tree(source: Path, dest: Path) -> Path:
-    subprocess.run(["cp", "-r", str(source), str(dest)], check=True)
-    world_readable(dest)
-    return dest
 
 
 def specs_for(probe: Probe, run_id: str, image_id: str, n: int, mode: Interpreter) -> list[TrialSpec]:
@@ -134,7 +109,7 @@ def specs_for(probe: Probe, run_id: str, image_id: str, n: int, mode: Interprete
     )
 
 
-def timed_mode(sandbox: SplitSandbox, specs: list[TrialSpec], inputs: Inputs, wave: int) -> dict[str, float]:
+def timed_mode(sandbox: StepSandbox, specs: list[TrialSpec], inputs: Inputs, wave: int) -> dict[str, float]:
     """Seconds per trial in all and split, for `specs` in waves within one open run, its container
     already started by an untimed first wave."""
     run_id = specs[0].run_id
@@ -219,7 +194,7 @@ def main(argv: list[str]) -> int:
             for probe in probes(tmp, args.probes):
                 image_id = resolve_image_id(client, probe.image)
                 inputs = Inputs(probe.tree, probe.fixture)
-                sandbox = SplitSandbox(client=client, worker_id="bench", image=probe.image)
+                sandbox = StepSandbox(client=client, worker_id="bench", image=probe.image)
                 rounds: dict[str, list[dict[str, float]]] = {"fresh": [], "warm": []}
                 bare: list[float] = []
                 for _ in range(args.repeats):

@@ -1,6 +1,6 @@
 """Would starting the next warm parent ahead of its turn take its start off the trials' path? (issue 27)
 
-    .venv/bin/python benchmarks/warm_overlap.py [--rounds 4] [--cpus 1 2]
+    .venv/bin/python -m benchmarks.warm_overlap [--rounds 4] [--cpus 1 2]
 
 In the heavy probe's project image (benchmarks/heavy/, numpy), in a container locked down as the
 warm-interpreter benchmark's bare loop, with worker/box mounted read-only: one warm parent
@@ -19,9 +19,8 @@ import uuid
 from pathlib import Path
 
 from docker.types import Mount
-from sandbox_timing import CLOCK, bare_container
-from warm_interpreter import HEAVY, copy_tree, project_image
 
+from benchmarks.common import CLOCK, HEAVY, bare_container, copy_tree, project_image
 from worker.host.batchfile import supervisor_env
 from worker.host.engine import docker_client
 from worker.host.sweep import sweep
@@ -29,7 +28,6 @@ from worker.host.sweep import sweep
 BOX = Path(__file__).resolve().parents[1] / "worker" / "box"
 HARNESS = """
 import json, os, statistics, sys, threading, time
-sys.path.insert(0, "/opt/box")
 from probeproc import Stream
 from warmclient import PARENT_TRIALS, WarmParents
 
@@ -92,7 +90,9 @@ def measure(client, image: str, tree: Path, bench: Path, cpus: float, rounds: in
     )
     try:
         env = {**supervisor_env(), "TZ": "UTC"}
-        code, output = container.exec_run(["python3", "/opt/bench/overlap.py", json.dumps(env), str(rounds)])
+        argv = ["python3", "/opt/bench/overlap.py", json.dumps(env), str(rounds)]
+        # The box's modules by their bare names, as the supervisor imports them beside it.
+        code, output = container.exec_run(argv, environment={"PYTHONPATH": "/opt/box"})
         if code != 0:
             raise SystemExit(f"overlap harness failed: {output.decode(errors='replace')[-500:]}")
         return json.loads(output.decode().strip().splitlines()[-1])

@@ -1,8 +1,8 @@
 """A distributed fresh run with the worker's standing pool against the local pooled run (issue 27), in one run:
 
-    .venv/bin/python benchmarks/worker_pool.py [--trials 40] [--wave 5] [--repeats 3]
+    .venv/bin/python -m benchmarks.worker_pool [--trials 40] [--wave 5] [--repeats 3]
 
-Each round times, on one tree (the probe of sandbox_timing.py) and one container each: the bare loop of
+Each round times, on one tree (the probe of common.py) and one container each: the bare loop of
 the probe inside one running container (the baseline); a local fresh run (open .. close) whose container
 comes from a standing pool (worker/host/pool.py, as `gate pool serve` keeps it); a distributed fresh run
 through Celery over a private redis-server to a `gate-worker serve --pool own` (concurrency 1: its
@@ -30,10 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from sandbox_timing import CLOCK, FIXTURE, make_tree, timed_bare_loop
-
+from benchmarks.common import CLOCK, FIXTURE, make_tree, timed_bare_loop
 from gate.core.suite.batching import batches
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.testing import make_specs

@@ -19,11 +19,11 @@ from typing import Any, NoReturn
 
 import docker
 import pytest
-from celery_helpers import RedisServer, Workers
 from filelock import FileLock, Timeout
 from gate_runs import ExampleRuns
 from run_containers import containers_of
 from support.paths import WINDOWS
+from support.servers import RedisServer, Workers
 
 from gate.core.errors import HarnessError, SandboxError
 from gate.core.suite.trial import ClockSpec, Inputs, Interpreter, Limits, Observation, TrialSpec
@@ -154,8 +154,17 @@ def interpreter() -> str:
 
 
 @pytest.fixture
-def sandbox(docker_client: docker.DockerClient, sandbox_image: str, work_copy: str | None) -> DockerSandbox:
-    return DockerSandbox(client=docker_client, worker_id="pytest", work_copy=work_copy)
+def timings() -> bool:
+    """Whether the `sandbox` fixture asks the supervisor where each trial's time went (a report's `steps_s`);
+    a test that reads the split parametrizes it to True."""
+    return False
+
+
+@pytest.fixture
+def sandbox(
+    docker_client: docker.DockerClient, sandbox_image: str, work_copy: str | None, timings: bool
+) -> DockerSandbox:
+    return DockerSandbox(client=docker_client, worker_id="pytest", work_copy=work_copy, timings=timings)
 
 
 def check_mode(obs: Observation, work_copy: str | None) -> None:

@@ -11,8 +11,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from example_repo import Repo, example_repo
 from filelock import FileLock
+from support.example_repo import Repo, example_repo
 from support.paths import INVOICE as EXAMPLE
 from support.zygote import gate_command
 

@@ -1,1 +1,2 @@
-"""Helpers shared by the unit and integration tests (importable as `support`: tests/ is on sys.path)."""
+"""Helpers shared by the tests (as `support`: tests/ is on their sys.path) and the benchmarks (as `tests.support`,
+run from the repository root); so its modules import each other relatively."""

@@ -17,7 +17,8 @@ from gate.io.fixtures import seal_tree, write_seal_file
 from gate.run.executor import Executor
 from gate.run.request import RunRequest, RunResult
 from gate.run.runner import run_gate
-from support.judging import in_process
+
+from .judging import in_process
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 RUN_ID = "run-test-0001"

@@ -22,7 +22,6 @@ import contextlib
 import ctypes
 import os
 import stat
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,10 +29,12 @@ try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import Template, diff, signature
     from lowerview import LowerView
     from nsfilter import deny_new_namespaces, namespace_filter
+    from steps import Steps
 except ImportError:  # imported on the host as worker.box.overlay
     from worker.box.fsdiff import Template, diff, signature
     from worker.box.lowerview import LowerView
     from worker.box.nsfilter import deny_new_namespaces, namespace_filter
+    from worker.box.steps import Steps
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SLAVE = 1, 32, 4096, 16384, 1 << 18, 1 << 19
@@ -168,20 +169,20 @@ def setup(
     work: str,
     lower_mb: int,
     upper_mb: int,
-    timings: dict[str, float] | None = None,
+    steps: Steps | None = None,
 ) -> str | None:
     """The second half, once the tree is bound and before the first trial (after `enter` succeeded):
     lay out the lower and prove the mode by a dry run (one file written through a fresh overlay must
     come back as exactly that change). None when every trial may use `prepare`/`changes`/`discard`,
-    else why not (the caller then copies, as today). `timings` gets what "lower" and "dry" cost."""
-    timings = {} if timings is None else timings
-    started = time.monotonic()
+    else why not (the caller then copies, as today). `steps` gets what "lower" and "dry" cost."""
+    steps = steps or Steps()
+    started = steps.start()
     try:
         make_lower(template, lower, lower_mb)
     except OSError as exc:
         return f"the lower layer could not be laid out: {exc}"
-    timings["lower"] = round(time.monotonic() - started, 6)
-    reason = dry_run(lower, scratch, work, upper_mb, template.signatures(work), timings)
+    steps.stop("lower", started)
+    reason = dry_run(lower, scratch, work, upper_mb, template.signatures(work), steps)
     if reason is not None:
         umount(lower, MNT_DETACH)
     return reason
@@ -200,16 +201,15 @@ def in_place(src: str, host_says: bool) -> bool:
 
 
 def setup_in_place(
-    src: str, *, scratch: str, work: str, upper_mb: int, timings: dict[str, float] | None = None
+    src: str, *, scratch: str, work: str, upper_mb: int, steps: Steps | None = None
 ) -> tuple[str | None, LowerView]:
     """`setup` for a tree that `in_place` allows: no lower to lay out and no tree to read, since the
     tree is the lower and `before` is read from it on demand (lowerview.py). The dry run also opens
     one tree file for writing, proving its copy-up; (None, before) when every trial may use
     `prepare(src, ...)`, else (why not, before) and the caller lays out a lower as `setup` does."""
-    timings = {} if timings is None else timings
     before = LowerView(src, work)
     existing = _first_file(src)
-    reason = dry_run(src, scratch, work, upper_mb, before, timings, existing=existing and f"{work}/{existing}")
+    reason = dry_run(src, scratch, work, upper_mb, before, steps or Steps(), existing=existing and f"{work}/{existing}")
     return reason, before
 
 
@@ -219,14 +219,14 @@ def dry_run(
     work: str,
     upper_mb: int,
     before: Mapping[str, str],
-    timings: dict[str, float],
+    steps: Steps,
     *,
     existing: str | None = None,
 ) -> str | None:
     """Prove the mode: through a fresh overlay, one file created (and `existing`, a tree file, opened
     for writing and left unchanged) must come back as exactly that one created file. None when it
-    does, else why not; `timings` gets what it cost as "dry"."""
-    started = time.monotonic()
+    does, else why not; `steps` gets what it cost as "dry"."""
+    started = steps.start()
     probe = os.path.join(work, ".probegate-dry-run")
     try:
         layer = prepare(lower, scratch, work, size_mb=upper_mb)
@@ -242,7 +242,7 @@ def dry_run(
         return f"an overlay on {work} did not work: {exc}"
     if found != [{"path": probe, "change": "created"}]:
         return f"an overlay's dry run reported {found!r}, not one created file"
-    timings["dry"] = round(time.monotonic() - started, 6)
+    steps.stop("dry", started)
     return None
 
 

@@ -29,12 +29,14 @@ if not __package__:
 try:  # inside the sandbox: siblings in the same read-only mount
     from fsdiff import snapshot
     from probeproc import Stream, drain, layout, oom_kills, open_oom_score, pump, spawn
+    from steps import Steps
     from warmclient import Knobs, ParentLost, WarmParents
     from warmplan import Probe, pythonpath, shadowed
     from workdir import COPY, WorkDir
 except ImportError:  # imported on the host as worker.box.supervisor
     from worker.box.fsdiff import snapshot
     from worker.box.probeproc import Stream, drain, layout, oom_kills, open_oom_score, pump, spawn
+    from worker.box.steps import Steps
     from worker.box.warmclient import Knobs, ParentLost, WarmParents
     from worker.box.warmplan import Probe, pythonpath, shadowed
     from worker.box.workdir import COPY, WorkDir
@@ -117,8 +119,9 @@ def plant_canary(canary: str) -> None:
         handle.write(f"[default]\napi_token = {canary}\n")
 
 
-# What the container's first batch cost once (proving the clock), in its reports.
-_once_s: dict[str, float] = {}
+# What the container's first batch cost once (proving the clock, binding the work dir), timed when that
+# batch asked for `timings`, and then in the reports of every batch that asks.
+_once = Steps()
 
 
 class PatchFault(Exception):
@@ -126,15 +129,16 @@ class PatchFault(Exception):
     or the probe left files that cannot be read back. Reported as the patch's doing, never the harness's."""
 
 
-def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
-    """Give the trial a fresh work dir, run the probe once under its deadline, describe it."""
+def run_trial(batch: dict, trial: dict, workdir: WorkDir, steps: Steps) -> dict:
+    """Give the trial a fresh work dir, run the probe once under its deadline, describe it; `steps` gets
+    where its time went (its work dir, the probe, the write detection)."""
     work, roots = batch.get("work", "/work"), list(batch["writable_roots"])
-    started = time.monotonic()
+    started = steps.start()
     try:
         work_before = workdir.lay_out(work)
     except OSError as exc:
         raise PatchFault(f"the patched tree could not be laid out in {work}: {type(exc).__name__}: {exc}") from exc
-    layer_s = time.monotonic() - started
+    steps.stop("layer", started)
     canary = trial.get("canary", "")
     env = dict(trial["env"])
     if canary:
@@ -146,9 +150,8 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
     out, err = Stream(cap, canary.encode()), Stream(cap, canary.encode())
     ooms = oom_kills()
     warm = batch.get("interpreter") == "warm"
-    parent_s = 0.0
     if warm:
-        parent_s, timed_out, code, usage, duration = run_warm(batch, trial, work, env, out, err)
+        timed_out, code, usage, duration = run_warm(batch, trial, work, env, out, err, steps)
     else:
         _parents.stop()  # none in a fresh container; kill_everything() below would end it anyway
         with open(trial["stdin"], "rb") as stdin, layout(batch.get("aslr", True)):
@@ -164,11 +167,15 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
         drain(proc.stderr.fileno(), err)
         proc.stdout.close()
         proc.stderr.close()
-    detect_started = time.monotonic()
+    steps.put("probe", duration)
+    if warm and _parents.fork_s is not None:
+        steps.put("fork", _parents.fork_s)
+    started = steps.start()
     try:
         writes = workdir.changes(work_before, others_before, roots)
     except OSError as exc:
         raise PatchFault(f"the probe's writes could not be read back: {type(exc).__name__}: {exc}") from exc
+    steps.stop("detect", started)
     return {
         "exit_code": code if code >= 0 else None,
         "signal": -code if code < 0 else None,
@@ -187,18 +194,6 @@ def run_trial(batch: dict, trial: dict, workdir: WorkDir) -> dict:
         "interpreter": "warm" if warm else "fresh",
         # The seed the probe's hashes ran with, wherever it is known: its warm parent's, or the batch's.
         "hash_seed": _parents.hash_seed if warm else batch.get("hash_seed"),
-        # Where the trial's time went, for benchmarks/trial_overhead.py: once per container (setup)
-        # and per trial (its work dir, the probe, the write detection; reset is added after it).
-        "steps_s": {
-            **_once_s,
-            **workdir.setup_steps,
-            "setup": round(workdir.setup_s, 6),
-            "layer": round(layer_s, 6),
-            "probe": round(duration, 6),
-            **({"parent": round(parent_s, 6)} if warm else {}),
-            **({"fork": round(_parents.fork_s, 6)} if warm and _parents.fork_s is not None else {}),
-            "detect": round(time.monotonic() - detect_started, 6),
-        },
     }
 
 
@@ -206,15 +201,18 @@ _parents = WarmParents()
 
 
 def run_warm(
-    batch: dict, trial: dict, work: str, env: dict[str, str], out: Stream, err: Stream
-) -> tuple[float, bool, int, tuple[float, float, int], float]:
-    """Run the trial's probe in a child of the warm parent: (seconds spent starting a parent, timed
-    out, exit code, usage, duration). The probe breaking its parent is a PatchFault."""
+    batch: dict, trial: dict, work: str, env: dict[str, str], out: Stream, err: Stream, steps: Steps
+) -> tuple[bool, int, tuple[float, float, int], float]:
+    """Run the trial's probe in a child of the warm parent: (timed out, exit code, usage, duration);
+    `steps` gets what starting a parent cost ("parent", when one was started). The probe breaking its
+    parent is a PatchFault."""
     probe = Probe(trial["argv"], work)
     # The names the tree shadows where this probe looks first; the parent must not have imported them.
     skip = shadowed([probe.first_path(), *pythonpath(env)])
     knobs = Knobs.of(batch)
-    parent_s = _parents.ready(trial["argv"][0], env, skip, knobs)
+    started = steps.start()
+    if _parents.ready(trial["argv"][0], env, skip, knobs):
+        steps.stop("parent", started)
     request = {"argv": trial["argv"], "env": env, "cwd": work}
     if knobs.ticking_from is not None:
         request["faketime"] = "@" + knobs.ticking_from  # the child's own clock starts at the instant
@@ -230,7 +228,7 @@ def run_warm(
     for fd, stream in zip(pipes, (out, err), strict=True):
         drain(fd, stream)
         os.close(fd)
-    return parent_s, timed_out, os.waitstatus_to_exitcode(status), usage, duration
+    return timed_out, os.waitstatus_to_exitcode(status), usage, duration
 
 
 def emit(report: dict) -> None:
@@ -258,7 +256,8 @@ def wait_batch(in_dir: str, seq: int, idle_s: float) -> str | None:
 
 
 def run_batch(batch: dict, workdir: WorkDir) -> int | None:
-    """Run and report every trial of one batch; an exit code when the container must not go on."""
+    """Run and report every trial of one batch; an exit code when the container must not go on. A batch
+    that asks for `timings` gets where each trial's time went in its report (`steps_s`, for the benchmarks)."""
     try:
         # Once per container, before its first trial: the mode every trial of it then runs in. An
         # unreadable tree is no error here: the first trial reports it, as the patch's doing.
@@ -267,8 +266,9 @@ def run_batch(batch: dict, workdir: WorkDir) -> int | None:
         emit({"batch_error": f"choosing the work copy: {type(exc).__name__}: {exc}"})
         return 2
     for trial in batch["trials"]:
+        steps = Steps(on=bool(batch.get("timings")))
         try:
-            report = run_trial(batch, trial, workdir)
+            report = run_trial(batch, trial, workdir, steps)
         except Exception as exc:
             # The sandbox may be in an unknown state: stop, and let the host start a fresh container.
             origin = "patch" if isinstance(exc, PatchFault) else "unknown"
@@ -276,13 +276,15 @@ def run_batch(batch: dict, workdir: WorkDir) -> int | None:
             return 2
         # Reset before the report goes out, so it can say what the reset cost; a failure here is still
         # this trial's doing, and its report goes out first.
-        started = time.monotonic()
+        started = steps.start()
         try:
             workdir.reset(batch["writable_roots"])
             failed = None
         except OSError as exc:
             failed = f"{type(exc).__name__}: {exc}"
-        report["steps_s"]["reset"] = round(time.monotonic() - started, 6)
+        steps.stop("reset", started)
+        if steps.on:
+            report["steps_s"] = {**_once.seconds, **steps.seconds}
         emit({"id": trial["id"], **report})
         if failed is not None:
             emit({"reset_error": failed})
@@ -295,7 +297,7 @@ def main(argv: list[str]) -> int:
         oom_fd = open_oom_score()
         in_dir = argv[1]
         idle_s = float(argv[2]) if len(argv) > 2 else IDLE_S
-        workdir = WorkDir(argv[3] if len(argv) > 3 else COPY)
+        workdir = WorkDir(argv[3] if len(argv) > 3 else COPY, _once)
         workdir.enter()  # before harden(): an undumpable process can no longer write its uid_map
         harden()
     except Exception as exc:
@@ -307,10 +309,13 @@ def main(argv: list[str]) -> int:
             with open(path, "rb") as handle:
                 batch = json.load(handle)
             batch["oom_fd"] = oom_fd
-            # The clock is the container's (the host keys warm containers by it): prove it once.
-            started = time.monotonic()
-            reason = check_clock(batch) if seq == 0 else None
-            _once_s.setdefault("clock", round(time.monotonic() - started, 6))
+            reason = None
+            if seq == 0:
+                # The clock is the container's (the host keys warm containers by it): prove it once.
+                _once.on = bool(batch.get("timings"))
+                started = _once.start()
+                reason = check_clock(batch)
+                _once.stop("clock", started)
         except Exception as exc:
             emit({"batch_error": f"{type(exc).__name__}: {exc}"})
             return 2

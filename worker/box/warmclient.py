@@ -80,16 +80,15 @@ class WarmParents:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def ready(self, python: str, env: dict[str, str], skip: set[str], knobs: Knobs | None = None) -> float:
+    def ready(self, python: str, env: dict[str, str], skip: set[str], knobs: Knobs | None = None) -> bool:
         """Make sure a parent fit for a trial runs (started with `python` in `env`'s PATH and with `knobs`,
-        never having imported a name in `skip`); returns the seconds spent starting one (0.0 when reused)."""
+        never having imported a name in `skip`); whether one was started (False when reused)."""
         knobs = knobs or Knobs()
         fit = self.served < self.trials_per_parent and frozenset(skip) == self.skip and knobs == self.knobs
         # A parent gone between trials (nothing of a trial runs then) is replaced, never blamed on the next one.
         if self.proc is not None and fit and self.proc.poll() is None:
-            return 0.0
+            return False
         self.stop()
-        started = time.monotonic()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if knobs.hash_seed is None:
             self.hash_seed = 1 + int.from_bytes(os.urandom(4), "big") % MAX_HASH_SEED  # 0 would turn it off
@@ -132,7 +131,7 @@ class WarmParents:
             self.stop()
             raise OSError(f"warm parent did not start: {hello}")
         self.imported, self.refused = list(hello["imported"]), list(hello["refused"])
-        return time.monotonic() - started
+        return True
 
     def stop(self) -> None:
         """End the parent (it holds no trial's state: nothing to wait for)."""

@@ -17,15 +17,16 @@ Stdlib-only, mounted read-only beside supervisor.py and imported by it inside th
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 try:  # inside the sandbox: siblings in the same read-only mount
     import overlay
     from fsdiff import Template, diff, snapshot, wipe
+    from steps import Steps
 except ImportError:  # imported on the host as worker.box.workdir
     from worker.box import overlay
     from worker.box.fsdiff import Template, diff, snapshot, wipe
+    from worker.box.steps import Steps
 
 OVERLAY, COPY = "overlay", "copy"
 MIB = 1 << 20
@@ -33,14 +34,15 @@ MIB = 1 << 20
 
 class WorkDir:
     """The work dir of every trial of one container. Call `enter` at the supervisor's start (before
-    it turns undumpable), `bind` at its first batch, then per trial `lay_out`, `changes`, `reset`."""
+    it turns undumpable), `bind` at its first batch, then per trial `lay_out`, `changes`, `reset`.
+    `steps` gets the once-per-container costs: choosing the mode ("setup", of which "lower" and "dry") and
+    reading the tree ("tree")."""
 
-    def __init__(self, wanted: str) -> None:
+    def __init__(self, wanted: str, steps: Steps | None = None) -> None:
         self.wanted = wanted
         self.mode = COPY
         self.note = ""  # why this container copies although overlay was asked for
-        self.setup_s = 0.0  # what binding cost, once per container (laying out the lower, the dry run)
-        self.setup_steps: dict[str, float] = {}  # its split: "lower" and "dry" (for the benchmarks)
+        self.steps = steps or Steps()
         self._entered = False
         self._bound = False
         self._places: dict[str, str] = {}
@@ -70,19 +72,20 @@ class WorkDir:
             return
         self._bound = True
         self._src = src
+        self.steps.put("setup", 0.0)  # unless overlay mode is tried below, choosing costs nothing
         if not self._entered:
             return
-        started = time.monotonic()
+        started = self.steps.start()
         work, work_mb = batch.get("work", "/work"), int(batch["work_mb"])
         self._places = {"lower": batch["lower"], "scratch": batch["scratch"], "work": work}
         if overlay.in_place(src, bool(batch.get("tree_in_place"))):
             # No tree to read and no lower to lay out: what the tree holds is read as trials touch it.
             # Its size was checked by the host, which refuses a tree the work dir could not hold.
             reason, before = overlay.setup_in_place(
-                src, scratch=batch["scratch"], work=work, upper_mb=work_mb, timings=self.setup_steps
+                src, scratch=batch["scratch"], work=work, upper_mb=work_mb, steps=self.steps
             )
             if reason is None:
-                self.setup_s = time.monotonic() - started
+                self.steps.stop("setup", started)
                 self._places["lower"] = src
                 self.mode, self._upper_mb, self._lower_sigs = OVERLAY, work_mb, before
                 return
@@ -97,10 +100,8 @@ class WorkDir:
             return
         # The lower holds the tree once (a page of slack for tmpfs's rounding); each trial's upper
         # may hold as much as a copy-mode work dir, so a trial's room to write never shrinks.
-        reason = overlay.setup(
-            template, **self._places, lower_mb=tree_mb + 1, upper_mb=work_mb, timings=self.setup_steps
-        )
-        self.setup_s = time.monotonic() - started
+        reason = overlay.setup(template, **self._places, lower_mb=tree_mb + 1, upper_mb=work_mb, steps=self.steps)
+        self.steps.stop("setup", started)
         if reason is not None:
             self.note = reason
             return
@@ -121,12 +122,12 @@ class WorkDir:
     def _template(self) -> Template | None:
         """The tree read once per container (None, keeping the error, when it cannot be read)."""
         if self._tree is None and self._unreadable is None:
-            started = time.monotonic()
+            started = self.steps.start()
             try:
                 self._tree = Template(self._src)
             except OSError as exc:
                 self._unreadable = exc
-            self.setup_steps["tree"] = round(time.monotonic() - started, 6)
+            self.steps.stop("tree", started)
         return self._tree
 
     def changes(self, work_before: dict[str, str], others_before: dict[str, str], roots: list[str]) -> list[dict]:

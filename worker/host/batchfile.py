@@ -59,8 +59,9 @@ def container_groups(specs: list[TrialSpec], per_trial: bool) -> Iterator[list[T
         yield group
 
 
-def batch_file(pending: list[TrialSpec]) -> dict:
-    """The batch file: everything per trial (argv, env, fixture, canary) travels here, per batch."""
+def batch_file(pending: list[TrialSpec], *, timings: bool = False) -> dict:
+    """The batch file: everything per trial (argv, env, fixture, canary) travels here, per batch.
+    `timings`: the supervisor reports where each trial's time went (`steps_s`, for the benchmarks)."""
     trials = [
         {
             "id": str(position),
@@ -90,5 +91,6 @@ def batch_file(pending: list[TrialSpec]) -> dict:
         "aslr": pending[0].aslr,
         "clock_ticks": pending[0].clock_ticks,
         "faketime": pending[0].clock.faketimerc(),
+        "timings": timings,
         "trials": trials,
     }

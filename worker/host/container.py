@@ -40,6 +40,7 @@ HELPERS = tuple(
         "warmplan.py",
         "warmparent.py",
         "warmclient.py",
+        "steps.py",
     )
 )
 EOF = object()  # the stream ended: the container exited or was removed

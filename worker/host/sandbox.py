@@ -38,7 +38,8 @@ class DockerSandbox:
     `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
     batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison).
     `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py);
-    `pool` a standing pool's socket ("off": none) overrides PROBEGATE_POOL (worker/host/poolclient.py)."""
+    `pool` a standing pool's socket ("off": none) overrides PROBEGATE_POOL (worker/host/poolclient.py);
+    `timings` asks the supervisor where each trial's time went (a report's `steps_s`, for the benchmarks)."""
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class DockerSandbox:
         max_idle: int | None = None,
         work_copy: str | None = None,
         pool: str | Path | None = None,
+        timings: bool = False,
     ) -> None:
         self._client = client
         self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
@@ -61,6 +63,7 @@ class DockerSandbox:
         self.grace_s = grace_s
         self.supervisor = Path(supervisor).resolve()
         self.per_trial = per_trial
+        self.timings = timings
         self._aborted: set[str] = set()
         self._swept = False
         self.swept = 0  # containers of dead processes removed at the first open
@@ -199,7 +202,10 @@ class DockerSandbox:
         warm = None
         try:
             warm = self._containers.acquire(BoundShape.of(first, image_id), first, tree)
-            seq = warm.send(batch_file(pending), {s.fixture_digest: fixtures[s.fixture_digest] for s in pending})
+            seq = warm.send(
+                batch_file(pending, timings=self.timings),
+                {s.fixture_digest: fixtures[s.fixture_digest] for s in pending},
+            )
         except (SandboxError, OSError, ValueError) as exc:
             if warm is not None:
                 warm.remove()

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, NOISY_SEEDS, UNENROLLED
+from support.servers import RedisServer, Workers
 
 from gate.core.suite.journal import chained
 from gate.io.journal import journal_path

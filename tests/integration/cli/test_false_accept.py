@@ -11,9 +11,9 @@ from pathlib import Path
 
 import docker
 import pytest
-from example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
 from gate_runs import GATE, oracle_args, script_accept, script_run
 from run_containers import run_counting_containers
+from support.example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
 
 from gate.core.errors import RET_BLOCKED, RET_CONFIG, RET_OK
 

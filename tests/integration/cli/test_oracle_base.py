@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from example_repo import Repo, apply_patch, example_repo, git
 from gate_runs import script_accept, script_run
+from support.example_repo import Repo, apply_patch, example_repo, git
 from support.paths import INVOICE
 
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from example_repo import example_repo
 from gate_runs import EXAMPLE, gate_run
+from support.example_repo import example_repo
 
 from gate.core.errors import RET_USAGE
 

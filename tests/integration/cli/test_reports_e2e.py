@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from example_repo import example_repo
 from gate_runs import EXAMPLE, GATE, oracle_args
 from junitparser import Failure, JUnitXml
+from support.example_repo import example_repo
 
 from gate.core.errors import RET_BLOCKED, RET_OK
 

@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
 from gate_runs import GATE, oracle_args, script_accept, script_run
+from support.example_repo import EXAMPLE, Repo, apply_patch, example_repo, git
 
 from gate.core.card.card import VerdictCard
 from gate.core.card.evidence import TrialRecord

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
 from gate_runs import EXAMPLE, NOISY_SEEDS, UNENROLLED, gate_run
 from run_containers import containers_created, containers_of
+from support.servers import RedisServer, Workers
 
 pytestmark = pytest.mark.integration
 

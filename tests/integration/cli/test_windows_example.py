@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
 from gate_runs import UNENROLLED
 from second_engine import SecondEngine
 from support.paths import WINDOWS as EXAMPLE
+from support.servers import RedisServer, Workers
 from support.zygote import gate_command
 
 # By path and under its own name: the invoice example has a `patch_repo` module too.

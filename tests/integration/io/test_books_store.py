@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery_helpers import RedisServer, unserved_port
 from gate_runs import EXAMPLE, NOISY_SEEDS, gate_run
+from support.servers import RedisServer, unserved_port
 
 from gate.core.errors import (
     RET_CONFIG,

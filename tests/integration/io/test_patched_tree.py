@@ -18,12 +18,12 @@ from pathlib import Path
 
 import docker
 import pytest
-from celery_helpers import RedisServer, Workers
-from example_repo import Repo, example_repo, git
 from gate_runs import GATE, oracle_args, script_accept
 from run_containers import run_counting_containers
+from support.example_repo import Repo, example_repo, git
 from support.git_trees import isolated_git, write
 from support.git_trees import repo as git_repo
+from support.servers import RedisServer, Workers
 
 from gate.core.errors import RET_CONFIG, RET_OK, FixtureTreeError, InputMissingError, TreeTooLargeError
 from gate.core.suite.trial import Limits

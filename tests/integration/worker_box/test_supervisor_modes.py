@@ -80,9 +80,9 @@ def base():
         shutil.rmtree(root)
 
 
-def run_supervisor(root: Path, mode: str, trials: int = 2, code: int = 0) -> list[dict]:
-    """One batch of `trials` trials through the real supervisor asked for `mode`; its report lines
-    (it must exit `code`)."""
+def run_supervisor(root: Path, mode: str, trials: int = 2, code: int = 0, *, timings: bool = False) -> list[dict]:
+    """One batch of `trials` trials through the real supervisor asked for `mode` (and for the step split
+    with `timings`, off as in the host's batch by default); its report lines (it must exit `code`)."""
     work, tmp = f"{root}/work", f"{root}/tmp"
     batch = {
         "writable_roots": [work, tmp],
@@ -91,6 +91,7 @@ def run_supervisor(root: Path, mode: str, trials: int = 2, code: int = 0) -> lis
         "lower": f"{root}/lower",
         "scratch": f"{root}/scratch",
         "src": f"{root}/tree",
+        "timings": timings,
         "trials": [
             {
                 "id": str(i),
@@ -121,7 +122,7 @@ def run_supervisor(root: Path, mode: str, trials: int = 2, code: int = 0) -> lis
 
 def test_both_modes_report_the_same_writes_and_say_which_ran(base: Path):
     """Overlay and copy mode give equal writes and outputs per trial; the report names the mode and its steps."""
-    reports = {mode: run_supervisor(base, mode) for mode in ("overlay", "copy")}
+    reports = {mode: run_supervisor(base, mode, timings=True) for mode in ("overlay", "copy")}
     for mode, lines in reports.items():
         assert lines[-1] == {"done": 0}, lines
         assert [line["work_copy"] for line in lines[:-1]] == [mode, mode]
@@ -139,6 +140,17 @@ def test_both_modes_report_the_same_writes_and_say_which_ran(base: Path):
         ("/tmp/t", "created"),
     }
     assert overlay[1]["writes"] == [] and overlay[1]["exit_code"] == 0
+
+
+def test_the_step_split_is_reported_only_when_the_batch_asks(base: Path):
+    """A batch as the host writes it by default gets reports without `steps_s`; one asking for `timings`
+    gets the container's once-costs and each trial's steps."""
+    plain = run_supervisor(base, "overlay")
+    timed = run_supervisor(base, "overlay", timings=True)
+    assert [line["exit_code"] for line in plain[:-1]] == [line["exit_code"] for line in timed[:-1]] == [0, 0]
+    assert not any("steps_s" in line for line in plain)
+    once = {"clock", "tree", "setup"}
+    assert all(once | {"layer", "probe", "detect", "reset"} <= set(line["steps_s"]) for line in timed[:-1]), timed
 
 
 def test_overlay_mode_refuses_the_probe_a_namespace(base: Path):

@@ -87,6 +87,7 @@ ORDER = """
 """
 
 
+@pytest.mark.parametrize("timings", [True])
 def test_set_order_differs_across_parents_and_each_trial_says_its_seed(
     run_batch, make_trial, interpreter, sandbox, monkeypatch
 ):

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
-from test_crosscheck_celery import start_fabricator
+from support.servers import RedisServer, Workers, enrol, start_fabricator
 from test_enrol import Fleet, broker, fleet, gate, public_key, run_trials
 
 from gate.io.workers import load_roster
@@ -78,7 +77,7 @@ def test_an_enrolled_stand_in_takes_no_more_than_its_assigned_share(
     registry = tmp_path / "workers.json"
     enrol(workers, registry, "honest", "liar")
     workers.start("honest")
-    start_fabricator(workers, "liar", signed=True, queue="probegate.trials")
+    start_fabricator(workers, "liar", signed=True)
     workers.wait_ready()
     run = enrolled_run("noisy_sampler", tmp_path / "both" / "card.json", redis_server.url, registry, *NOISY_SEEDS)
     for row in run.card["properties"]:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer
+from support.servers import RedisServer
 
 from gate.core.errors import SandboxError
 from gate.io.fixtures import seal_tree

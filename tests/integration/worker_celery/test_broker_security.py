@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery_helpers import RedisServer, Workers
+from support.servers import RedisServer, Workers
 
 from gate.core.suite.trial import TrialSpec
 from gate.core.testing import make_specs

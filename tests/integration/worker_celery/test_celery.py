@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, PATCHES, UNENROLLED, ExampleRuns, gate_run, seeds_for
 from run_containers import containers_of, gone_within
+from support.servers import RedisServer, Workers, enrol
 
 from gate.core.errors import RET_HARNESS
 from worker.host.sweep import sweep_dead_workers

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery_helpers import RedisServer, RegistryServer, Workers
 from image_builds import ImageMaker
+from support.servers import RedisServer, RegistryServer, Workers
 
 from gate.core.errors import SandboxError
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers
 from run_containers import containers_created, containers_of, gone_within
+from support.servers import RedisServer, Workers
 
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.testing import make_specs

@@ -5,15 +5,12 @@ workers give the local pool's rows; a probe whose output varies by itself quaran
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, UNENROLLED, ExampleRuns, Run, gate_run
-from support.paths import INTEGRATION
+from support.servers import RedisServer, Workers, enrol, start_fabricator
 
 from worker.host.sweep import sweep_dead_workers
 
@@ -27,30 +24,7 @@ CHECKED = tuple(
     for arg in ("--property", prop)
 )  # fmt: skip
 
-FABRICATOR = INTEGRATION / "fabricating_worker.py"
 LIAR_QUEUE = "probegate.xcheck-liar"  # the run pins its primaries here, so the stand-in gets them all
-
-
-def start_fabricator(workers: Workers, name: str, *, signed: bool = False, queue: str = LIAR_QUEUE) -> None:
-    """The stand-in, in its own session, registered in the pool so `wait_ready` and teardown cover it;
-    `signed`: it signs with its own key (`workers.key(name)`), as an enrolled liar would; it consumes `queue`."""
-    log = (workers.tmp / f"{name}.log").open("wb")
-    key = [str(workers.key(name))] if signed else []
-    workers.procs[name] = subprocess.Popen(
-        [
-            sys.executable,
-            str(FABRICATOR),
-            workers.url,
-            f"{name}@%h",
-            queue,
-            str(workers.tmp / f"cache-{name}"),
-            *key,
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=workers.env,
-        start_new_session=True,
-    )
 
 
 def remote(patch: str, card: Path, url: str, *extra: str, example: Path = EXAMPLE) -> Run:
@@ -79,7 +53,7 @@ def honest_fleet(tmp_path_factory: pytest.TempPathFactory, docker_client, sandbo
 @pytest.fixture
 def with_liar(honest_fleet: Workers) -> Iterator[Workers]:
     """The honest fleet plus an unsigned stand-in on LIAR_QUEUE, which is gone again after the test."""
-    start_fabricator(honest_fleet, "liar")
+    start_fabricator(honest_fleet, "liar", queue=LIAR_QUEUE)
     honest_fleet.wait_ready()
     yield honest_fleet
     honest_fleet.kill("liar")
@@ -108,7 +82,7 @@ def test_fabricated_safety_passes_are_caught_by_cross_checks(
     the unsafe patch is accepted (the stand-in really fabricates); at share 100% the honest worker's
     misses count, both patches are refused, and each disagreement names the stand-in and the honest one."""
     workers.start("honest")
-    start_fabricator(workers, "liar")
+    start_fabricator(workers, "liar", queue=LIAR_QUEUE)
     workers.wait_ready()
     pinned = ("--queue", LIAR_QUEUE)
     fooled = remote("unsafe_write", tmp_path / "off" / "card.json", redis_server.url, *pinned, "--cross-check", "0")
@@ -141,7 +115,7 @@ def test_an_enrolled_stand_in_signing_its_fabrications_is_caught_by_cross_checks
     registry = tmp_path / "workers.json"
     enrol(workers, registry, "honest", "liar")
     workers.start("honest")
-    start_fabricator(workers, "liar", signed=True)
+    start_fabricator(workers, "liar", queue=LIAR_QUEUE, signed=True)
     workers.wait_ready()
     pinned = ("--queue", LIAR_QUEUE, "--workers", str(registry))
     run = remote("unsafe_write", tmp_path / "card.json", redis_server.url, *pinned, "--cross-check", "1", *CHECKED)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery_helpers import RedisServer, Workers
 from gate_runs import UNENROLLED
 from support.paths import INTEGRATION
+from support.servers import RedisServer, Workers
 
 from gate.cli.main import main as gate_main
 from gate.core.errors import RET_CONFIG

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from support.paths import ROOT
+from support.servers import RedisServer, Workers, enrol
 
 from gate.cli.executors import Placement, default_executor
 from gate.core.policy.explain import Finding

@@ -13,8 +13,8 @@ from pathlib import Path
 import docker
 import pytest
 import redis
-from celery_helpers import RedisServer, RegistryServer
 from image_builds import ImageMaker, rewrite_save, saved
+from support.servers import RedisServer, RegistryServer
 
 from gate.core.errors import SandboxError
 from worker.celery.coordinator.imagepublish import publish_chunks, push_to_registry

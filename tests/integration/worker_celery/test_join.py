@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery_helpers import GATE, WORKER, RedisServer
+from support.servers import GATE, WORKER, RedisServer
 from test_enrol import run_trials
 
 from gate.core.trust.invites import parse_token, request_mac

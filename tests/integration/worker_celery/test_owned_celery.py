@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, NOISY_SEEDS, ExampleRuns, Run, gate_run
-from test_replay_celery import start_statistical_liar
+from support.servers import RedisServer, Workers, enrol, start_statistical_liar
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, Run, gate_run
 from support.paths import INTEGRATION
-from test_replay_celery import start_statistical_liar
+from support.servers import RedisServer, Workers, enrol, start_statistical_liar
 
 from gate.io.artifacts import read_card
 from gate.io.evidence import verified_records

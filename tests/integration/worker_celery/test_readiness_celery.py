@@ -11,8 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
-from test_replay_celery import start_statistical_liar
+from support.servers import RedisServer, Workers, enrol, start_statistical_liar
 
 from gate.core.suite.trial import Observation
 from gate.core.testing import make_specs

@@ -6,43 +6,21 @@ seeds are pinned (`NOISY_SEEDS`), so the row's true hits are 6/10."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from celery_helpers import RedisServer, Workers, enrol
 from gate_runs import EXAMPLE, NOISY_SEEDS, Run, gate_run
-from support.paths import INTEGRATION
+from support.servers import RedisServer, Workers, enrol, start_statistical_liar
 
 from gate.io.artifacts import read_card
 from gate.io.evidence import verified_records
-from worker.celery.shared.app import SHARED_QUEUE
 
 pytestmark = pytest.mark.integration
 
-FABRICATOR = INTEGRATION / "fabricating_worker.py"
 STAT = "tool_choice_rate"
 # Every batch of a wave sent at once round the workers: which trials of the row the stand-in gets, and so which
 # of the pinned seeds' misses it can turn into hits, is then the round's alone, not the workers' speed's.
 ROUND = ("--room", "0")
-
-
-def start_statistical_liar(workers: Workers, name: str, lies: str = "statistical") -> None:
-    """The stand-in, signing with its enrolled key, consuming the shared queue and its own direct queue like
-    an honest worker, fabricating hits on statistical trials only (`PROBEGATE_FABRICATE`: `statistical` on
-    every one, `statistical:N` on its first N misses)."""
-    log = (workers.tmp / f"{name}.log").open("wb")
-    workers.procs[name] = subprocess.Popen(
-        [
-            *(sys.executable, str(FABRICATOR), workers.url, f"{name}@%h", SHARED_QUEUE),
-            *(str(workers.tmp / f"cache-{name}"), str(workers.key(name))),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**workers.env, "PROBEGATE_FABRICATE": lies},
-        start_new_session=True,
-    )
 
 
 def noisy(tmp: Path, url: str, registry: Path, share: str, *extra: str) -> Run:

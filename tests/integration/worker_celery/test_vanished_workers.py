@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from celery_helpers import GATE, RedisServer, Workers, enrol
 from stallproxy import StallingProxy
+from support.servers import GATE, RedisServer, Workers, enrol
 
 from gate.core.suite.trial import Observation
 from gate.core.testing import make_specs

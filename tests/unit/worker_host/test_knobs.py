@@ -33,6 +33,12 @@ def test_the_batch_file_carries_the_knobs_the_warm_parent_needs():
     assert all(trial["env"]["PYTHONHASHSEED"] == "7" for trial in batch["trials"])
 
 
+def test_the_batch_file_asks_for_the_step_split_only_when_told():
+    """A batch asks the supervisor where each trial's time went (`timings`) only for a sandbox told to."""
+    assert batch_file(make_specs(2))["timings"] is False
+    assert batch_file(make_specs(2), timings=True)["timings"] is True
+
+
 class _NoDir:
     def cleanup(self) -> None:
         pass

@@ -1,12 +1,12 @@
 """The invoice example as a repository (base commit, then a patch as a commit): the example's own
-builder, examples/invoice/patch_repo.py, imported here so tests and run.sh build the same thing."""
+builder, examples/invoice/patch_repo.py, imported here so tests, benchmarks and run.sh build the same thing."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
 
-from support.paths import INVOICE
+from .paths import INVOICE
 
 _PATH = INVOICE / "patch_repo.py"
 _spec = importlib.util.spec_from_file_location("patch_repo", _PATH)

@@ -1,6 +1,6 @@
-"""Real processes for the distributed tests: a private redis-server and a private registry, each on
-a free loopback port, and `gate-worker serve` processes, each in its own session so a test can
-SIGKILL a whole worker."""
+"""Real processes for the distributed tests and the benchmarks: a private redis-server and a private registry,
+each on a free loopback port, and `gate-worker serve` processes (or a lying stand-in), each in its own session
+so a test can SIGKILL a whole worker."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ import pytest
 import redis.exceptions
 
 from gate.io.keys import public_path, write_new_key
-from worker.celery.shared.app import make_app
+from worker.celery.shared.app import SHARED_QUEUE, make_app
+
+from .paths import INTEGRATION
 
 WORKER = [sys.executable, "-m", "worker.celery.worker.cli"]
 
@@ -33,6 +35,7 @@ WORKER = [sys.executable, "-m", "worker.celery.worker.cli"]
 PORTS = range(20000, 32000)
 
 GATE = str(Path(sys.executable).with_name("gate"))
+FABRICATOR = INTEGRATION / "fabricating_worker.py"  # the stand-in worker that lies (run as a script)
 
 
 def free_port() -> int:
@@ -374,3 +377,31 @@ def enrol(
         assert done.returncode == 0, done.stderr
         if admin:
             workers.urls[name] = json.loads(done.stdout)["broker_url"]
+
+
+def start_fabricator(
+    workers: Workers, name: str, *, queue: str = SHARED_QUEUE, signed: bool = False, lies: str | None = None
+) -> None:
+    """The stand-in worker (tests/integration/fabricating_worker.py) in its own session, registered with `workers`
+    so `wait_ready` and teardown cover it: it consumes `queue` and its own direct queue like a real worker, signs
+    with its own key (`workers.key(name)`) when `signed`, as an enrolled liar would, and lies as `lies` says
+    (`PROBEGATE_FABRICATE`; None: it scrubs the safety evidence)."""
+    log = (workers.tmp / f"{name}.log").open("wb")
+    key = [str(workers.key(name))] if signed else []
+    env = workers.env if lies is None else {**workers.env, "PROBEGATE_FABRICATE": lies}
+    workers.procs[name] = subprocess.Popen(
+        [
+            *(sys.executable, str(FABRICATOR), workers.url, f"{name}@%h", queue),
+            *(str(workers.tmp / f"cache-{name}"), *key),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def start_statistical_liar(workers: Workers, name: str, lies: str = "statistical") -> None:
+    """The stand-in, signing with its enrolled key, on the shared queue, fabricating hits on statistical trials
+    only (`statistical` on every one, `statistical:N` on its first N misses)."""
+    start_fabricator(workers, name, signed=True, lies=lies)
