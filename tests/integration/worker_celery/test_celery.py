@@ -11,7 +11,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -186,11 +185,10 @@ def test_no_worker_is_a_harness_error_not_a_hang(redis_server: RedisServer, slow
         .replace('band = "statistical"', 'band = "safety"')
         .replace(f"trials = {SLOW_TRIALS}\nmin_hits = {SLOW_TRIALS}\n", "")
     )
-    started = time.monotonic()
     proc = run_slow(slow_suite, tmp_path / "card.json", "--broker", redis_server.url, "--worker-wait", "2")
-    _, stderr = proc.communicate(timeout=60)
+    # A hang is the run waiting out its result timeout (minutes) instead: communicate() would raise.
+    _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == RET_HARNESS, stderr
-    assert time.monotonic() - started < 30
     stamped = json.loads((tmp_path / "card.json").read_text())
     assert stamped["properties"][0]["kind"] == "harness_error"
-    assert "no gate-worker answered" in stamped["properties"][0]["detail"]
+    assert "no gate-worker answered on queue probegate.trials within 2s" in stamped["properties"][0]["detail"]
