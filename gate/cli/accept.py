@@ -13,12 +13,14 @@ is not a commit) are usage errors as for every command.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gate.cli.settings import settings_of
 from gate.core.card.acceptance import decide_merge
 from gate.core.card.card import Acceptance, VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_OK, GateError, InputMissingError, UsageError
@@ -31,6 +33,21 @@ from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection
 from gate.run.forecast import merge_facts
 from gate.run.oracle import OracleRequest, read_oracle
+
+
+def accept_command(args: argparse.Namespace) -> int:
+    """`gate accept`: the card, seal and key from the flags, the key else from $PROBEGATE_ACCEPT_KEY."""
+    return run_accept(
+        args.card,
+        args.seal,
+        workdir=args.workdir,
+        suite=args.suite,
+        base=args.base,
+        allow_unchecked_oracle=args.allow_unchecked_oracle,
+        allow_unenrolled_workers=args.allow_unenrolled_workers,
+        allow_replayed_seeds=args.allow_replayed_seeds,
+        key=args.key or settings_of(args).accept_key,
+    )
 
 
 def run_accept(

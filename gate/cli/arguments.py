@@ -20,34 +20,33 @@ from gate.cli.power import add_power_parser
 from gate.cli.refold import add_refold_parser
 from gate.cli.report import add_report_flags, add_report_parser
 from gate.cli.runargs import add_placement_arguments, add_tree_arguments
+from gate.cli.schema import add_schema_parser
+from gate.cli.seal import add_seal_parsers
 from gate.cli.settings import ACCEPT_KEY_ENV
 from gate.cli.setup import add_setup_parser
 from gate.cli.signing import add_sign_key_argument, add_signing_parsers
+from gate.cli.sweep import add_sweep_parser
 from gate.cli.workers import add_workers_parser
 from gate.io.cliargs import ArgParser
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `gate` parser: every subcommand, each with its handler."""
     parser = ArgParser(prog="gate", description="Seal fixtures, run probes in sandboxes, stamp a verdict card.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=ArgParser)
-    # Subcommands with arguments of their own are added by their module (power, init, diff).
+    # Each subcommand names its handler (`module:function`, set_defaults): gate.cli.main imports that module
+    # only when the command runs. Most are added by their own module; run, baseline and accept share groups.
     add_setup_parser(sub)
     add_doctor_parser(sub)
     add_init_parser(sub)
 
-    seal = sub.add_parser("seal", help="print the seal of a fixture tree")
-    seal.add_argument("dir", type=Path)
-    seal.add_argument("--write", type=Path, metavar="FILE", help="also write the seal file")
-
-    reseal = sub.add_parser("reseal", help="check the seal file against the tree; --write replaces it")
-    reseal.add_argument("dir", type=Path, help="the fixture tree")
-    reseal.add_argument("--seal", type=Path, required=True, metavar="FILE", help="the seal file to check")
-    reseal.add_argument("--write", action="store_true", help="replace a stale or missing seal file")
+    add_seal_parsers(sub)
     add_power_parser(sub)
 
     run = sub.add_parser("run", help="run the suite once against a patched tree and write the card")
+    run.set_defaults(handler="gate.cli.runcommands:run_command")
     add_run_arguments(run, card_help="where to write the verdict card (default: the suite's `card`)")
     run.add_argument("--calibration", type=Path, help="baseline calibration (default: the suite's `calibration`)")
     add_new_ledger_argument(run)
@@ -69,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     base = sub.add_parser("baseline", help="run the suite on the unpatched tree and write the calibration")
+    base.set_defaults(handler="gate.cli.runcommands:baseline_command")
     add_run_arguments(base, card_help="the baseline's card (default: baseline-card.json by --calibration)")
     base.add_argument("--calibration", type=Path, required=True, help="calibration file to write")
     base.add_argument("--factor", type=finite, default=1.5, help="proposed deadline = p95 x factor (default 1.5)")
@@ -90,23 +90,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_flakes_parser(sub)
 
     acc = sub.add_parser("accept", help="exit 0 only when the card allows the merge")
+    acc.set_defaults(handler="gate.cli.accept:accept_command")
     add_accept_arguments(acc)
     add_diff_parser(sub)
     add_refold_parser(sub)
     add_evidence_parser(sub)
     add_signing_parsers(sub)
 
-    sweep = sub.add_parser("sweep", help="remove probe containers whose run or worker process is gone")
-    which = sweep.add_mutually_exclusive_group()
-    which.add_argument("--run", metavar="RUN_ID", help="remove this run's containers, running or not")
-    which.add_argument("--all", action="store_true", help="remove every probe container, also of live runs")
-
+    add_sweep_parser(sub)
     add_image_arguments(sub)
     add_workers_parser(sub)
     add_pool_parser(sub)
 
-    schema = sub.add_parser("schema", help="print a JSON schema")
-    schema.add_argument("what", choices=["card", "suite"], help="card: the verdict card; suite: gate.toml")
+    add_schema_parser(sub)
     return parser
 
 

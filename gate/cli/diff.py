@@ -23,10 +23,16 @@ def add_diff_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     parser = subparsers.add_parser(
         "diff", help="what changed between two verdict cards (exit 1 when they differ)", epilog=_EPILOG
     )
+    parser.set_defaults(handler="gate.cli.diff:diff_command")
     parser.add_argument("card_a", type=Path, metavar="CARD_A", help="the earlier verdict card")
     parser.add_argument("card_b", type=Path, metavar="CARD_B", help="the later verdict card")
     parser.add_argument("--json", action="store_true", help="print the differences as one JSON document")
     return parser
+
+
+def diff_command(args: argparse.Namespace) -> int:
+    """`gate diff CARD_A CARD_B [--json]`."""
+    return run_diff(args.card_a, args.card_b, as_json=args.json)
 
 
 def run_diff(card_a: Path, card_b: Path, *, as_json: bool = False) -> int:

@@ -30,6 +30,7 @@ from gate.io.envsettings import rows
 
 def add_doctor_parser(sub: argparse._SubParsersAction) -> None:
     doctor = sub.add_parser("doctor", help="check this machine can run the gate: one line per check, with the fix")
+    doctor.set_defaults(handler="gate.cli.doctor:run_doctor")
     doctor.add_argument("--json", action="store_true", help="one JSON document instead of lines")
     doctor.add_argument("--repo", type=Path, default=Path("."), help="the repository to gate (default .)")
     doctor.add_argument("--base", metavar="GIT_REV", help="the base revision runs will name (checked to exist)")

@@ -34,6 +34,7 @@ def add_evidence_parser(subparsers: argparse._SubParsersAction) -> argparse.Argu
     parser = subparsers.add_parser(
         "evidence", help="show a card's missed, timed-out and faulted trials and a sample of passes", epilog=_EPILOG
     )
+    parser.set_defaults(handler="gate.cli.evidence:run_evidence")
     parser.add_argument("card", type=Path, metavar="CARD", help="the verdict card (its records: evidence/ beside it)")
     parser.add_argument("--json", action="store_true", help="print the view as one JSON document")
     parser.add_argument(

@@ -31,6 +31,7 @@ _EPILOG = (
 def add_flakes_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `flakes explain` to the `gate` command's subparsers."""
     flakes = subparsers.add_parser("flakes", help="explain flaky properties")
+    flakes.set_defaults(handler="gate.cli.runcommands:flakes_command")
     sub = flakes.add_subparsers(dest="flakes_command", metavar="explain", required=True, parser_class=type(flakes))
     explain = sub.add_parser(
         "explain", help="find which source of nondeterminism moves a flaky property", epilog=_EPILOG

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 def add_image_arguments(sub: argparse._SubParsersAction) -> None:
     """`gate image build [--suite FILE] [--base REV] [--image BASE_TAG]`."""
     image = sub.add_parser("image", help="build the suite's project image")
+    image.set_defaults(handler="gate.cli.images:run_image")
     verbs = image.add_subparsers(dest="image_command", required=True, metavar="build")
     build = verbs.add_parser("build", help="find or build the image [suite.image] defines; print its ID")
     build.add_argument("--suite", type=Path, default=Path("gate.toml"), help="suite file (default ./gate.toml)")

@@ -39,10 +39,16 @@ NAME_MARK = "__SUITE_NAME__"
 def add_init_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `init` to the `gate` command's subparsers."""
     parser = subparsers.add_parser("init", help="write a suite to start from: gate.toml, checks, probe, fixtures, CI")
+    parser.set_defaults(handler="gate.cli.init:init_command")
     parser.add_argument(
         "dir", nargs="?", type=Path, default=Path("."), metavar="DIR", help="the repository's root (default .)"
     )
     return parser
+
+
+def init_command(args: argparse.Namespace) -> int:
+    """`gate init [DIR]`."""
+    return run_init(args.dir)
 
 
 def run_init(root: Path) -> int:

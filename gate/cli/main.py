@@ -1,22 +1,23 @@
-"""The `gate` command line's entry: parse, dispatch (gate.cli.commands), and turn every user mistake into one
+"""The `gate` command line's entry: parse, dispatch to the subcommand's handler, and turn every user mistake into one
 line on stderr and a documented exit code (see gate.core.errors); only a bug in the gate prints a traceback.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
+import importlib
 import os
 import select
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from gate.cli.arguments import build_parser
-from gate.cli.commands import dispatch
 from gate.cli.settings import GateSettings
 from gate.core.errors import (
     RET_INTERNAL,
@@ -32,6 +33,13 @@ EXIT_GRACE_S = 2.0  # after Ctrl-C, how long exit waits for threads still return
 # at the interpreter's default threshold (700) the cyclic collector walks them over and over and frees nothing,
 # a noticeable share of the CPU a run's imports take. Collections stay on.
 GC_THRESHOLD = 50_000
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the handler the parsed subcommand names (`module:function`), importing its module only now."""
+    module, _, function = args.handler.partition(":")
+    handler: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    return handler(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

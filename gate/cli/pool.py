@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 def add_pool_parser(sub: argparse._SubParsersAction) -> None:
     pool = sub.add_parser("pool", help="a standing pool of started sandbox containers for local runs")
+    pool.set_defaults(handler="gate.cli.pool:run_pool")
     verbs = pool.add_subparsers(dest="pool_command", required=True)
     serve = verbs.add_parser("serve", help="keep containers ready until SIGINT/SIGTERM, then remove them all")
     serve.add_argument("--socket", type=Path, help="where to listen (default: $XDG_RUNTIME_DIR/probegate-pool.sock)")

@@ -30,6 +30,7 @@ _PAIR_LAW_ARGS = ("base_rate", "coupling")  # the paired rule's table: the true 
 def add_power_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add `power` to the `gate` command's subparsers."""
     parser = subparsers.add_parser("power", help="print (and plot) a band rule's operating characteristics")
+    parser.set_defaults(handler="gate.cli.power:run_from_args")
     _add_arguments(parser)
     return parser
 

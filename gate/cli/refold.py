@@ -26,11 +26,17 @@ def add_refold_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     parser = subparsers.add_parser(
         "refold", help="re-fold a card's kept trial records and compare them with its rows", epilog=_EPILOG
     )
+    parser.set_defaults(handler="gate.cli.refold:refold_command")
     parser.add_argument("card", type=Path, metavar="CARD", help="the verdict card (its records: evidence/ beside it)")
     parser.add_argument(
         "--key", type=Path, metavar="PUBLIC_KEY", help="also require the card's signature by this public key"
     )
     return parser
+
+
+def refold_command(args: argparse.Namespace) -> int:
+    """`gate refold CARD [--key]`."""
+    return run_refold(args.card, key=args.key)
 
 
 def run_refold(card_path: Path, *, key: Path | None = None) -> int:

@@ -40,6 +40,7 @@ def add_report_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     parser = subparsers.add_parser(
         "report", help="write JUnit XML / a Markdown summary / an HTML report from a verdict card"
     )
+    parser.set_defaults(handler="gate.cli.report:run_report")
     parser.add_argument("card", type=Path, metavar="CARD", help="the verdict card to report")
     add_report_flags(parser)
     return parser

@@ -14,6 +14,7 @@ from gate.core.errors import RET_OK
 
 def add_setup_parser(sub: argparse._SubParsersAction) -> None:
     setup = sub.add_parser("setup", help="find or build the sandbox image on this machine, and preflight it")
+    setup.set_defaults(handler="gate.cli.setup:run_setup")
     setup.add_argument("--force", action="store_true", help="rebuild the image even when it is present")
     how = setup.add_mutually_exclusive_group()
     how.add_argument("--dockerfile", action="store_true", help="build from the Dockerfile (pulls its base image)")

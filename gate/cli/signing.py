@@ -30,11 +30,13 @@ _SIGN_EPILOG = (
 def add_signing_parsers(subparsers: argparse._SubParsersAction) -> None:
     """Add `keys` and `sign` to the `gate` command's subparsers."""
     keys = subparsers.add_parser("keys", help="create the card-signing key pair", epilog=_KEYS_EPILOG)
+    keys.set_defaults(handler="gate.cli.signing:run_keys")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, parser_class=type(keys))
     new = keys_sub.add_parser("new", help="write a new Ed25519 key to PATH and its public half to PATH.pub")
     new.add_argument("path", type=Path, metavar="PATH", help="where the private key goes (keep it out of the repo)")
 
     sign = subparsers.add_parser("sign", help="sign a verdict card (the envelope goes beside it)", epilog=_SIGN_EPILOG)
+    sign.set_defaults(handler="gate.cli.signing:run_sign")
     sign.add_argument("card", type=Path, metavar="CARD", help="the verdict card to sign, as the run wrote it")
     add_sign_key_argument(sign, "--key", "--sign-key")
 

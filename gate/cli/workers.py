@@ -37,6 +37,7 @@ _REDIS = ("redis://", "rediss://")
 def add_workers_parser(sub: Any) -> None:
     """The `workers` subcommand and its three actions."""
     workers = sub.add_parser("workers", help="enrol, list and revoke the workers whose results are accepted")
+    workers.set_defaults(handler="gate.cli.workers:run_workers")
     actions = workers.add_subparsers(dest="action", required=True, parser_class=type(workers))
     enrol_p = actions.add_parser("enrol", help="enrol a worker's public key (from `gate-worker key`) under a name")
     enrol_p.add_argument("pubkey", type=Path, metavar="PUBKEY_FILE", help="the worker's public key, PEM")

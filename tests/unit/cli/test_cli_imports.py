@@ -3,6 +3,7 @@ must not pay for the run machinery, Docker, Celery, Redis or structlog (every `g
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -124,3 +125,16 @@ def test_only_the_run_machinery_logs_through_structlog() -> None:
         or "from structlog" in path.read_text(encoding="utf-8")
     )
     assert users == ["gate/cli/logs.py", "gate/run/baserun.py", "gate/run/explain.py", "gate/run/runner.py"]
+
+
+def test_every_subcommand_names_a_handler_that_exists() -> None:
+    """Each subcommand's parser names its handler as `module:function`, and that function is there."""
+    import importlib
+
+    parser = build_parser()
+    (choices,) = [action.choices for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    for name, sub in choices.items():
+        handler = sub.get_default("handler")
+        assert handler and ":" in handler, name
+        module, _, function = handler.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), name

@@ -7,11 +7,11 @@ come after the sandbox opens, are tests/integration/cli/test_cli_inputs.py's.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +45,7 @@ def no_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     def image(*args: object, **kwargs: object) -> None:
         pytest.fail("the project image was built: the refusal came after Docker was called")
 
-    cli = sys.modules["gate.cli.runcommands"]  # where the commands that run trials pick them
+    cli = importlib.import_module("gate.cli.runcommands")  # where the commands that run trials pick them
     monkeypatch.setattr(cli, "executor_factory", lambda placement: executor)
     monkeypatch.setattr(cli, "build_for_run", image)
 
