@@ -3,8 +3,8 @@ and the rich bars gate.cli draws only on a terminal; no Docker."""
 
 from __future__ import annotations
 
+import importlib
 import io
-import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -140,7 +140,9 @@ def test_run_off_a_terminal_prints_no_progress_and_no_escapes(
     without a single escape sequence."""
     monkeypatch.setenv("FORCE_COLOR", "1")
     # gate.cli exports the function `main`, which hides the module of that name from a dotted path.
-    monkeypatch.setattr(sys.modules["gate.cli.runcommands"], "executor_factory", lambda _: lambda _: MockExecutor(good))
+    monkeypatch.setattr(
+        importlib.import_module("gate.cli.runcommands"), "executor_factory", lambda _: lambda _: MockExecutor(good)
+    )
     request = suite.request
     argv = ["run", "--suite", str(request.suite), "--workdir", str(request.workdir), "--seal", str(request.seal)]
     argv += ["--card", str(suite.card), "--new-ledger"]
