@@ -29,7 +29,7 @@ from gate.cli import logs  # noqa: E402
 from gate.cli.executors import Placement, default_executor  # noqa: E402
 from gate.core.policy.explain import BUDGET, Explanation  # noqa: E402
 from gate.io.workers import load_roster  # noqa: E402
-from gate.run.executor import Executor  # noqa: E402
+from gate.run.executors.base import Executor  # noqa: E402
 from gate.run.explain import ExplainRequest, explain_flakes  # noqa: E402
 from worker.celery.coordinator.dispatch import CeleryExecutor  # noqa: E402
 

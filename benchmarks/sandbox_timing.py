@@ -17,7 +17,7 @@ from gate.core.suite.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.core.testing import make_specs as spec_batch
 from gate.io.snapshot import world_readable
 from worker.host.batchfile import probe_env
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import LABEL_RUN
 
 PROBE = "import sys, json\njson.dump({'ok': True, 'n': len(sys.stdin.read())}, sys.stdout)\n"

@@ -25,7 +25,7 @@ from sandbox_timing import DirInputs, make_specs, make_tree, timed_bare_loop, ti
 
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import sweep
 
 SIZES = (0, 300, 3_000, 30_000)

@@ -18,7 +18,7 @@ from gate.io.artifacts import check_writable
 from gate.io.bookstore import BooksStore
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ class PoolSettings:
 
     broker: str  # PROBEGATE_BROKER
     blobs: str | None  # PROBEGATE_BLOBS: the blob store, when it is not the broker
-    sandbox: str  # PROBEGATE_SANDBOX: "docker", or "null" (no container: the dispatch benchmarks' worker)
+    sandbox: str  # PROBEGATE_SANDBOX: "docker", or "stub" (worker.host.sandboxes.stub: a test double)
     image: str | None  # PROBEGATE_IMAGE: the image batches that name none run in
     cache: Path  # PROBEGATE_CACHE: fetched blobs and image spools
     registry: str | None  # PROBEGATE_REGISTRY: where run images are pulled from, if anywhere
@@ -28,8 +28,8 @@ class PoolSettings:
     run_idle: str  # PROBEGATE_RUN_IDLE_S as given (worker.celery.worker.runs.run_idle_s checks it)
 
     @property
-    def null_sandbox(self) -> bool:
-        return self.sandbox == "null"
+    def stub_sandbox(self) -> bool:
+        return self.sandbox == "stub"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PoolSettings:
