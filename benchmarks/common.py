@@ -31,7 +31,7 @@ from tests.support.servers import RedisServer, Workers, enrol
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.host.batchfile import probe_env
 from worker.host.engine import DEFAULT_IMAGE, docker_client
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import LABEL_RUN, sweep_dead_workers
 
 # The trial benchmarks (trial_overhead, tree_sweep, fresh_split, worker_pool, warm_interpreter, warm_overlap): a tiny

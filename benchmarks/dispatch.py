@@ -1,6 +1,6 @@
 """Dispatch bookkeeping: trials/s through the local pool and through Celery over Redis, in one run.
 
-Trials are trivial (no container: workers run `gate-worker serve --sandbox null`), so what is
+Trials are trivial (no container: workers run `gate-worker serve --sandbox stub`), so what is
 measured is the cost of planning, shipping, gathering and de-duplicating results — the overhead a
 broker adds on top of the trial work. Prints both rates and their ratio (Celery / local), then the
 cost of cross-checks: the same Celery run as safety trials plus the cross-check step at a share of
@@ -47,11 +47,11 @@ from gate.io.keys import SigningKey
 from gate.io.snapshot import LocalInputs
 from gate.io.workers import verify_pem
 from gate.run.crosscheck import cross_check, new_seed
-from gate.run.executor import LocalExecutor
+from gate.run.executors.local import LocalExecutor
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.celery.shared.wire import encode_batch, encode_observations
 from worker.celery.worker.signing import sign_result
-from worker.host.nullsandbox import NullSandbox
+from worker.host.sandboxes.stub import StubSandbox
 
 
 def timed(executor, plan, inputs) -> float:
@@ -134,7 +134,7 @@ def main() -> int:
                 "--broker",
                 url,
                 "--sandbox",
-                "null",
+                "stub",
                 "--concurrency",
                 "1",
                 "--name",
@@ -153,7 +153,7 @@ def main() -> int:
     try:
         with LocalInputs(tmp / "tree", {hashlib.sha256(fixture).hexdigest(): fixture}) as inputs:
             digest = hashlib.sha256(fixture).hexdigest()
-            local = LocalExecutor(NullSandbox())
+            local = LocalExecutor(StubSandbox())
             celery = CeleryExecutor(
                 url, image="probegate/sandbox-python:trixie-1", worker_wait_s=60, batch_size=args.batch
             )
@@ -235,7 +235,7 @@ def sign_and_verify(size: int, rounds: int = 200) -> tuple[float, float]:
     signing._key = key = SigningKey.generate()
     batch = [make_spec(i, run_id="sig", tree_digest="t", fixture_digest="f") for i in range(size)]
     payload = encode_batch(batch)
-    observations = encode_observations(NullSandbox().run_batch(batch, inputs=None))  # type: ignore[arg-type]
+    observations = encode_observations(StubSandbox().run_batch(batch, inputs=None))  # type: ignore[arg-type]
     roster = Roster(
         workers=(
             EnrolledWorker(

@@ -22,7 +22,7 @@ from gate.cli import logs
 from gate.cli.executors import Placement, default_executor
 from gate.core.policy.explain import BUDGET, Explanation
 from gate.io.workers import load_roster
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 from gate.run.explain import ExplainRequest, explain_flakes
 from worker.celery.coordinator.dispatch import CeleryExecutor
 

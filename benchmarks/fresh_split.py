@@ -30,7 +30,7 @@ from gate.core.suite.trial import Limits, Observation
 from worker.host import runcontainers as runcontainers_module
 from worker.host import warm as warm_module
 from worker.host.engine import DEFAULT_IMAGE, Container, docker_client, resolve_image_id
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import sweep
 
 SIZES = (0, 3_000, 30_000)

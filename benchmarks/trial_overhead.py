@@ -33,7 +33,7 @@ from pathlib import Path
 
 from benchmarks.common import DirInputs, make_specs, make_tree, timed_bare_loop, timed_sandbox
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import sweep
 
 

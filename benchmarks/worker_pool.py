@@ -39,7 +39,7 @@ from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.celery.shared.app import make_app
 from worker.host.engine import DEFAULT_IMAGE, docker_client, resolve_image_id
 from worker.host.pool import LABEL_POOL, PoolServer
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import LABEL_RUN, sweep, sweep_dead_workers
 
 LIMITS = Limits()

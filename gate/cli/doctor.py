@@ -107,7 +107,7 @@ def _sandbox_findings(client: object) -> list[Finding]:
     from worker.host.engine import DEFAULT_IMAGE
     from worker.host.imagesetup import check_present
     from worker.host.preflight import INSTANT, preflight
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.sandboxes.docker import DockerSandbox
 
     try:
         found = check_present(client, DEFAULT_IMAGE)  # type: ignore[arg-type]

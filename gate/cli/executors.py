@@ -12,7 +12,7 @@ from gate.core.errors import ConfigError
 
 if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
     from gate.core.trust.enrolment import Roster
-    from gate.run.executor import Executor
+    from gate.run.executors.base import Executor
     from gate.run.request import ExecutorFactory
 
 
@@ -71,8 +71,8 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
             queue=placement.queue,
             **options,
         )
-    from gate.run.executor import LocalExecutor
-    from worker.host.sandbox import DockerSandbox
+    from gate.run.executors.local import LocalExecutor
+    from worker.host.sandboxes.docker import DockerSandbox
 
     sandbox = DockerSandbox(image=image) if image else DockerSandbox()
     return LocalExecutor(sandbox, jobs=placement.jobs)

@@ -32,7 +32,7 @@ def run_pool(args: argparse.Namespace) -> int:
     from gate.core.suite.trial import Limits
     from worker.host.engine import DEFAULT_IMAGE
     from worker.host.poolclient import default_socket
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.sandboxes.docker import DockerSandbox
 
     size = args.size or os.cpu_count() or 2
     if not 1 <= size <= 64:

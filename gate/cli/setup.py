@@ -27,7 +27,7 @@ def run_setup(args: argparse.Namespace) -> int:
     from worker.host.engine import DEFAULT_IMAGE, docker_client
     from worker.host.imagesetup import How, ensure_sandbox_image
     from worker.host.preflight import preflight
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.sandboxes.docker import DockerSandbox
 
     client = docker_client()
     how = How.DOCKERFILE if args.dockerfile else How.OFFLINE if args.offline else None

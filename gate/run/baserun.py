@@ -28,7 +28,7 @@ from gate.io.checkproc import TrialJudge
 from gate.io.gitbase import base_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import TreeSelection
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 from gate.run.judged import judged
 from gate.run.oracle import Oracle
 from gate.run.trials import planner_for

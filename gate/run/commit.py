@@ -24,7 +24,7 @@ from gate.io.interrupts import held
 from gate.io.keys import SigningKey
 from gate.io.proposals import write_proposals
 from gate.io.reports import ReportTargets, write_reports
-from gate.run.journaled import RunJournal
+from gate.run.executors.journaled import RunJournal
 
 
 def commit(

@@ -28,7 +28,7 @@ from gate.core.trust.hitrate import outliers
 from gate.core.trust.replay import StatRow, caught, choose_replays
 from gate.core.verdicts.verdict import Band, OutcomeKind
 from gate.io.snapshot import LocalInputs
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 from gate.run.replays import NO_SECOND, discard, replay
 from gate.run.secondruns import Key, RunElsewhere, Step
 

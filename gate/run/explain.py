@@ -33,7 +33,7 @@ from gate.io.patchedtree import check_fits, read_patched_tree
 from gate.io.snapshot import LocalInputs
 from gate.io.treeselect import tree_selection
 from gate.run.admission import run_image
-from gate.run.executor import opened
+from gate.run.executors.base import opened
 from gate.run.judged import judged
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.request import ExecutorFactory, ImageFactory

@@ -17,7 +17,7 @@ from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.core.verdicts.verdict import Outcome
 from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 
 
 def judged(

@@ -19,7 +19,7 @@ from gate.io.bookstore import BooksStore
 from gate.io.envsettings import default_state_dir
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 
 
 @dataclass(frozen=True)

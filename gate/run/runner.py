@@ -35,9 +35,9 @@ from gate.io.snapshot import LocalInputs
 from gate.run.admission import Admitted, admit
 from gate.run.baserun import with_base_reruns
 from gate.run.commit import commit
-from gate.run.executor import opened
+from gate.run.executors.base import opened
+from gate.run.executors.journaled import RunJournal, SpecOf, journal_header
 from gate.run.forecast import forecast
-from gate.run.journaled import RunJournal, SpecOf, journal_header
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.pairedbase import base_inputs
 from gate.run.progress import NO_PROGRESS, Progress

@@ -23,7 +23,7 @@ from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
 from gate.io.checkproc import TrialJudge
 from gate.io.snapshot import LocalInputs
 from gate.run.crosscheck import cross_check, new_seed
-from gate.run.executor import Executor, serves_every_tree
+from gate.run.executors.base import Executor, serves_every_tree
 from gate.run.progress import Progress
 from gate.run.waves import run_waves
 
@@ -44,7 +44,7 @@ def execute(
     """Plan, dispatch through the executor, cross-check and fold; a sandbox that cannot start fails every
     property. Every judged trial is appended to `records`. `cross_check_share` None: the suite's.
     `checks` judges each observation (the run's check process, `gate.io.checkproc`); `stored_canary`: a
-    resumed run's canaries of the trials its journal holds (gate.run.journaled); `base_tree_digest`: the base
+    resumed run's canaries of the trials its journal holds (gate.run.executors.journaled); `base_tree_digest`: the base
     tree `inputs` also serves, on which paired properties run their other side (None: no --base)."""
     suite, manifest = facts.suite, facts.seal.manifest
     if base_tree_digest is not None and not serves_every_tree(executor):

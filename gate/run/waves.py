@@ -19,7 +19,7 @@ from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
 from gate.core.trust.crosscheck import with_coordinator_canary
 from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.io.snapshot import LocalInputs
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 from gate.run.progress import NO_PROGRESS, Progress
 
 

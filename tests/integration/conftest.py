@@ -26,12 +26,13 @@ from support.paths import WINDOWS
 from support.servers import RedisServer, Workers
 
 from gate.core.errors import HarnessError, SandboxError
-from gate.core.suite.trial import ClockSpec, Inputs, Interpreter, Limits, Observation, TrialSpec
+from gate.core.suite.sandbox import Inputs
+from gate.core.suite.trial import ClockSpec, Interpreter, Limits, Observation, TrialSpec
 from gate.core.testing import make_spec
 from gate.io.snapshot import world_readable
 from worker.host.engine import DEFAULT_IMAGE, resolve_image_id
 from worker.host.engine import docker_client as connect
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import sweep, sweep_dead_workers
 
 FROZEN_AT = datetime(2026, 3, 1, tzinfo=UTC)

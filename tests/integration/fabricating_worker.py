@@ -32,7 +32,7 @@ from worker.celery.shared.wire import decode_batch, encode_observations
 from worker.celery.worker.heartbeat import beat_while_serving
 from worker.celery.worker.runs import open_runs
 from worker.celery.worker.settings import PoolSettings, configure
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 
 
 def scrubbed(stream: Captured, canary: str) -> Captured:

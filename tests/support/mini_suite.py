@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.io.checkproc import JudgeFactory
 from gate.io.fixtures import seal_tree, write_seal_file
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
+from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunRequest, RunResult
 from gate.run.runner import run_gate
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-PRELOAD = ("gate.cli.main", "gate.run.runner", "gate.io.artifacts", "worker.host.sandbox", "gate.cli.accept")
+PRELOAD = ("gate.cli.main", "gate.run.runner", "gate.io.artifacts", "worker.host.sandboxes.docker", "gate.cli.accept")
 
 
 # ---- the zygote's side (this file run as a script) -------------------------------------------------------------

@@ -23,7 +23,8 @@ import docker
 
 from gate.core.errors import GateError, ImageError, SandboxError
 from gate.core.suite.plan import trial_seed
-from gate.core.suite.trial import ClockSpec, Sandbox, TrialSpec, WorkCopy
+from gate.core.suite.sandbox import Sandbox
+from gate.core.suite.trial import ClockSpec, TrialSpec, WorkCopy
 from gate.io.fixtures import seal_tree
 from gate.io.snapshot import LocalInputs
 from worker.host.engine import image_attrs
@@ -150,7 +151,7 @@ def preflight(
 def prove_image(client: docker.DockerClient, image_id: str) -> dict[str, object]:
     """Check a project image before any trial runs in it: its configuration (image_config_problems),
     then the preflight probe inside it. What either finds wrong is an ImageError; nothing ran."""
-    from worker.host.sandbox import DockerSandbox  # the sandbox module is heavy; only provers need it
+    from worker.host.sandboxes.docker import DockerSandbox  # the sandbox module is heavy; only provers need it
 
     attrs = image_attrs(client, image_id)
     if attrs is None:

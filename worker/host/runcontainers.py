@@ -1,6 +1,6 @@
 """The containers one sandbox keeps for its open runs: created empty, started ahead as spares
 (`prestart`), bound to a batch's tree and clock when one needs them, taken back warm after a clean
-batch, and removed when the run closes. Which trials run in them is worker/host/sandbox.py's business."""
+batch, and removed when the run closes. Which trials run in them is worker/host/sandboxes/docker.py's business."""
 
 from __future__ import annotations
 

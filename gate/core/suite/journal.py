@@ -1,6 +1,6 @@
 """The run journal's pure part: what binds a stored observation to one run, and the checks a resume
 applies before it reuses any of them. The file itself is `gate.io.journal`; the executor that fills and
-replays it is `gate.run.journaled`.
+replays it is `gate.run.executors.journaled`.
 
 A journal is JSON lines: a header naming the run (run id, suite and checks digests, tree, seal, image,
 the properties run), one line per observed trial (its key, its spec's digest, its canary, the

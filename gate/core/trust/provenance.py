@@ -1,6 +1,6 @@
 """What an observation must show about where it came from before it counts: the trial ran in the run's
 own image, with the seed the coordinator chose for it. A worker reports the image it ran in; one that ran
-elsewhere (another image, or none at all: `gate-worker --sandbox null`) saw nothing of the patch in the
+elsewhere (another image, or none at all: `gate-worker --sandbox stub`) saw nothing of the patch in the
 sandbox the card names, so its observation is a fault nobody has shown to be outside the patch: it can
 neither pass a row nor draw a credit. So is one run with another seed than the spec's: the worker, not
 the coordinator, chose that trial's draw."""

@@ -300,8 +300,8 @@ def test_the_nightly_pair_keeps_its_history_in_redis(redis_server: RedisServer, 
     from support.mini_suite import CONTRACT, NOW, build_suite, good, stdout
 
     from gate.core.suite.trial import Observation
-    from gate.core.testing import MockExecutor
     from gate.run.baseline import run_baseline
+    from gate.run.executors.mock import MockExecutor
 
     suite = build_suite(tmp_path)
     calls: dict[int, int] = {}

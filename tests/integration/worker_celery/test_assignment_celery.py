@@ -105,7 +105,7 @@ def test_a_batch_whose_worker_died_goes_to_another_enrolled_worker(
     for name in ("w1", "w2"):
         gate("workers", "enrol", str(public_key(fleet, name)), "--name", f"box-{name}", "--workers", str(registry),
              capsys=capsys)  # fmt: skip
-        fleet.start(name, "--sandbox", "null")
+        fleet.start(name, "--sandbox", "stub")
     fleet.wait_ready()
     executor = CeleryExecutor(
         broker.url, worker_wait_s=30, result_timeout_s=8, batch_size=3, enrolled=lambda: load_roster(registry)

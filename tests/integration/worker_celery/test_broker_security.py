@@ -125,7 +125,7 @@ def tls_redis(tmp_path: Path) -> Iterator[TlsRedis]:
 @pytest.fixture
 def tls_worker(tls_redis: TlsRedis, tmp_path: Path) -> Iterator[Workers]:
     pool = Workers(tls_redis.url, tmp_path)
-    pool.start("tls1", "--sandbox", "null")
+    pool.start("tls1", "--sandbox", "stub")
     pool.wait_ready()
     yield pool
     pool.stop_all()

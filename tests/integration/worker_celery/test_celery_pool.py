@@ -21,7 +21,7 @@ from gate.core.testing import make_spec
 from gate.io.snapshot import LocalInputs
 from worker.celery.coordinator.dispatch import CeleryExecutor
 from worker.host.pool import LABEL_POOL
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 
 pytestmark = pytest.mark.integration
 

@@ -199,7 +199,7 @@ def test_honest_workers_accepted_revoked_refused(
             str(registry),
             capsys=capsys,
         )
-        fleet.start(name, "--sandbox", "null")
+        fleet.start(name, "--sandbox", "stub")
     fleet.wait_ready()
     observations, executor = run_trials(broker, tmp_path, registry)
     assert all(o.fault is None and o.exit_code == 0 for o in observations)
@@ -224,7 +224,7 @@ def test_a_replayed_signed_result_is_refused(
     """An enrolled worker's genuine signed result, copied by a stand-in into another batch's answer, is refused."""
     registry = tmp_path / "workers.json"
     gate("workers", "enrol", str(public_key(fleet, "w1")), "--name", "box1", "--workers", str(registry), capsys=capsys)
-    fleet.start("w1", "--sandbox", "null")
+    fleet.start("w1", "--sandbox", "stub")
     fleet.wait_ready()
     observations, executor = run_trials(broker, tmp_path, registry, n=3)
     assert all(o.fault is None for o in observations)
@@ -258,7 +258,7 @@ def test_per_worker_acl_users(
         assert row["acl_user"] == f"probegate-worker-{name}"
         fleet.urls[name] = row["broker_url"]
     assert all(f"user probegate-worker-{n} on " in broker.acl_file().read_text() for n in ("w1", "w2"))  # saved
-    fleet.start("w1", "--sandbox", "null")
+    fleet.start("w1", "--sandbox", "stub")
     fleet.start("w2")  # the Docker sandbox: it fetches the tree and fixture from the blob store
     fleet.control_url = admin
     fleet.wait_ready(timeout=120)

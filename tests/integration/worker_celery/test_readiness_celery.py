@@ -59,7 +59,7 @@ def test_a_slow_worker_sets_no_pace(workers: Workers, redis_server: RedisServer,
     once, and the card's shares are who answered."""
     registry = tmp_path / "workers.json"
     enrol(workers, registry, "fast", "slow")
-    workers.start("fast", "--sandbox", "null")
+    workers.start("fast", "--sandbox", "stub")
     workers.start("slow")
     workers.wait_ready()
     observations, executor = deal(redis_server, registry, tmp_path)

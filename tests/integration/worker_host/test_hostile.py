@@ -13,7 +13,7 @@ import pytest
 from gate.core.checks import BUILTINS, Trial, judge
 from gate.core.suite.trial import Limits, Observation, TrialSpec
 from gate.core.verdicts.verdict import Band, OutcomeKind
-from worker.host.sandbox import SUPERVISOR, DockerSandbox
+from worker.host.sandboxes.docker import SUPERVISOR, DockerSandbox
 
 pytestmark = pytest.mark.integration
 

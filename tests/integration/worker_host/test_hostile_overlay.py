@@ -13,7 +13,7 @@ from conftest import check_mode
 from gate.core.suite.trial import Observation, WorkCopy
 from worker.host import container as container_module
 from worker.host import treemount
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.workcopy import ENV
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from gate.core.suite.plan import trial_seed
-from gate.core.suite.trial import Inputs, Observation, TrialSpec
+from gate.core.suite.sandbox import Inputs
+from gate.core.suite.trial import Observation, TrialSpec
 from worker.box.warmclient import PARENT_TRIALS
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from support.paths import INVOICE as EXAMPLE
 from gate.core.suite.trial import ClockSpec, Limits, Observation, TrialSpec
 from gate.core.testing import make_spec
 from worker.host.pool import LABEL_POOL, PoolServer
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import sweep
 
 pytestmark = pytest.mark.integration

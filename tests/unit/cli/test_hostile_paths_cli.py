@@ -242,7 +242,7 @@ def test_run_sign_key_naming_a_fifo_is_refused_before_any_trial(tmp_path: Path) 
 
     from support.mini_suite import build_suite, good, run_request
 
-    from gate.core.testing import MockExecutor
+    from gate.run.executors.mock import MockExecutor
 
     suite = build_suite(tmp_path)
     fifo = tmp_path / "key-fifo"

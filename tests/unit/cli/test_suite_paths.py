@@ -14,11 +14,11 @@ from support.mini_suite import Suite, build_suite, good, run
 
 from gate.cli.accept import run_accept
 from gate.core.errors import RET_OK, SuiteError, UsageError
-from gate.core.testing import MockExecutor
 from gate.io.artifacts import read_card
 from gate.io.fixtures import matches_any
 from gate.io.snapshot import tree_digest
 from gate.io.treeselect import tree_selection
+from gate.run.executors.mock import MockExecutor
 from gate.run.oracle import OracleRequest, read_oracle
 from gate.run.runner import run_gate
 

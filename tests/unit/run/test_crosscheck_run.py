@@ -14,11 +14,11 @@ from support.mini_suite import good as good3
 
 from gate.core.card.card import accept
 from gate.core.suite.trial import FileChange, Observation, TrialSpec
-from gate.core.testing import MockFleet
 from gate.core.trust.crosscheck import Settled
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
 from gate.run.crosscheck import LOCAL_NOTE
+from gate.run.executors.mock import MockFleet
 from gate.run.request import RunResult
 
 SECRET = "no_secret"

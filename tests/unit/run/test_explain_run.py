@@ -12,7 +12,7 @@ from support.mini_suite import CONTRACT, SAFETY, STAT, Suite, build_suite, good
 from gate.core.errors import UsageError
 from gate.core.policy.explain import Finding
 from gate.core.suite.trial import FileChange, Observation, TrialSpec
-from gate.core.testing import MockExecutor
+from gate.run.executors.mock import MockExecutor
 from gate.run.explain import ExplainRequest, explain_flakes
 
 

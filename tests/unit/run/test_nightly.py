@@ -18,12 +18,12 @@ from support.mini_suite import CONTRACT, NOW, SAFETY, Suite, build_suite, good, 
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE, InputMissingError
 from gate.core.policy.history import HistoryEntry, record
 from gate.core.suite.trial import FileChange, Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
 from gate.io.bookstore import MemoryBooks
 from gate.io.ledgerfile import FileBooks
 from gate.io.reports import ReportTargets
 from gate.run.baseline import run_baseline
+from gate.run.executors.mock import MockExecutor
 
 RUNS = ("nightly-a", "nightly-b")
 

@@ -22,11 +22,11 @@ from gate.core.report.evidence_view import build_review, by_digest
 from gate.core.report.html import render_html
 from gate.core.report.markdown import md_inline, render_markdown
 from gate.core.suite.trial import Observation, Side, TrialSpec
-from gate.core.testing import MockExecutor, MockFleet
 from gate.core.verdicts.verdict import Kind
 from gate.io.evidence import verified_records
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.journal import journal_path
+from gate.run.executors.mock import MockExecutor, MockFleet
 from gate.run.request import RunRequest, RunResult
 
 PAIRED = 'check = "checks:tool_choice"\nrule = "paired"\nmargin = 0.05\nalpha = 0.05\nbeta = 0.05\nmax_pairs = 400\n'

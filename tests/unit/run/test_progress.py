@@ -18,9 +18,9 @@ from gate.cli.main import main
 from gate.cli.progress import TerminalProgress, progress_for
 from gate.core.errors import SandboxError
 from gate.core.suite.trial import Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind, OutcomeKind
 from gate.run.baseline import run_baseline
+from gate.run.executors.mock import MockExecutor
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.request import RunResult
 from gate.run.runner import run_gate

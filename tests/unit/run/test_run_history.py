@@ -23,11 +23,11 @@ from gate.core.report.html import render_html
 from gate.core.report.markdown import render_markdown
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.suite.trial import Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
+from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunRequest, RunResult
 from gate.run.runner import run_gate
 

@@ -32,9 +32,9 @@ from gate.core.errors import SandboxError, UsageError
 from gate.core.policy.ledger import LedgerAction
 from gate.core.policy.policy import JobStatus
 from gate.core.suite.trial import FaultOrigin, FileChange, Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import read_card
+from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunRequest, RunResult
 
 

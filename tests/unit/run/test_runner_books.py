@@ -16,10 +16,10 @@ from gate.core.errors import RET_NOINPUT, RET_USAGE, InputMissingError, UsageErr
 from gate.core.policy.ledger import Ledger
 from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.suite.trial import Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.bands import SamplerWindow
 from gate.io.ledgerfile import FileBooks
 from gate.run.baseline import run_baseline
+from gate.run.executors.mock import MockExecutor
 
 
 @pytest.fixture

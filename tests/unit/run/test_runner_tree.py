@@ -12,7 +12,7 @@ from support.mini_suite import Suite, build_suite, good, run_request
 
 from gate.cli.accept import run_accept
 from gate.core.errors import FixtureTreeError, TreeTooLargeError
-from gate.core.testing import MockExecutor
+from gate.run.executors.mock import MockExecutor
 
 
 @pytest.fixture

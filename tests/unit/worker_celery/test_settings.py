@@ -22,7 +22,7 @@ def test_a_bare_environment_gives_the_documented_defaults() -> None:
         None,
         None,
     )
-    assert settings.key.name == "worker.key" and settings.cache.name == "probegate" and not settings.null_sandbox
+    assert settings.key.name == "worker.key" and settings.cache.name == "probegate" and not settings.stub_sandbox
 
 
 def test_each_variable_lands_in_its_field() -> None:
@@ -30,7 +30,7 @@ def test_each_variable_lands_in_its_field() -> None:
     env = {
         "PROBEGATE_BROKER": "redis://b/1",
         "PROBEGATE_BLOBS": "redis://blobs/2",
-        "PROBEGATE_SANDBOX": "null",
+        "PROBEGATE_SANDBOX": "stub",
         "PROBEGATE_IMAGE": "img",
         "PROBEGATE_CACHE": "/c",
         "PROBEGATE_REGISTRY": "127.0.0.1:5000",
@@ -42,7 +42,7 @@ def test_each_variable_lands_in_its_field() -> None:
     assert settings == PoolSettings(
         broker="redis://b/1",
         blobs="redis://blobs/2",
-        sandbox="null",
+        sandbox="stub",
         image="img",
         cache=Path("/c"),
         registry="127.0.0.1:5000",
@@ -50,7 +50,7 @@ def test_each_variable_lands_in_its_field() -> None:
         key=Path("/k"),
         run_idle="5",
     )
-    assert settings.null_sandbox
+    assert settings.stub_sandbox
 
 
 def test_the_worker_reads_its_pool_settings_from_the_same_environment() -> None:

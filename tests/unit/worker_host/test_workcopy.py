@@ -158,7 +158,7 @@ def test_the_card_says_which_mode_ran_and_why_copy_did():
 
 def test_a_sandbox_refuses_an_unknown_mode_when_it_is_made(monkeypatch):
     """A mistyped PROBEGATE_WORK_COPY is a usage error when the sandbox is built, before any container."""
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.sandboxes.docker import DockerSandbox
 
     monkeypatch.setenv(workcopy.ENV, "overlayfs")
     with pytest.raises(UsageError, match="PROBEGATE_WORK_COPY"):

@@ -94,9 +94,9 @@ def _serve_arguments(serve: argparse.ArgumentParser, settings: WorkerSettings) -
     )
     serve.add_argument(
         "--sandbox",
-        choices=["docker", "null"],
+        choices=["docker", "stub"],
         default="docker",
-        help="null runs no container and reports empty observations: for dispatch benchmarks only",
+        help="stub: a test and benchmark double: runs nothing, answers every trial at once; never for gating",
     )
     serve.add_argument("--cache", type=Path, help="local blob cache (default ~/.cache/probegate)")
     serve.add_argument("--blobs", help="blob store URL (default: the broker's Redis)")
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _preflight(image: str | None) -> dict[str, object]:
     from worker.host.preflight import preflight
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.sandboxes.docker import DockerSandbox
 
     return preflight(DockerSandbox(image=image) if image else DockerSandbox())
 
@@ -316,7 +316,7 @@ def _pool_option(value: str | None) -> str:
 def _own_pool(args: argparse.Namespace, found: dict[str, object]) -> OwnPool:
     """Start the worker's own standing pool of --concurrency containers of the preflighted image."""
     from worker.celery.worker.ownpool import OwnPool
-    from worker.host.sandbox import DockerSandbox
+    from worker.host.sandboxes.docker import DockerSandbox
 
     # The mode the pool processes' sandboxes will ask for (a pool hands out only containers of that shape).
     mode, _ = DockerSandbox(image=str(found["image_id"]), pool="off").work_copy()

@@ -23,7 +23,7 @@ from celery.signals import worker_process_shutdown
 from celery.worker.control import control_command
 
 from gate.core.errors import SandboxError
-from gate.core.suite.trial import Sandbox
+from gate.core.suite.sandbox import Sandbox
 from worker.celery.shared.app import CONTROL_CLOSE_RUN
 from worker.celery.worker.settings import current
 from worker.host.engine import docker_client
@@ -155,8 +155,8 @@ def _close_on_exit(**_: Any) -> None:
 @control_command(name=CONTROL_CLOSE_RUN, args=[("run_id", str)], signature="<run_id>")
 def probegate_close_run(state: Any, run_id: str) -> dict[str, Any]:
     """Remove this host's containers of a finished run (runs in the worker's main process)."""
-    if current().null_sandbox:
-        return {"ok": "null sandbox"}
+    if current().stub_sandbox:
+        return {"ok": "stub sandbox"}
     # In a thread: removing containers takes a while, and this loop also hands out tasks.
     threading.Thread(target=sweep_run, args=(run_id,), name="probegate-close-run", daemon=True).start()
     return {"ok": f"removing containers of run {run_id}"}

@@ -32,7 +32,9 @@ class PoolSettings:
     )
     blobs: str | None = setting("PROBEGATE_BLOBS", "the blob store's URL when it is not the broker (`--blobs` wins)")
     sandbox: str = setting(
-        "PROBEGATE_SANDBOX", "`docker`, or `null` (no container: the dispatch benchmarks' worker)", default="docker"
+        "PROBEGATE_SANDBOX",
+        "`docker`, or `stub` (worker.host.sandboxes.stub, a test and benchmark double: runs nothing)",
+        default="docker",
     )
     image: str | None = setting(
         "PROBEGATE_IMAGE", "the image batches that name none run in (`--image` wins; unset: the bundled sandbox image)"
@@ -74,8 +76,8 @@ class PoolSettings:
     )
 
     @property
-    def null_sandbox(self) -> bool:
-        return self.sandbox == "null"
+    def stub_sandbox(self) -> bool:
+        return self.sandbox == "stub"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> PoolSettings:

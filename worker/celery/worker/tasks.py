@@ -26,7 +26,8 @@ from celery.signals import worker_process_init, worker_process_shutdown
 
 from gate import __version__
 from gate.core.errors import GateError
-from gate.core.suite.trial import FaultOrigin, Observation, Sandbox, TrialSpec
+from gate.core.suite.sandbox import Sandbox
+from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from worker.celery.shared.app import TASK_RESEAL, TASK_RUN_BATCH
 from worker.celery.shared.blobs import BlobInputs, RedisBlobStore
 from worker.celery.shared.results import flush_results
@@ -55,12 +56,12 @@ def sandbox() -> Sandbox:
     global _sandbox
     if _sandbox is None:
         settings = current()
-        if settings.null_sandbox:
-            from worker.host.nullsandbox import NullSandbox
+        if settings.stub_sandbox:
+            from worker.host.sandboxes.stub import StubSandbox
 
-            _sandbox = NullSandbox(worker_id())
+            _sandbox = StubSandbox(worker_id=worker_id())
         else:
-            from worker.host.sandbox import DockerSandbox
+            from worker.host.sandboxes.docker import DockerSandbox
 
             image = settings.image
             _sandbox = (
@@ -85,7 +86,7 @@ def fetch_image(spec: TrialSpec, wait_s: float) -> Fetched | None:
     """Make the run's image present on this engine (None: it was, or trials run in no container);
     `wait_s`: how long its publication may still take (see worker.celery.worker.imagefetch.ensure_image)."""
     global _engine
-    if not spec.image_id or current().null_sandbox:
+    if not spec.image_id or current().stub_sandbox:
         return None
     if _engine is None:
         from worker.host.engine import docker_client
@@ -116,7 +117,7 @@ def prove(engine: docker.DockerClient, image_id: str) -> None:
 def _prove_default_image_early(**_: Any) -> None:
     # Celery gives this hook a few seconds at most: the proof runs in a thread. A batch arriving first
     # waits on the lock for it instead of running a second one (or proves its own image itself).
-    if not current().null_sandbox:
+    if not current().stub_sandbox:
         threading.Thread(target=_prove_default_image, name="probegate-prove", daemon=True).start()
 
 

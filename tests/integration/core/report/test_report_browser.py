@@ -18,9 +18,9 @@ import pytest
 
 from gate.core.report.html_dom import CSP
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
-from gate.core.testing import MockExecutor
 from gate.io.artifacts import read_card, write_card
 from gate.io.fixtures import seal_tree, write_seal_file
+from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunRequest
 from gate.run.runner import run_gate
 

@@ -16,9 +16,9 @@ from gate.cli.main import main
 from gate.core.card.evidence import TrialRecord, evidence_digest, record_bytes, record_digest, refold
 from gate.core.errors import UsageError
 from gate.core.suite.trial import Captured, FileChange, Observation
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind, Outcome, OutcomeKind
 from gate.io.artifacts import read_card, write_card
+from gate.run.executors.mock import MockExecutor
 
 
 @pytest.fixture(autouse=True)

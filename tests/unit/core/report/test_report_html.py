@@ -307,7 +307,7 @@ def test_run_writes_the_html_report_of_the_card_it_wrote(tmp_path: Path) -> None
 
 def test_html_report_inside_the_patched_tree_is_refused_before_any_trial(tmp_path: Path) -> None:
     """--report-html inside the patched tree is a usage error raised before the executor opens."""
-    from gate.core.testing import MockExecutor
+    from gate.run.executors.mock import MockExecutor
 
     suite = build_suite(tmp_path)
     inside = suite.request.workdir / "report.html"

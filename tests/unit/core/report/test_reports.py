@@ -173,7 +173,7 @@ def test_run_writes_both_reports_right_after_the_card(tmp_path: Path) -> None:
 def test_report_inside_the_patched_tree_is_refused_before_any_trial(tmp_path: Path) -> None:
     """A report path inside the patched tree (it would change the tree `accept` digests) is a usage error
     raised before the executor opens."""
-    from gate.core.testing import MockExecutor
+    from gate.run.executors.mock import MockExecutor
 
     suite = build_suite(tmp_path)
     inside = suite.request.workdir / "junit.xml"

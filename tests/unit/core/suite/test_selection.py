@@ -13,8 +13,8 @@ from support.mini_suite import CONTRACT, SAFETY, STAT, build_suite, good, run_re
 from gate.cli.main import main
 from gate.core.errors import RET_USAGE, UsageError
 from gate.core.suite.selection import select_ids
-from gate.core.testing import MockExecutor
 from gate.core.verdicts.verdict import Kind
+from gate.run.executors.mock import MockExecutor
 
 IDS = (SAFETY, CONTRACT, STAT)
 

@@ -17,9 +17,10 @@ from gate.core.suite.journal import JournalHeader, chained, check_trials, header
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec
 from gate.core.suite.trial import ClockSpec, Observation, Side, TrialSpec
-from gate.core.testing import FROZEN_AT, MockExecutor, make_spec
+from gate.core.testing import FROZEN_AT, make_spec
 from gate.core.verdicts.verdict import Kind, Outcome, OutcomeKind
 from gate.io.snapshot import LocalInputs
+from gate.run.executors.mock import MockExecutor
 from gate.run.waves import run_waves
 
 PAIRED = PropertySpec.model_validate(

@@ -18,10 +18,10 @@ def test_a_trial_in_the_runs_image_counts_as_it_is() -> None:
     assert in_run_image(spec, obs) == (obs, False)
 
 
-def test_a_null_sandbox_pass_becomes_an_unproven_fault() -> None:
-    """`gate-worker --sandbox null` reports a clean exit in image "null": a fault of unknown origin instead."""
+def test_a_stub_sandbox_pass_becomes_an_unproven_fault() -> None:
+    """`gate-worker --sandbox stub` reports a clean exit in image "stub": a fault of unknown origin instead."""
     spec = make_spec(image_id=RUN_IMAGE)
-    obs = Observation.of(spec, exit_code=0, image_id="null", worker_id="liar")
+    obs = Observation.of(spec, exit_code=0, image_id="stub", worker_id="liar")
     replaced, changed = in_run_image(spec, obs)
     assert changed
     assert replaced.fault is not None and "not the run's image" in replaced.fault
@@ -41,7 +41,7 @@ def test_another_real_image_is_refused_too() -> None:
 def test_a_spec_naming_no_image_checks_nothing() -> None:
     """Before the image is known (a spec with no image id), there is nothing to compare against."""
     spec = make_spec()
-    obs = Observation.of(spec, exit_code=0, image_id="null")
+    obs = Observation.of(spec, exit_code=0, image_id="stub")
     assert in_run_image(spec, obs) == (obs, False)
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import docker
 
 from gate.core.errors import GateError, SandboxError, last_line
-from gate.core.suite.trial import FaultOrigin, Inputs, Limits, Observation, TrialSpec, WorkCopy
+from gate.core.suite.sandbox import Inputs
+from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec, WorkCopy
 from worker.host import workcopy
 from worker.host.batchfile import batch_file, container_groups
 from worker.host.container import (

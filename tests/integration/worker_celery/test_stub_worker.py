@@ -1,4 +1,4 @@
-"""Adversarial: a `gate-worker --sandbox null` runs nothing and reports a clean exit for every trial. Its
+"""Adversarial: a `gate-worker --sandbox stub` runs nothing and reports a clean exit for every trial. Its
 observations name no real image, so through real Celery they pass no row (and draw no credit): the patch
 that writes outside its map is not accepted, and the card names the worker's wrong image."""
 
@@ -17,10 +17,10 @@ from gate.core.errors import RET_OK
 pytestmark = pytest.mark.integration
 
 
-def test_a_null_sandbox_worker_passes_nothing(tmp_path: Path, redis_server, workers, sandbox_image: str) -> None:
+def test_a_stub_sandbox_worker_passes_nothing(tmp_path: Path, redis_server, workers, sandbox_image: str) -> None:
     """The only worker runs no container; the safety property it "passed" is not a pass, the run is not
     accepted, and a wrong_image event names what it claimed to run in."""
-    workers.start("null", "--sandbox", "null")
+    workers.start("stub", "--sandbox", "stub")
     workers.wait_ready()
     card = tmp_path / "card.json"
     run = subprocess.run(
@@ -40,5 +40,5 @@ def test_a_null_sandbox_worker_passes_nothing(tmp_path: Path, redis_server, work
     made = json.loads(card.read_text())
     (row,) = made["properties"]
     assert row["kind"] != "pass" and "not the run's image" in row["detail"], row
-    assert any(e["kind"] == "wrong_image" and "null" in e["detail"] for e in made["harness_events"])
+    assert any(e["kind"] == "wrong_image" and "stub" in e["detail"] for e in made["harness_events"])
     assert not made["ledger_actions"] or all(a["action"] not in ("opened", "consumed") for a in made["ledger_actions"])

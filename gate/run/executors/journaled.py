@@ -25,7 +25,7 @@ from gate.core.suite.suite import Suite
 from gate.core.suite.trial import Limits, Observation, Side, TrialKey, TrialSpec
 from gate.io.journal import JournalWriter, discard_journal, journal_path, new_journal, read_journal
 from gate.io.snapshot import LocalInputs
-from gate.run.executor import Executor
+from gate.run.executors.base import Executor
 
 # The spec this run plans for (property, index, side) carrying `canary`, for a given image ID (None: no such trial).
 SpecOf = Callable[[str, str, int, str, Side], TrialSpec | None]

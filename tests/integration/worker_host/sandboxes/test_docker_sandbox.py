@@ -13,7 +13,7 @@ import pytest
 from gate.core.errors import SandboxError
 from gate.core.suite.trial import Change, Limits, Observation
 from worker.host.engine import DEFAULT_IMAGE
-from worker.host.sandbox import DockerSandbox
+from worker.host.sandboxes.docker import DockerSandbox
 from worker.host.sweep import LABEL_PID, LABEL_RUN, sweep
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,10 @@ from support.mini_suite import CONTRACT, NOW, RUN_ID, STAT, Handler, Suite, buil
 from gate.cli.refold import run_refold
 from gate.core.errors import JournalError, UsageError
 from gate.core.suite.journal import chained
-from gate.core.suite.trial import FaultOrigin, Inputs, Observation, TrialSpec
-from gate.core.testing import MockExecutor
+from gate.core.suite.sandbox import Inputs
+from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from gate.io.journal import STATE_ENV, journal_path, read_journal
+from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunResult
 from gate.run.runner import run_gate
 

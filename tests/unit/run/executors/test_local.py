@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from gate.core.suite.trial import Limits, Observation, TrialSpec
-from gate.core.testing import MockSandbox, make_specs
-from gate.run.executor import LocalExecutor, opened
+from gate.core.testing import make_specs
+from gate.run.executors.base import opened
+from gate.run.executors.local import LocalExecutor
+from worker.host.sandboxes.stub import StubSandbox
 
 
 class Inputs:
@@ -22,11 +24,11 @@ class Inputs:
         return b"{}"
 
 
-class Recording(MockSandbox):
-    """A MockSandbox that writes down every lifecycle call, in order."""
+class Recording(StubSandbox):
+    """A StubSandbox that writes down every lifecycle call, in order."""
 
     def __init__(self) -> None:
-        super().__init__(lambda spec, _: Observation.of(spec, exit_code=0))
+        super().__init__()  # a clean exit for every trial
         self.calls: list[tuple] = []
 
     def open(self, run_id: str) -> None:
@@ -83,7 +85,7 @@ def test_abandoned_run_aborts_its_containers() -> None:
 
 def test_sandbox_that_raises_gives_harness_faults() -> None:
     """A sandbox raising instead of reporting turns its batch into harness faults, never a pass."""
-    sandbox = MockSandbox(lambda spec, _: (_ for _ in ()).throw(RuntimeError("boom")))
+    sandbox = StubSandbox(lambda spec, _: (_ for _ in ()).throw(RuntimeError("boom")))
     observed = list(LocalExecutor(sandbox, jobs=1).run(specs("r", 2), Inputs()))
     assert [o.fault for o in observed] == ["sandbox raised RuntimeError: boom"] * 2
 
