@@ -10,6 +10,7 @@ import argparse
 import json
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.cli.doctorchecks import (
     Finding,
@@ -26,6 +27,9 @@ from gate.cli.settings import ENV_REGISTRY, SIGN_KEY_ENV, GateSettings, registry
 from gate.core.errors import RET_HARNESS, RET_OK, GateError
 from gate.io.cliargs import REDIS_SCHEMES
 from gate.io.envsettings import rows
+
+if TYPE_CHECKING:
+    from gate.io.hostsettings import HostSettings
 
 
 def add_doctor_parser(sub: argparse._SubParsersAction) -> None:
@@ -95,14 +99,14 @@ def _docker_findings(args: argparse.Namespace) -> list[Finding]:
             )
         ]
     findings = [*engine_findings(version, info), host_userns_finding()]
-    sandbox = _sandbox_findings(client)
+    sandbox = _sandbox_findings(client, settings_of(args).host)
     findings += sandbox
     if all(f.status is not Status.FAIL for f in sandbox):
         findings += _project_findings(client, args)
     return findings
 
 
-def _sandbox_findings(client: object) -> list[Finding]:
+def _sandbox_findings(client: object, host: HostSettings) -> list[Finding]:
     """The sandbox image: present and as defined, then the preflight inside it (clock, network, namespaces)."""
     from worker.host.engine import DEFAULT_IMAGE
     from worker.host.imagesetup import check_present
@@ -124,7 +128,7 @@ def _sandbox_findings(client: object) -> list[Finding]:
         ]
     findings = [Finding("sandbox image", Status.OK, found.line())]
     try:
-        result = preflight(DockerSandbox(client, image=DEFAULT_IMAGE))  # type: ignore[arg-type]
+        result = preflight(DockerSandbox(client, image=DEFAULT_IMAGE, host=host))  # type: ignore[arg-type]
     except GateError as exc:
         fix = "gate setup --force rebuilds the image; docs/reference/doctor.md lists each preflight finding"
         return [*findings, Finding("preflight", Status.FAIL, str(exc), fix)]

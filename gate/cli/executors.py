@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gate.cli.settings import DEFAULT_VISIBILITY_TIMEOUT_S, ENV_REGISTRY, GateSettings
 from gate.core.errors import ConfigError
+from gate.io.hostsettings import HostSettings
 
 if TYPE_CHECKING:  # the run machinery loads only for a command that runs (argument parsing stays cheap)
     from gate.core.trust.enrolment import Roster
@@ -27,6 +28,7 @@ class Placement:
     worker_wait_s: float = 30.0
     result_timeout_s: float | None = None
     visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S  # with a broker: $PROBEGATE_VISIBILITY_TIMEOUT
+    host: HostSettings = field(default_factory=HostSettings)  # without: the local pool's sandbox settings
     room: int | None = None  # with a broker: batches each worker process may hold at once (None: the default)
     # With a broker: the worker registry results are checked against (`enrolled_workers`); None there
     # only with --allow-unenrolled-workers.
@@ -74,7 +76,7 @@ def default_executor(placement: Placement, image: str | None, enrolled: Callable
     from gate.run.executors.local import LocalExecutor
     from worker.host.sandboxes.docker import DockerSandbox
 
-    sandbox = DockerSandbox(image=image) if image else DockerSandbox()
+    sandbox = DockerSandbox(image=image, host=placement.host) if image else DockerSandbox(host=placement.host)
     return LocalExecutor(sandbox, jobs=placement.jobs)
 
 

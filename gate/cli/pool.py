@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gate.cli.settings import settings_of
 from gate.core.errors import UsageError
 from gate.io import interrupts
 
@@ -37,19 +38,20 @@ def run_pool(args: argparse.Namespace) -> int:
     size = args.size or os.cpu_count() or 2
     if not 1 <= size <= 64:
         raise UsageError(f"--size is {size}; it must be 1..64")
-    sandbox = DockerSandbox(image=args.image or DEFAULT_IMAGE, pool="off")
+    host = settings_of(args).host
+    sandbox = DockerSandbox(image=args.image or DEFAULT_IMAGE, pool="off", host=host)
     mode, _ = sandbox.work_copy()
-    path = args.socket or default_socket()
-    _serve(path, size, sandbox.image_id(), Limits(), mode)
+    path = args.socket or default_socket(host.runtime_dir)
+    _serve(path, size, sandbox.image_id(), Limits(), mode, tree_mount=host.tree_mount)
     return 0
 
 
-def _serve(path: Path, size: int, image_id: str, limits: Limits, work_copy: WorkCopy) -> None:
+def _serve(path: Path, size: int, image_id: str, limits: Limits, work_copy: WorkCopy, *, tree_mount: bool) -> None:
     """Run a pool in the foreground until SIGINT or SIGTERM (gate.io.interrupts raises them in this
     thread; a handler that set an Event could deadlock on the Event's own lock), then stop it."""
     from worker.host.pool import PoolServer
 
-    server = PoolServer(path, size=size)
+    server = PoolServer(path, size=size, tree_mount=tree_mount)
     try:
         server.start()
         server.want(image_id, limits, work_copy)

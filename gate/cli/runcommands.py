@@ -171,6 +171,7 @@ def placement_of(args: argparse.Namespace) -> Placement:
         worker_wait_s=args.worker_wait,
         result_timeout_s=args.result_timeout,
         visibility_timeout_s=settings.visibility_timeout_s,
+        host=settings.host,
         room=args.room,
         enrolled=enrolled,
     )

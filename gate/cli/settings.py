@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gate.io.envsettings import default_state_dir, markdown, read, seconds, setting
+from gate.io.envsettings import default_state_dir, markdown, nested, read, seconds, setting
+from gate.io.hostsettings import HostSettings
 
 INTERPRETER_ENV = "PROBEGATE_INTERPRETER"
 ENV_REQUIRE = "PROBEGATE_REQUIRE_SIGNED"
@@ -86,6 +87,7 @@ class GateSettings:
     step_summary: Path | None = setting(
         STEP_SUMMARY_ENV, "set by GitHub Actions: `run` and `report` append the Markdown summary to it", parse=Path
     )
+    host: HostSettings = nested(HostSettings)  # the local pool's sandbox: work copies, standing pool, mounts
     require_signed: bool = setting(
         ENV_REQUIRE,
         "retired and ignored: a registry is required by default; a run where it is set warns once",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gate.cli.settings import settings_of
 from gate.core.errors import RET_OK
 
 
@@ -36,7 +37,7 @@ def run_setup(args: argparse.Namespace) -> int:
         client, tag=tag, force=args.force, how=how, log=lambda line: print(f"gate setup: {line}", file=sys.stderr)
     )
     print(f"gate setup: sandbox image {found.line()}")
-    result = preflight(DockerSandbox(client, image=tag))
+    result = preflight(DockerSandbox(client, image=tag, host=settings_of(args).host))
     copy = result.get("work_copy")
     print(f"gate setup: preflight passes: frozen clock, closed network; work copies: {copy}")
     print("next: gate doctor (checks the rest: git, Redis, keys, disk), then gate init in your repository")

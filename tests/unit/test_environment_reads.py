@@ -19,8 +19,6 @@ NOT_SETTINGS = {
     "worker/host/preflight.py": "the text of the preflight probe, which runs in the sandbox",
     "worker/box/warmparent.py": "the in-container warm parent sets up each child's environment",
 }
-# The host's sandbox modules, until their settings are taken at the sandbox's construction.
-PENDING = {"worker/host/workcopy.py", "worker/host/treemount.py", "worker/host/poolclient.py"}
 
 
 def readers() -> set[str]:
@@ -37,7 +35,7 @@ def readers() -> set[str]:
 
 def test_only_the_entry_points_read_settings_from_the_environment() -> None:
     """No module below the two entry points reads the environment, but those listed with their reason."""
-    assert readers() == set(ENTRY_POINTS) | set(NOT_SETTINGS) | PENDING
+    assert readers() == set(ENTRY_POINTS) | set(NOT_SETTINGS)
 
 
 def test_no_listed_exception_reads_a_probegate_variable() -> None:

@@ -70,9 +70,12 @@ class Ready:
 class PoolServer:
     """Keeps `size` started containers per wanted shape and hands them out over `path`."""
 
-    def __init__(self, path: Path, *, size: int = 2, client: docker.DockerClient | None = None) -> None:
+    def __init__(
+        self, path: Path, *, size: int = 2, client: docker.DockerClient | None = None, tree_mount: bool = True
+    ) -> None:
         self.path = Path(path)
         self.size = size
+        self._tree_mount = tree_mount  # False: PROBEGATE_TREE_MOUNT=off, trees are linked in
         self._client = client or docker_client()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -314,7 +317,7 @@ class PoolServer:
         mode = (shape.work_copy, "")
         warm = create_warm(
             self._client, self.label, shape.image_id, shape.limits, mode, SUPERVISOR, labels,
-            idle_s=IDLE_S, under=Path(self._dir.name),
+            idle_s=IDLE_S, under=Path(self._dir.name), tree_mount=self._tree_mount,
         )  # fmt: skip
         try:
             warm.container.start()

@@ -18,26 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.core.suite.trial import Limits, WorkCopy
+from gate.io.hostsettings import HostSettings
 
-ENV = "PROBEGATE_POOL"  # the pool's socket; "off" never uses one
 TAKE_TIMEOUT_S = 2.0  # a pool slower than this to answer is not worth waiting for
 
 
-def default_socket() -> Path:
-    """Where `gate pool serve` listens unless told otherwise: in the user's runtime dir."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/probegate-{os.getuid()}"
-    return Path(runtime) / "probegate-pool.sock"
+def default_socket(runtime_dir: Path | None = None) -> Path:
+    """Where `gate pool serve` listens unless told otherwise: in the user's runtime dir ($XDG_RUNTIME_DIR)."""
+    return (runtime_dir or Path(f"/tmp/probegate-{os.getuid()}")) / "probegate-pool.sock"
 
 
-def pool_socket(option: str | Path | None = None) -> Path | None:
-    """The socket a sandbox takes containers from: `option`, else PROBEGATE_POOL, else the default
-    one if it exists; None for "off" or when there is none."""
-    word = str(option) if option is not None else os.environ.get(ENV, "")
+def pool_socket(option: str | Path | None = None, host: HostSettings | None = None) -> Path | None:
+    """The socket a sandbox takes containers from: `option`, else the host's setting (PROBEGATE_POOL),
+    else the default one if it exists; None for "off" or when there is none."""
+    host = host or HostSettings()
+    word = str(option) if option is not None else host.pool
     if word == "off":
         return None
     if word:
         return Path(word)
-    found = default_socket()
+    found = default_socket(host.runtime_dir)
     return found if found.exists() else None
 
 

@@ -45,6 +45,7 @@ class RunContainers:
         max_idle: int,
         work_copy: Callable[[], tuple[WorkCopy, str]] = lambda: (WorkCopy.COPY, ""),
         pool: Path | None = None,
+        tree_mount: bool = True,
     ) -> None:
         self._client = client
         self._work_copy = work_copy  # the mode new containers are asked for, and why copy if it is
@@ -55,6 +56,7 @@ class RunContainers:
         self._idle = IdleContainers(max_idle)
         self._starter = ThreadPoolExecutor(max_workers=4, thread_name_prefix="probegate-prestart")
         self._pool_path = pool  # a standing pool's socket (worker/host/pool.py), or None
+        self._tree_mount = tree_mount  # False: PROBEGATE_TREE_MOUNT=off, trees are linked in
         self._leases: dict[str, list[Lease]] = {}
         self._leases_lock = threading.Lock()
         self.pool_note = ""  # why the pool gave nothing the last time it failed (tests, benchmarks)
@@ -206,7 +208,7 @@ class RunContainers:
         try:
             image_id = image_id or self._resolve_image()
             slots = lease.take(count, image_id, limits, mode, run_id=run_id)
-            warms = [_pooled(self._client(), run_id, slot, image_id, mode, note) for slot in slots]
+            warms = [_pooled(self._client(), run_id, slot, image_id, (mode, note), self._tree_mount) for slot in slots]
         except (OSError, ValueError, KeyError, SandboxError) as exc:
             self.pool_note = f"{type(exc).__name__}: {exc}"
             return []  # what was taken goes back with the lease when the run closes
@@ -240,7 +242,9 @@ class RunContainers:
         self._refuse_if_aborted(run_id)
         labels = batch_labels(run_id, property_id, first_trial, uuid.uuid4().hex, self.worker_id)
         mode, note = self._work_copy()
-        warm = create_warm(self._client(), run_id, image_id, limits, (mode, note), self.supervisor, labels)
+        warm = create_warm(
+            self._client(), run_id, image_id, limits, (mode, note), self.supervisor, labels, tree_mount=self._tree_mount
+        )
         try:
             # `drop` may have listed the run's containers while this one was being made: remove it ourselves.
             self._refuse_if_aborted(run_id)
@@ -265,6 +269,7 @@ def create_warm(
     *,
     idle_s: float = IDLE_S,
     under: Path | None = None,
+    tree_mount: bool = True,
 ) -> Warm:
     """A created (not yet started) container with its own host dirs (in a temp dir under `under`),
     its report stream attached; `bind` gives it a tree and a clock. Every sandbox container, pooled
@@ -280,7 +285,7 @@ def create_warm(
     warm = Warm(run_id, tmp, root / "opt" / "in", root / "src")
     warm.image_id = image_id
     try:
-        warm.tree_mount = make_shared(warm.src_dir)
+        warm.tree_mount = tree_mount and make_shared(warm.src_dir)
         warm.work_copy, warm.work_copy_note = work_copy
         stage_mount(root / "opt", supervisor)
         (warm.in_dir / "faketimerc").write_text(UNBOUND_CLOCK + "\n")
@@ -304,7 +309,9 @@ def create_warm(
     return warm
 
 
-def _pooled(client: docker.DockerClient, run_id: str, slot: Slot, image_id: str, mode: WorkCopy, note: str) -> Warm:
+def _pooled(
+    client: docker.DockerClient, run_id: str, slot: Slot, image_id: str, copy: tuple[WorkCopy, str], tree_mount: bool
+) -> Warm:
     """A Warm over a started container the pool handed over, checked first: its staged supervisor
     code must be ours byte for byte (a pool of another probegate version is not used)."""
     opt = slot.root / "opt"
@@ -313,9 +320,9 @@ def _pooled(client: docker.DockerClient, run_id: str, slot: Slot, image_id: str,
             raise ValueError(f"the pool's {name} differs from ours")
     warm = Warm(run_id, _NoDir(), opt / "in", slot.root / "src")
     warm.pooled = True
-    warm.tree_mount = enabled() and is_shared(warm.src_dir)
+    warm.tree_mount = tree_mount and enabled() and is_shared(warm.src_dir)
     warm.image_id = image_id
-    warm.work_copy, warm.work_copy_note = mode, note
+    warm.work_copy, warm.work_copy_note = copy
     warm.container = container_by_id(client, slot.container_id)
     warm.stream = ReportStream(warm.container)  # logs=True: nothing it printed before is missed
     warm.started = True

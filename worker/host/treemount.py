@@ -30,7 +30,6 @@ from pathlib import Path
 from gate.core.errors import SandboxError
 from worker.box.overlay import MNT_DETACH, MS_BIND, MS_PRIVATE, MS_RDONLY, MS_REMOUNT, mount, umount
 
-ENV = "PROBEGATE_TREE_MOUNT"  # "off": hard links even where mounts would work
 MS_NOSUID, MS_NODEV, MS_SHARED = 2, 4, 1 << 20
 PREFIX = "probegate-batch-"
 _OURS = re.compile(rf"/{PREFIX}(\d+)-[^/]+/(src|stage)$")
@@ -43,8 +42,9 @@ def dir_prefix() -> str:
 
 
 def enabled() -> bool:
-    """Whether this process shows trees by mounts (root on Linux, not switched off)."""
-    return sys.platform == "linux" and os.geteuid() == 0 and os.environ.get(ENV, "") != "off"
+    """Whether this process can show trees by mounts (root on Linux); PROBEGATE_TREE_MOUNT=off is the
+    sandbox's to heed (HostSettings.tree_mount)."""
+    return sys.platform == "linux" and os.geteuid() == 0
 
 
 def make_shared(src_dir: Path) -> bool:

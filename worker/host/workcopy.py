@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 
 from gate.core.errors import UsageError
 from gate.core.suite.trial import WorkCopy
+from gate.io.hostsettings import WORK_COPY_ENV
 
-ENV = "PROBEGATE_WORK_COPY"
 PROFILE = Path(__file__).resolve().parent / "seccomp" / "default.json"
 # The one rule added to Docker's profile: what the supervisor needs unprivileged, and nothing else.
 SUPERVISOR_RULE = {
@@ -54,16 +53,17 @@ PERSONALITY_RULE = {
 }
 
 
-def wanted(option: str | None = None) -> tuple[WorkCopy, str]:
-    """The mode a sandbox asks its containers for: `option` (the sandbox's), else PROBEGATE_WORK_COPY,
-    else overlay; and, for copy, why (the observations carry it). UsageError on another word."""
-    word = option or os.environ.get(ENV) or WorkCopy.OVERLAY.value
+def wanted(option: str | None = None, setting: str | None = None) -> tuple[WorkCopy, str]:
+    """The mode a sandbox asks its containers for: `option` (the sandbox's), else `setting` (what
+    PROBEGATE_WORK_COPY said), else overlay; and, for copy, why (the observations carry it). UsageError on
+    another word."""
+    word = option or setting or WorkCopy.OVERLAY.value
     try:
         mode = WorkCopy(word)
     except ValueError:
-        raise UsageError(f"{ENV} (or work_copy) is {word!r}; it must be 'overlay' or 'copy'") from None
+        raise UsageError(f"{WORK_COPY_ENV} (or work_copy) is {word!r}; it must be 'overlay' or 'copy'") from None
     if mode is WorkCopy.COPY:
-        return mode, f"forced by {ENV}=copy" if not option else "forced by the sandbox's work_copy option"
+        return mode, "forced by the sandbox's work_copy option" if option else f"forced by {WORK_COPY_ENV}=copy"
     refused = host_refusal()
     return (WorkCopy.COPY, refused) if refused else (mode, "")
 

@@ -11,10 +11,9 @@ import pytest
 from conftest import check_mode
 
 from gate.core.suite.trial import Observation, WorkCopy
+from gate.io.hostsettings import WORK_COPY_ENV, HostSettings
 from worker.host import container as container_module
-from worker.host import treemount
 from worker.host.sandboxes.docker import DockerSandbox
-from worker.host.workcopy import ENV
 
 pytestmark = pytest.mark.integration
 
@@ -42,8 +41,8 @@ def both(docker_client, sandbox_image, make_trial, monkeypatch):
         specs = [first] + [first.model_copy(update={"trial_index": i}) for i in range(1, trials)]
         found = {}
         for variant, (mode, tree_mount) in VARIANTS.items():
-            monkeypatch.setenv(treemount.ENV, tree_mount)
-            sandbox = DockerSandbox(client=docker_client, worker_id="pytest", work_copy=mode)
+            host = HostSettings.from_env({"PROBEGATE_TREE_MOUNT": tree_mount})
+            sandbox = DockerSandbox(client=docker_client, worker_id="pytest", work_copy=mode, host=host)
             observed = sandbox.run_batch(specs, inputs)
             for obs in observed:
                 assert obs.fault is None, obs.fault
@@ -224,11 +223,11 @@ def test_writes_read_the_same_in_both_modes_and_the_next_trial_sees_the_tree(bot
 
 def test_the_forced_fallback_copies_and_says_why(sandbox_image, docker_client, make_trial, monkeypatch):
     """PROBEGATE_WORK_COPY=copy makes the default sandbox copy, and each observation says it was forced."""
-    monkeypatch.setenv(ENV, "copy")
+    host = HostSettings.from_env({WORK_COPY_ENV: "copy"})
     spec, inputs = make_trial("print('hi')\n")
-    [obs] = DockerSandbox(client=docker_client, worker_id="pytest").run_batch([spec], inputs)
+    [obs] = DockerSandbox(client=docker_client, worker_id="pytest", host=host).run_batch([spec], inputs)
     assert obs.fault is None and obs.work_copy is WorkCopy.COPY
-    assert obs.work_copy_note == f"forced by {ENV}=copy"
+    assert obs.work_copy_note == f"forced by {WORK_COPY_ENV}=copy"
 
 
 def test_a_container_without_the_profile_falls_back_to_copy_before_its_first_trial(

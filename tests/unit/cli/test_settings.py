@@ -15,6 +15,7 @@ from gate.cli.main import main
 from gate.cli.settings import DEFAULT_VISIBILITY_TIMEOUT_S, GateSettings, reference_tables
 from gate.core.errors import RET_OK, RET_USAGE, UsageError
 from gate.io.envsettings import default_state_dir, rows
+from gate.io.hostsettings import HostSettings
 from gate.io.journal import STATE_ENV
 from gate.io.reports import STEP_SUMMARY_ENV
 from worker.celery.shared.app import VISIBILITY_TIMEOUT_S
@@ -45,6 +46,10 @@ def test_each_variable_lands_in_its_field() -> None:
         "PROBEGATE_VISIBILITY_TIMEOUT": "90",
         "GITHUB_STEP_SUMMARY": "/step.md",
         "PROBEGATE_REQUIRE_SIGNED": "1",
+        "PROBEGATE_WORK_COPY": "copy",
+        "PROBEGATE_POOL": "off",
+        "PROBEGATE_TREE_MOUNT": "off",
+        "XDG_RUNTIME_DIR": "/run/user/0",
     }
     assert GateSettings.from_env(env) == GateSettings(
         interpreter="warm",
@@ -61,6 +66,7 @@ def test_each_variable_lands_in_its_field() -> None:
         visibility_timeout_s=90.0,
         step_summary=Path("/step.md"),
         require_signed=True,
+        host=HostSettings(work_copy="copy", pool="off", tree_mount=False, runtime_dir=Path("/run/user/0")),
     )
     assert {row["variable"] for row in rows(GateSettings)} == set(env)
 

@@ -11,7 +11,7 @@ import pytest
 from gate.core.errors import UsageError
 from worker.celery.worker.cli import WorkerSettings, _pool_option, build_parser
 from worker.celery.worker.runs import end_pooled
-from worker.host.poolclient import ENV
+from worker.celery.worker.settings import PoolSettings, configure
 
 
 def test_pool_option_names_a_socket_off_or_the_workers_own(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_serve_takes_the_pool_option() -> None:
 
 def test_ending_a_run_in_an_absent_pool_removes_nothing_and_never_raises(tmp_path: Path, monkeypatch) -> None:
     """The close-run command asks no pool when there is none, and survives one whose socket is gone."""
-    monkeypatch.setenv(ENV, "off")
+    configure(PoolSettings.from_env({"PROBEGATE_POOL": "off"}))
     assert end_pooled("run-1") == 0
-    monkeypatch.setenv(ENV, str(tmp_path / "gone.sock"))
+    configure(PoolSettings.from_env({"PROBEGATE_POOL": str(tmp_path / "gone.sock")}))
     assert end_pooled("run-1") == 0

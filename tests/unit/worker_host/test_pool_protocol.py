@@ -14,23 +14,22 @@ import pytest
 from pydantic import ValidationError
 
 from gate.core.suite.trial import Limits, WorkCopy
+from gate.io.hostsettings import HostSettings
 from worker.host.pool import PoolServer, PoolShape, Ready, _request
-from worker.host.poolclient import ENV, TAKE_TIMEOUT_S, Lease, default_socket, end_run, pool_socket
+from worker.host.poolclient import TAKE_TIMEOUT_S, Lease, default_socket, end_run, pool_socket
 
 
 def test_pool_socket_is_the_option_then_the_env_then_an_existing_default(tmp_path, monkeypatch):
     """An explicit option wins, then PROBEGATE_POOL; "off" means none; the default only when it exists."""
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
-    monkeypatch.delenv(ENV, raising=False)
-    assert pool_socket() is None
-    default_socket().touch()
-    assert pool_socket() == tmp_path / "probegate-pool.sock"
-    monkeypatch.setenv(ENV, "/elsewhere/pool.sock")
-    assert pool_socket() == Path("/elsewhere/pool.sock")
-    assert pool_socket("off") is None
-    monkeypatch.setenv(ENV, "off")
-    assert pool_socket() is None
-    assert pool_socket(tmp_path / "mine.sock") == tmp_path / "mine.sock"
+    bare = HostSettings.from_env({"XDG_RUNTIME_DIR": str(tmp_path)})
+    assert pool_socket(None, bare) is None
+    default_socket(bare.runtime_dir).touch()
+    assert pool_socket(None, bare) == tmp_path / "probegate-pool.sock"
+    named = HostSettings.from_env({"XDG_RUNTIME_DIR": str(tmp_path), "PROBEGATE_POOL": "/elsewhere/pool.sock"})
+    assert pool_socket(None, named) == Path("/elsewhere/pool.sock")
+    assert pool_socket("off", named) is None
+    assert pool_socket(None, HostSettings.from_env({"PROBEGATE_POOL": "off"})) is None
+    assert pool_socket(tmp_path / "mine.sock", named) == tmp_path / "mine.sock"
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to give a file away")

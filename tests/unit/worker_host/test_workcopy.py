@@ -14,6 +14,7 @@ from gate.core.card.stamp import work_copy_facts
 from gate.core.errors import UsageError
 from gate.core.suite.trial import Observation, WorkCopy
 from gate.core.testing import make_spec
+from gate.io.hostsettings import WORK_COPY_ENV, HostSettings
 from worker.host import workcopy
 from worker.host.container import report_observation
 
@@ -69,15 +70,13 @@ def test_security_options_per_mode():
 def test_the_option_wins_over_the_environment_and_copy_says_why(monkeypatch):
     """PROBEGATE_WORK_COPY=copy forces copy mode with its reason; a sandbox option overrides the variable."""
     monkeypatch.setattr(workcopy, "host_refusal", lambda: None)
-    monkeypatch.delenv(workcopy.ENV, raising=False)
     assert workcopy.wanted() == (WorkCopy.OVERLAY, "")
-    monkeypatch.setenv(workcopy.ENV, "copy")
-    assert workcopy.wanted() == (WorkCopy.COPY, "forced by PROBEGATE_WORK_COPY=copy")
-    assert workcopy.wanted("overlay") == (WorkCopy.OVERLAY, "")
+    setting = HostSettings.from_env({WORK_COPY_ENV: "copy"}).work_copy
+    assert workcopy.wanted(None, setting) == (WorkCopy.COPY, "forced by PROBEGATE_WORK_COPY=copy")
+    assert workcopy.wanted("overlay", setting) == (WorkCopy.OVERLAY, "")
     assert workcopy.wanted("copy") == (WorkCopy.COPY, "forced by the sandbox's work_copy option")
-    monkeypatch.setenv(workcopy.ENV, "tmpfs")
     with pytest.raises(UsageError, match="must be 'overlay' or 'copy'"):
-        workcopy.wanted()
+        workcopy.wanted(None, "tmpfs")
 
 
 def test_a_host_that_refuses_overlay_gets_copy_mode_with_the_reason(monkeypatch):
@@ -160,6 +159,5 @@ def test_a_sandbox_refuses_an_unknown_mode_when_it_is_made(monkeypatch):
     """A mistyped PROBEGATE_WORK_COPY is a usage error when the sandbox is built, before any container."""
     from worker.host.sandboxes.docker import DockerSandbox
 
-    monkeypatch.setenv(workcopy.ENV, "overlayfs")
     with pytest.raises(UsageError, match="PROBEGATE_WORK_COPY"):
-        DockerSandbox(client=object())
+        DockerSandbox(client=object(), host=HostSettings.from_env({WORK_COPY_ENV: "overlayfs"}))

@@ -37,6 +37,7 @@ from gate import __version__
 from gate.core.errors import RET_OK, GateError, UsageError
 from gate.io import interrupts
 from gate.io.cliargs import ArgParser, check_redis_url
+from gate.io.hostsettings import HostSettings
 from worker.celery.worker.settings import WorkerSettings, configure, current
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("serve", "beat"):
             check_redis_url(args.broker, "--broker (or PROBEGATE_BROKER)")
         if args.command == "preflight":
-            print(json.dumps(_preflight(args.image)))
+            print(json.dumps(_preflight(args.image, args.settings.pool.host)))
             return RET_OK
         if args.command == "key":
             return _key(args)
@@ -135,11 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
 
 
-def _preflight(image: str | None) -> dict[str, object]:
+def _preflight(image: str | None, host: HostSettings) -> dict[str, object]:
     from worker.host.preflight import preflight
     from worker.host.sandboxes.docker import DockerSandbox
 
-    return preflight(DockerSandbox(image=image) if image else DockerSandbox())
+    return preflight(DockerSandbox(image=image, host=host) if image else DockerSandbox(host=host))
 
 
 def _ensure_image(image: str | None) -> None:
@@ -237,7 +238,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         with interrupts.routed():  # SIGTERM mid-preflight: its container is removed, then exit 143
             _ensure_image(args.image)
-            found = _preflight(args.image)
+            found = _preflight(args.image, args.settings.pool.host)
             removed = sweep_dead_workers(docker_client())
         copy = f"copy ({found['work_copy_note']})" if found.get("work_copy_note") else found.get("work_copy")
         print(
@@ -248,11 +249,10 @@ def _serve(args: argparse.Namespace) -> int:
     kept = _own_pool(args, found) if args.sandbox == "docker" and args.pool == "own" else None
     if kept is not None:
         pool_env = str(kept.path)
-    # The sandbox's standing-pool client and the Celery app read these two themselves.
-    os.environ.update({**({"PROBEGATE_POOL": pool_env} if pool_env else {}), "PROBEGATE_BROKER": args.broker})
     given = current()
     served = replace(
         given,
+        host=replace(given.host, pool=pool_env) if pool_env else given.host,
         broker=args.broker,
         sandbox=args.sandbox,
         image=image,
@@ -301,7 +301,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _pool_option(value: str | None) -> str:
-    """PROBEGATE_POOL for the pool processes from --pool ("" leaves the environment as it is): a socket
+    """The pool processes' standing pool from --pool ("": the setting as PROBEGATE_POOL gave it): a socket
     must be there already, so a typo is a usage error and not a worker that quietly starts containers."""
     if value is None or value == "own":
         return ""
@@ -319,8 +319,9 @@ def _own_pool(args: argparse.Namespace, found: dict[str, object]) -> OwnPool:
     from worker.host.sandboxes.docker import DockerSandbox
 
     # The mode the pool processes' sandboxes will ask for (a pool hands out only containers of that shape).
-    mode, _ = DockerSandbox(image=str(found["image_id"]), pool="off").work_copy()
-    own = OwnPool(args.concurrency, str(found["image_id"]), mode)
+    host = args.settings.pool.host
+    mode, _ = DockerSandbox(image=str(found["image_id"]), pool="off", host=host).work_copy()
+    own = OwnPool(args.concurrency, str(found["image_id"]), mode, tree_mount=host.tree_mount)
     if not own.wait_listening():
         own.stop()
         raise UsageError("--pool own: the worker's pool did not start (see the lines above)")

@@ -30,10 +30,11 @@ STOP_WAIT_S = 15.0  # the pool's own stop takes seconds (worker/host/pool.py STO
 class OwnPool:
     """A pool child process serving `size` containers of `image_id` on a socket in a private dir."""
 
-    def __init__(self, size: int, image_id: str, work_copy: WorkCopy) -> None:
+    def __init__(self, size: int, image_id: str, work_copy: WorkCopy, *, tree_mount: bool = True) -> None:
         self._dir = tempfile.mkdtemp(prefix="probegate-worker-pool-")  # 0700, ours
         self.path = Path(self._dir) / "pool.sock"
         argv = [sys.executable, "-m", __name__, str(self.path), str(size), image_id, work_copy.value, str(os.getpid())]
+        argv.append("mount" if tree_mount else "link")  # PROBEGATE_TREE_MOUNT, as the worker read it
         # Its own process group: a Ctrl-C at the worker's terminal reaches the worker, which stops it in order.
         self.proc = subprocess.Popen(argv, preexec_fn=_die_with_parent, process_group=0)
 
@@ -70,9 +71,10 @@ def main(argv: list[str]) -> int:
     from worker.host.pool import PoolServer
 
     path, size, image_id, mode, parent = Path(argv[0]), int(argv[1]), argv[2], WorkCopy(argv[3]), int(argv[4])
+    tree_mount = argv[5:6] != ["link"]
     if os.getppid() != parent:
         return 0  # the worker died before the death signal was set: nobody would ever stop us
-    server = PoolServer(path, size=size)
+    server = PoolServer(path, size=size, tree_mount=tree_mount)
     try:
         with interrupts.routed():
             server.start()

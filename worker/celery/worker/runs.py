@@ -185,7 +185,7 @@ def sweep_run(run_id: str) -> int:
 def end_pooled(run_id: str) -> int:
     """Have this worker's standing pool remove what it handed out for `run_id` (they carry the pool's
     labels, not the run's); never raises."""
-    path = pool_socket()
+    path = pool_socket(None, current().host)
     if path is None:
         return 0
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gate.io.envsettings import nested, read, seconds, setting
+from gate.io.hostsettings import HostSettings
 from worker.celery.shared.app import VISIBILITY_TIMEOUT_S
 
 DEFAULT_BROKER = "redis://127.0.0.1:6379/0"
@@ -74,6 +75,8 @@ class PoolSettings:
         default=VISIBILITY_TIMEOUT_S,
         parse=seconds,
     )
+
+    host: HostSettings = nested(HostSettings)  # the sandbox's: work copies, standing pool, tree mounts
 
     @property
     def stub_sandbox(self) -> bool:

@@ -64,9 +64,8 @@ def sandbox() -> Sandbox:
             from worker.host.sandboxes.docker import DockerSandbox
 
             image = settings.image
-            _sandbox = (
-                DockerSandbox(image=image, worker_id=worker_id()) if image else DockerSandbox(worker_id=worker_id())
-            )
+            chosen = {"image": image} if image else {}
+            _sandbox = DockerSandbox(worker_id=worker_id(), host=settings.host, **chosen)
     return _sandbox
 
 

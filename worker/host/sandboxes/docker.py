@@ -16,6 +16,7 @@ import docker
 from gate.core.errors import GateError, SandboxError, last_line
 from gate.core.suite.sandbox import Inputs
 from gate.core.suite.trial import FaultOrigin, Limits, Observation, TrialSpec, WorkCopy
+from gate.io.hostsettings import HostSettings
 from worker.host import workcopy
 from worker.host.batchfile import batch_file, container_groups
 from worker.host.container import (
@@ -38,8 +39,9 @@ class DockerSandbox:
     """The gate.core.suite.trial.Sandbox protocol over a local Docker engine. Between `open(run_id)` and
     `close(run_id)` containers are run-scoped: up to `max_idle` warm ones wait for the run's next
     batch. Otherwise one container per batch (`per_trial=True`: one per trial, kept for comparison).
-    `work_copy` ("overlay" or "copy") overrides PROBEGATE_WORK_COPY (see worker/host/workcopy.py);
-    `pool` a standing pool's socket ("off": none) overrides PROBEGATE_POOL (worker/host/poolclient.py);
+    `host`: the host's settings the entry point read (PROBEGATE_WORK_COPY, PROBEGATE_POOL,
+    PROBEGATE_TREE_MOUNT; None: a bare environment's); `work_copy` ("overlay" or "copy") and `pool` (a
+    standing pool's socket, "off": none) override its mode and pool (worker/host/workcopy.py, poolclient.py);
     `timings` asks the supervisor where each trial's time went (a report's `steps_s`, for the benchmarks)."""
 
     def __init__(
@@ -55,7 +57,9 @@ class DockerSandbox:
         work_copy: str | None = None,
         pool: str | Path | None = None,
         timings: bool = False,
+        host: HostSettings | None = None,
     ) -> None:
+        host = host or HostSettings()
         self._client = client
         self._client_lock = threading.Lock()  # the local executor calls run_batch from several threads
         self.image = image
@@ -68,7 +72,7 @@ class DockerSandbox:
         self._aborted: set[str] = set()
         self._swept = False
         self.swept = 0  # containers of dead processes removed at the first open
-        self._wanted = workcopy.wanted(work_copy)  # at once: a bad PROBEGATE_WORK_COPY is a UsageError
+        self._wanted = workcopy.wanted(work_copy, host.work_copy)  # at once: a bad word is a UsageError
         self._work_copy: tuple[WorkCopy, str] | None = None  # decided at the first container
         self._containers = RunContainers(
             lambda: self.client,
@@ -78,7 +82,8 @@ class DockerSandbox:
             worker_id=self.worker_id,
             max_idle=max_idle or os.cpu_count() or 4,
             work_copy=self.work_copy,
-            pool=pool_socket(pool),
+            pool=pool_socket(pool, host),
+            tree_mount=host.tree_mount,
         )
 
     @property
