@@ -64,12 +64,14 @@ def run_patch(tmp_path: Path, patch: str, *extra: str, interpreter: str | None =
 def assert_earned(patch: str, ran: int, accepted: int, card: dict) -> None:
     want_run, want_accept, prop, kind = EXPECTED[patch]
     kinds = {row["id"]: row["kind"] for row in card["properties"]}
-    assert (ran, accepted) == (want_run, want_accept), (patch, kinds, card.get("new_oracle_edits"))
+    # Messages as strings, shown whole (pytest cuts a dict's repr short): each row's kind and detail.
+    said = json.dumps({row["id"]: [row["kind"], row["detail"]] for row in card["properties"]})
+    assert (ran, accepted) == (want_run, want_accept), f"{patch}: {said} {card.get('new_oracle_edits')}"
     if prop is None:
-        assert set(kinds.values()) == {PASS}, kinds
+        assert set(kinds.values()) == {PASS}, said
     else:
-        assert kinds[prop] == kind, kinds
-        assert all(k == PASS for name, k in kinds.items() if name != prop), kinds
+        assert kinds[prop] == kind, said
+        assert all(k == PASS for name, k in kinds.items() if name != prop), said
     assert card["image_id"].startswith("sha256:") and card["image_id"] != ""
 
 
