@@ -31,6 +31,7 @@ class _Row(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     id: str
     kind: str
+    durations_s: tuple[float, ...] = ()
 
 
 class _Head(BaseModel):
@@ -63,16 +64,9 @@ class RunSummary:
     exit_code: int | None = None
     kinds: tuple[tuple[str, int], ...] = ()
     properties: tuple[str, ...] = ()
+    trial_s: float = 0.0  # the trials' summed durations: the card keeps no wall time of the run
     signed: bool = False
     problem: str = ""
-
-    @property
-    def duration_s(self) -> float | None:
-        """From the run's start to its card's last write; None when the clocks disagree (a frozen run clock)."""
-        if self.created_at is None:
-            return None
-        seconds = self.mtime - self.created_at.timestamp()
-        return seconds if 0 <= seconds < 7 * 86400 else None
 
 
 def path_key(path: Path) -> str:
@@ -131,6 +125,7 @@ def summarise(path: Path, mtime: float, signed: bool) -> RunSummary | None:
         exit_code=head.exit_code,
         kinds=tuple(sorted(kinds.items())),
         properties=tuple(row.id for row in head.properties),
+        trial_s=sum(sum(row.durations_s) for row in head.properties),
         signed=signed,
     )
 

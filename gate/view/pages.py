@@ -51,6 +51,7 @@ class Pages:
         self.env = templates()
         self.env.filters["short"] = _short
         self.env.filters["shown"] = show_value
+        self.env.filters["basename"] = lambda path: one_line(str(path).rsplit("/", 1)[-1])
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         page = self.env.get_template(name).render(sources=self.sources, **context)

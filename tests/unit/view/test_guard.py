@@ -7,7 +7,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from gate.view.app import build_app
-from gate.view.guard import CSP, COOKIE, is_loopback
+from gate.view.guard import COOKIE, CSP, is_loopback
 from gate.view.sources import Options
 from tests.unit.view.conftest import Site, sources
 
