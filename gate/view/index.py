@@ -18,11 +18,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
 
 from gate.core.errors import GateError
 from gate.core.escaping import one_line
-from gate.core.report.proposals import FREEZE_PROPOSAL
 from gate.io.inputs import read_input
 
 SIGNATURE = ".dsse.json"  # gate.io.cardsig.SUFFIX, written out: listing loads no signing code
-NOT_CARDS = frozenset({"ledger.json", FREEZE_PROPOSAL, "workers.json", "calibration.json"})
+# The gate's other JSON files (gate.core.report.proposals.FREEZE_PROPOSAL written out: listing loads no card model).
+NOT_CARDS = frozenset({"ledger.json", "freeze-proposal.json", "workers.json", "calibration.json"})
 SKIP_DIRS = frozenset({"evidence", "journals", ".git", "node_modules", "__pycache__"})
 MAX_DEPTH = 3  # card folders hold cards, or one folder per run holding its card
 

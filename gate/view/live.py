@@ -8,13 +8,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gate.core.errors import GateError
 from gate.core.escaping import one_line
-from gate.core.suite.journal import Journal
-from gate.core.suite.trial import Observation, Side
-from gate.io.journal import SUFFIX, peek_journal
 from gate.view.index import path_key
+
+if TYPE_CHECKING:  # the journal's models load with the first journal read: the runs page starts without them
+    from gate.core.suite.journal import Journal
+    from gate.core.suite.trial import Observation
+
+SUFFIX = ".journal"  # gate.io.journal.SUFFIX, written out for the same reason
 
 FIELDS = ("trials", "base", "exit_0", "exit_other", "timeouts", "faults", "slowest_s")
 
@@ -60,7 +64,7 @@ def _mtime(path: Path) -> float:
 
 
 def _row(property_id: str, observed: list[Observation]) -> LiveRow:
-    patch = [o for o in observed if o.side is Side.PATCH]
+    patch = [o for o in observed if o.side.value == "patch"]
     durations = [o.duration_s for o in observed]
     cells = {
         "trials": str(len(patch)),
@@ -84,6 +88,8 @@ def live_rows(journal: Journal) -> tuple[LiveRow, ...]:
 
 def read_live(path: Path) -> LiveRun:
     """The run in progress whose journal is at `path`, as it stands."""
+    from gate.io.journal import peek_journal
+
     key, mtime = path_key(path), _mtime(path)
     try:
         journal = peek_journal(path)

@@ -5,25 +5,25 @@ as it is comes from the report's escaping builder (`gate.core.report.html_dom`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-from gate.core.card.carddiff import diff_cards, show_value
 from gate.core.errors import GateError
 from gate.core.escaping import one_line
-from gate.core.policy.history import LiftProposal
-from gate.core.report.html import draw_report
-from gate.core.report.html_dom import el, fragment
-from gate.view.cards import CardCache, records
-from gate.view.history import freeze_rows, history_of, property_points, proposals_for, read_source
 from gate.view.index import CardIndex
 from gate.view.live import FIELDS, journals, read_live
-from gate.view.plots import compare_plot, history_plot
 from gate.view.sources import Sources
+
+if TYPE_CHECKING:
+    from gate.core.policy.history import LiftProposal
+    from gate.view.cards import CardCache
+
+# The card models, the report and the plots load with the first page that shows a card, not at start:
+# the runs page needs only the index's few fields (benchmarks/view_start.py).
 
 MAX_LISTED = 500  # a listing longer than this is cut (the filters narrow it)
 
@@ -41,17 +41,32 @@ def _short(text: str | None, n: int = 12) -> str:
     return one_line(text or "")[:n] or "-"
 
 
+def _shown(value: object) -> str:
+    from gate.core.card.carddiff import show_value
+
+    return show_value(value)  # type: ignore[arg-type]
+
+
 class Pages:
     """The handlers of every page, over one set of sources."""
 
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
         self.index = CardIndex(sources.card_dirs)
-        self.cards = CardCache()
+        self._cards: CardCache | None = None
         self.env = templates()
         self.env.filters["short"] = _short
-        self.env.filters["shown"] = show_value
+        self.env.filters["shown"] = _shown
         self.env.filters["basename"] = lambda path: one_line(str(path).rsplit("/", 1)[-1])
+
+    @property
+    def cards(self) -> CardCache:
+        """The cards opened so far (made on first use)."""
+        if self._cards is None:
+            from gate.view.cards import CardCache
+
+            self._cards = CardCache()
+        return self._cards
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         page = self.env.get_template(name).render(sources=self.sources, **context)
@@ -85,6 +100,10 @@ class Pages:
 
     def run(self, request: Request) -> HTMLResponse:
         """One card: the HTML report's content, under the view's own style sheet."""
+        from gate.core.report.html import draw_report
+        from gate.core.report.html_dom import el, fragment
+        from gate.view.cards import records
+
         run = self.index.find(request.path_params["key"])
         if run is None:
             return self._missing("no card listed under this key")
@@ -109,6 +128,9 @@ class Pages:
 
     def compare(self, request: Request) -> HTMLResponse:
         """Two cards side by side: what `gate diff` finds, rows that changed kind first, intervals overlaid."""
+        from gate.core.card.carddiff import diff_cards
+        from gate.view.plots import compare_plot
+
         a, b = (self.index.find(request.query_params.get(side, "")) for side in ("a", "b"))
         if a is None or b is None:
             return self.render("compare.html", a=a, b=b, diff=None, rows=[], plot=None, note="pick two runs")
@@ -133,6 +155,9 @@ class Pages:
     def property(self, request: Request) -> HTMLResponse:
         """One property across every listed run: its hit rate with intervals, colour changes, freezes,
         the proposals beside its cards and what the books recorded."""
+        from gate.view.history import freeze_rows, history_of, property_points, proposals_for, read_source
+        from gate.view.plots import history_plot
+
         pid = request.query_params.get("id", "")
         runs = self.index.runs()
         points, unreadable = property_points(runs, self.cards, pid)
@@ -154,6 +179,8 @@ class Pages:
 
     def flakes(self, request: Request) -> HTMLResponse:
         """Open freezes with owners, expiry and cause; proposals awaiting an owner; lifts due."""
+        from gate.view.history import freeze_rows, proposals_for, read_source
+
         freezes = read_source(self.sources.freezes)
         runs = self.index.runs()
         lifts: list[LiftProposal] = []
@@ -170,5 +197,7 @@ class Pages:
 
     def fleet(self, request: Request) -> HTMLResponse:
         """The enrolled workers (and, with a live reader, who is up)."""
+        from gate.view.history import read_source
+
         workers = read_source(self.sources.fleet)
         return self.render("fleet.html", workers=workers.value or [], problem=workers.problem)

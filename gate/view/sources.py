@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gate.core.policy.freezes import FreezeFile
-from gate.core.policy.history import History
+if TYPE_CHECKING:
+    from gate.core.policy.freezes import FreezeFile
+    from gate.core.policy.history import History
 
 
 @dataclass(frozen=True)
