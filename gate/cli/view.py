@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gate.cli.argtypes import port
 from gate.cli.settings import registry_of, settings_of
 from gate.core.errors import RET_OK, UsageError
 from gate.io.cliargs import REDIS_SCHEMES
@@ -49,20 +50,8 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs the token)"
     )
-    parser.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)"
-    )
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)")
     return parser
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number: {value}")
-    return value
 
 
 def _suite(args: argparse.Namespace) -> Suite | None:

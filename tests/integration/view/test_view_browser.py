@@ -4,7 +4,6 @@ journal the test appends to while its page is open. Screenshots of each page go 
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import CHECKS_PY, HOSTILE, SHOWN, screenshot
 
 from gate.core.suite.journal import JournalHeader, trial_line
 from gate.core.suite.trial import Captured, Observation, TrialSpec
@@ -30,9 +30,6 @@ from gate.run.runner import run_gate
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("view_browser")]
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-ARTIFACTS_ENV = "PROBEGATE_ARTIFACTS"
-HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> \x1b[2J nul\x00 \u202eevil"
-SHOWN = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\\x1b[2J", "nul\\x00", "\\u202eevil")
 LIVE_RUN = "run-live-0001"
 WAIT_S = 15
 
@@ -58,22 +55,6 @@ band = "contract"
 fixture = "input.json"
 check = "checks:echo"
 deadline_s = 1.0
-"""
-
-CHECKS_PY = """\
-from gate.core.checks import Trial
-
-
-def right_tool(trial: Trial) -> bool:
-    got = trial.stdout_json().get("tool")
-    assert got == "lookup", f"chose {got}"
-    return True
-
-
-def echo(trial: Trial) -> bool:
-    got = trial.stdout_json().get("echo")
-    assert got == "fine", f"echoed {got}"
-    return True
 """
 
 
@@ -173,20 +154,6 @@ def by_css(parent: Any, selector: str) -> list[Any]:
     return parent.find_elements(By.CSS_SELECTOR, selector)
 
 
-def screenshot(browser: Any, name: str, tmp_path: Path) -> None:
-    """A full-page PNG kept in $PROBEGATE_ARTIFACTS (CI) or the test's tmp_path."""
-    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-    clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
-    shot = browser.execute_cdp_cmd(
-        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
-    )
-    png = base64.b64decode(shot["data"])
-    folder = Path(os.environ[ARTIFACTS_ENV]) if os.environ.get(ARTIFACTS_ENV) else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"view-{name}.png").write_bytes(png)
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-
-
 def wait_for(browser: Any, condition: Any) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -199,7 +166,7 @@ def test_runs_page_lists_both_cards_and_the_live_run(chromium: Any, view: str, t
     assert [row.get_attribute("data-run") for row in rows] == ["run-b", "run-a"]
     assert [row.get_attribute("data-status") for row in rows] == ["blocked", "accepted"]
     assert len(by_css(chromium, "#live-runs li.live-run")) == 1
-    screenshot(chromium, "runs", tmp_path)
+    screenshot(chromium, "view-runs", tmp_path)
 
 
 def test_a_live_runs_rows_update_without_a_reload(
@@ -215,7 +182,7 @@ def test_a_live_runs_rows_update_without_a_reload(
     wait_for(chromium, lambda b: cell.text == "4")
     assert chromium.execute_script("return window.notReloaded === true;")
     assert by_css(chromium, "#live-total")[0].text == "4"
-    screenshot(chromium, "live", tmp_path)
+    screenshot(chromium, "view-live", tmp_path)
 
 
 def test_compare_shows_the_row_that_changed_kind(chromium: Any, view: str, tmp_path: Path) -> None:
@@ -228,7 +195,7 @@ def test_compare_shows_the_row_that_changed_kind(chromium: Any, view: str, tmp_p
     assert [row.get_attribute("data-property") for row in changed] == ["hostile_echo"]
     assert "pass" in changed[0].text and "fail_contract" in changed[0].text
     assert len(by_css(chromium, "#compare-rates g.compare-row")) == 2
-    screenshot(chromium, "compare", tmp_path)
+    screenshot(chromium, "view-compare", tmp_path)
 
 
 def test_a_hostile_detail_renders_as_text(chromium: Any, view: str, tmp_path: Path) -> None:
@@ -249,7 +216,7 @@ def test_a_hostile_detail_renders_as_text(chromium: Any, view: str, tmp_path: Pa
     detail = by_css(row, "td.detail")[0].text
     for shown in SHOWN:
         assert shown in detail, shown
-    screenshot(chromium, "run", tmp_path)
+    screenshot(chromium, "view-run", tmp_path)
 
 
 @pytest.mark.parametrize(("path", "selector"), [("/property?id=fixed_rate", "#history"), ("/flakes", "#freezes"),
@@ -257,7 +224,7 @@ def test_a_hostile_detail_renders_as_text(chromium: Any, view: str, tmp_path: Pa
 def test_the_other_pages_render(chromium: Any, view: str, path: str, selector: str, tmp_path: Path) -> None:
     chromium.get(view + path)
     assert len(by_css(chromium, selector)) == 1
-    screenshot(chromium, path.strip("/").split("?")[0], tmp_path)
+    screenshot(chromium, "view-" + path.strip("/").split("?")[0], tmp_path)
 
 
 def test_a_non_loopback_bind_refuses_a_request_without_the_token(
