@@ -27,15 +27,24 @@ def share(text: str) -> float:
     return value
 
 
-def room(text: str) -> int:
-    """argparse type: a whole number of batches from 0 to 64."""
+def _whole(text: str, low: int, high: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 64:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 64, not {text!r}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be from {low} to {high}, not {text!r}")
     return value
+
+
+def room(text: str) -> int:
+    """argparse type: a whole number of batches from 0 to 64."""
+    return _whole(text, 0, 64)
+
+
+def port(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    return _whole(text, 0, 65535)
 
 
 def run_id(text: str) -> str:

@@ -26,6 +26,7 @@ from gate.cli.settings import ACCEPT_KEY_ENV
 from gate.cli.setup import add_setup_parser
 from gate.cli.signing import add_sign_key_argument, add_signing_parsers
 from gate.cli.sweep import add_sweep_parser
+from gate.cli.view import add_view_parser
 from gate.cli.workers import add_workers_parser
 from gate.io.cliargs import ArgParser
 
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_image_arguments(sub)
     add_workers_parser(sub)
     add_pool_parser(sub)
+    add_view_parser(sub)
 
     add_schema_parser(sub)
     return parser

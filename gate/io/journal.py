@@ -111,25 +111,40 @@ def read_journal(path: Path) -> tuple[Journal, JournalWriter] | None:
         return None
     try:
         data = read_input(path, "run journal")
-        keep = data.rfind(b"\n") + 1  # a torn last line (killed while writing it) is dropped
-        lines: list[dict[str, Any]] = []
-        for number, raw in enumerate(data[:keep].splitlines(), start=1):
-            try:
-                value = json.loads(raw, parse_int=_bounded_int, parse_float=_finite, parse_constant=_no_constant)
-            except (ValueError, RecursionError) as exc:
-                raise JournalError(f"line {number}: not JSON: {parse_problem(exc)}", file=str(path)) from None
-            if not isinstance(value, dict):
-                raise JournalError(f"line {number}: not a JSON object", file=str(path))
-            lines.append(value)
-        try:
-            journal = parse_lines(lines)
-        except JournalError as exc:
-            raise JournalError(exc.message, file=str(path)) from None
+        journal, keep = _parsed(data, path)
     except BaseException:
         os.close(fd)
         raise
     # The torn line is cut off only when the resume appends: a refused resume leaves the file as it was.
     return journal, JournalWriter(path, fd, journal.chain, cut_at=keep if keep < len(data) else None)
+
+
+def peek_journal(path: Path) -> Journal | None:
+    """The journal at `path` as it stands, read without a lock or a write (a live run may be appending to
+    it; its torn last line is left out); None when there is none. Broken: JournalError as `read_journal`."""
+    try:
+        data = read_input(path, "run journal", missing_error=_Absent)
+    except _Absent:
+        return None
+    return _parsed(data, path)[0]
+
+
+def _parsed(data: bytes, path: Path) -> tuple[Journal, int]:
+    """The journal in `data` and where its torn last line starts (len(data) when there is none)."""
+    keep = data.rfind(b"\n") + 1  # a torn last line (killed while writing it) is dropped
+    lines: list[dict[str, Any]] = []
+    for number, raw in enumerate(data[:keep].splitlines(), start=1):
+        try:
+            value = json.loads(raw, parse_int=_bounded_int, parse_float=_finite, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            raise JournalError(f"line {number}: not JSON: {parse_problem(exc)}", file=str(path)) from None
+        if not isinstance(value, dict):
+            raise JournalError(f"line {number}: not a JSON object", file=str(path))
+        lines.append(value)
+    try:
+        return parse_lines(lines), keep
+    except JournalError as exc:
+        raise JournalError(exc.message, file=str(path)) from None
 
 
 def discard_journal(path: Path) -> bool:

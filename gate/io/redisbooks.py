@@ -90,6 +90,14 @@ class RedisBooks:
         if raw is not None:
             decode_books(raw, self.where, *self.terms)  # corrupt or over budget: refused before any container
 
+    def read_all(self) -> tuple[tuple[Ledger, SamplerWindow], History]:
+        """The books and the flake history as they stand, read without a write (`gate view`)."""
+        with _redis_call(f"cannot reach the ledger at {self.where}"):
+            raw = self._get(self.client)
+        if raw is None:
+            raise missing_books(self.where)
+        return decode_all(raw, self.where, *self.terms)
+
     def update(self, fn: BooksUpdate[T], *, history: HistoryUpdate | None = None) -> T:
         for attempt in range(ATTEMPTS):
             with _redis_call(f"cannot update the ledger at {self.where}"), self.client.pipeline() as pipe:

@@ -156,10 +156,10 @@ def _change(field: str, a: JsonValue, b: JsonValue) -> FieldChange | None:
 
 
 def _change_line(change: FieldChange, indent: str) -> str:
-    return f"{indent}{one_line(change.field)}: {_show(change.a)} -> {_show(change.b)}"
+    return f"{indent}{one_line(change.field)}: {show_value(change.a)} -> {show_value(change.b)}"
 
 
-def _show(value: JsonValue) -> str:
+def show_value(value: JsonValue) -> str:
     """A JSON value on one line for people; strings escaped, so a card cannot add a line or a colour."""
     if value is None:
         return "(none)"
@@ -170,7 +170,7 @@ def _show(value: JsonValue) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{one_line(k)}={_show(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{one_line(k)}={show_value(v)}" for k, v in value.items()) + "}"
     return str(value)

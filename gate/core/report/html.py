@@ -57,7 +57,8 @@ def _rule(row: PropertyRow) -> FixedRule | SprtRule | PairedRule | None:
         return None
 
 
-def _interval(row: PropertyRow) -> Interval:
+def row_interval(row: PropertyRow) -> Interval:
+    """The row's interval as the card gives it, else Wilson's over its hits (the whole axis when it cannot hold)."""
     if row.interval is not None:
         return row.interval
     return wilson(row.hits, row.trials) if 0 <= row.hits <= row.trials else Interval(low=0.0, high=1.0)
@@ -80,7 +81,7 @@ def _rate_plot(body: ET.Element, rows: list[tuple[int, PropertyRow]]) -> None:
         el(image, "text", num(tick), **{"class": "tick"}, x=num(_x(tick) - 6), y="12")
     for slot, (index, row) in enumerate(rows):
         y = _TOP + slot * _ROW_H + _ROW_H / 2
-        interval = _interval(row)
+        interval = row_interval(row)
         attrs = {
             "id": f"rate-{index}",
             "class": "rate-row",
@@ -244,7 +245,12 @@ def render_html(card: VerdictCard, records: Sequence[TrialRecord] = ()) -> str:
     el(head, "meta", charset="utf-8")
     el(head, "title", f"probegate: job {card.status} — {card.suite}")
     style(head)
-    body = el(root, "body")
+    draw_report(el(root, "body"), card, records)
+    return write_page(root)
+
+
+def draw_report(body: ET.Element, card: VerdictCard, records: Sequence[TrialRecord] = ()) -> None:
+    """The page's content under `body`: what `render_html` shows, and `gate view` shows of a finished run."""
     el(
         body,
         "h1",
@@ -289,4 +295,3 @@ def render_html(card: VerdictCard, records: Sequence[TrialRecord] = ()) -> str:
     _lists(body, card)
     image = card.image_id.removeprefix("sha256:")[:12] or "-"
     el(body, "p", f"Image {image}, seal {card.fixture.seal[:16]}.", id="digests")
-    return write_page(root)

@@ -99,6 +99,13 @@ def write_page(root: ET.Element) -> str:
     return "".join(out) + "\n"
 
 
+def fragment(element: ET.Element) -> str:
+    """`element` as HTML markup to place inside another page, escaped as `write_page` escapes it."""
+    out: list[str] = []
+    _write(element, out)
+    return "".join(out)
+
+
 def _write(element: ET.Element, out: list[str]) -> None:
     """`element` as HTML: every attribute value and text escaped (`&`, `<`, `>`, both quotes), save the
     module's own style sheet; SVG children get explicit end tags, which HTML's foreign content accepts."""

@@ -4,7 +4,6 @@ No Docker: the trials are answered in-process."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import struct
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import CHECKS_PY, HOSTILE, SHOWN, screenshot
 
 from gate.core.report.html_dom import CSP
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
@@ -28,9 +28,6 @@ from gate.run.runner import run_gate
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("report_browser")]
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
-ARTIFACTS_ENV = "PROBEGATE_ARTIFACTS"  # .ci/run sets it: where CI keeps the screenshot
-HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> \x1b[2J nul\x00 \u202eevil"
-SHOWN = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\\x1b[2J", "nul\\x00", "\\u202eevil")
 PX = 1.5  # rendered positions agree with the data to within this many CSS pixels
 
 GATE_TOML = """\
@@ -75,22 +72,6 @@ band = "contract"
 fixture = "input.json"
 check = "checks:echo"
 deadline_s = 1.0
-"""
-
-CHECKS_PY = """\
-from gate.core.checks import Trial
-
-
-def right_tool(trial: Trial) -> bool:
-    got = trial.stdout_json().get("tool")
-    assert got == "lookup", f"chose {got}"
-    return True
-
-
-def echo(trial: Trial) -> bool:
-    got = trial.stdout_json().get("echo")
-    assert got == "fine", f"echoed {got}"
-    return True
 """
 
 SPRT_HITS = {0, 3}  # then misses only: open after the first wave, below the band after the second
@@ -309,20 +290,7 @@ def test_trials_to_look_at_open_where_trials_missed(browser: Any) -> None:
 
 def test_full_page_screenshot(browser: Any, tmp_path: Path) -> None:
     """A full-page PNG of the report, kept in $PROBEGATE_ARTIFACTS (CI) or the test's tmp_path."""
-    metrics = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})
-    size = metrics["cssContentSize"]
-    shot = browser.execute_cdp_cmd(
-        "Page.captureScreenshot",
-        {
-            "format": "png",
-            "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1},
-        },
-    )
-    png = base64.b64decode(shot["data"])
-    folder = Path(os.environ[ARTIFACTS_ENV]) if os.environ.get(ARTIFACTS_ENV) else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "report.png").write_bytes(png)
+    png = screenshot(browser, "report", tmp_path)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
     width, height = struct.unpack(">II", png[16:24])
     assert width >= 600 and height > 900  # the whole page, taller than the 900-pixel window

@@ -1,0 +1,108 @@
+"""A run in progress, from its journal in the state folder: per property, the trials observed so far,
+how they ended and how long they took. The journal is read without a lock or a write while the run
+appends to it. Nothing the journal holds of the probe's output or the trials' canaries is shown: the
+checks have not judged it yet, and the canaries stay the run's secret until it commits."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gate.core.errors import GateError
+from gate.core.escaping import one_line
+from gate.view.index import path_key
+
+if TYPE_CHECKING:  # the journal's models load with the first journal read: the runs page starts without them
+    from gate.core.suite.journal import Journal
+    from gate.core.suite.trial import Observation
+
+SUFFIX = ".journal"  # gate.io.journal.SUFFIX, written out for the same reason
+
+FIELDS = ("trials", "base", "exit_0", "exit_other", "timeouts", "faults", "slowest_s")
+
+
+@dataclass(frozen=True)
+class LiveRow:
+    """One property of a run in progress: its observed trials so far, by how they ended."""
+
+    property_id: str
+    cells: dict[str, str]  # FIELDS -> text, what the page and its stream show
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A journal as read now; `problem` set: it could not be read."""
+
+    key: str
+    path: Path
+    mtime: float
+    run_id: str = ""
+    rows: tuple[LiveRow, ...] = ()
+    total: int = 0
+    committed: bool = False
+    problem: str = ""
+
+
+def journals(folder: Path | None) -> list[Path]:
+    """The journals in the state folder's `journals/`, newest first."""
+    if folder is None:
+        return []
+    try:
+        found = [Path(e.path) for e in os.scandir(folder) if e.name.endswith(SUFFIX) and e.is_file()]
+    except OSError:
+        return []
+    return sorted(found, key=_mtime, reverse=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _row(property_id: str, observed: list[Observation]) -> LiveRow:
+    patch = [o for o in observed if o.side.value == "patch"]
+    durations = [o.duration_s for o in observed]
+    cells = {
+        "trials": str(len(patch)),
+        "base": str(len(observed) - len(patch)),
+        "exit_0": str(sum(o.exit_code == 0 and not o.timed_out and o.fault is None for o in observed)),
+        "exit_other": str(sum(o.exit_code not in (0, None) and not o.timed_out for o in observed)),
+        "timeouts": str(sum(o.timed_out for o in observed)),
+        "faults": str(sum(o.fault is not None for o in observed)),
+        "slowest_s": f"{max(durations):.3g}" if durations else "-",
+    }
+    return LiveRow(property_id, cells)
+
+
+def live_rows(journal: Journal) -> tuple[LiveRow, ...]:
+    """One row per property the run covers, in suite order, then any property only the journal names."""
+    by_property: dict[str, list[Observation]] = {pid: [] for pid in journal.header.properties}
+    for stored in journal.stored.values():
+        by_property.setdefault(stored.observation.property_id, []).append(stored.observation)
+    return tuple(_row(pid, observed) for pid, observed in by_property.items())
+
+
+def read_live(path: Path) -> LiveRun:
+    """The run in progress whose journal is at `path`, as it stands."""
+    from gate.io.journal import peek_journal
+
+    key, mtime = path_key(path), _mtime(path)
+    try:
+        journal = peek_journal(path)
+    except GateError as exc:
+        return LiveRun(key, path, mtime, problem=one_line(exc.message))
+    if journal is None:
+        return LiveRun(key, path, mtime, problem="the journal is gone: the run ended or was stopped")
+    return LiveRun(
+        key,
+        path,
+        mtime,
+        run_id=journal.header.run_id,
+        rows=live_rows(journal),
+        total=len(journal.stored),
+        committed=journal.committed,
+    )
