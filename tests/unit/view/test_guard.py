@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from starlette.testclient import TestClient
+from support.viewsite import Site, sources
 
 from gate.view.app import build_app
 from gate.view.guard import COOKIE, CSP, is_loopback
 from gate.view.sources import Options
-from tests.unit.view.conftest import Site, sources
 
 PAGES = ["/", "/compare", "/flakes", "/fleet", "/property?id=x", "/static/view.css", "/static/live.js", "/nope"]
 

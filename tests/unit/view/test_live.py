@@ -7,11 +7,11 @@ import json
 
 from starlette.testclient import TestClient
 from support.mini_suite import STAT
+from support.viewsite import LIVE_RUN, Site, append_trial
 
 from gate.io.artifacts import read_card, write_card
 from gate.io.journal import peek_journal
 from gate.view.live import read_live
-from tests.unit.view.conftest import LIVE_RUN, Site, append_trial
 
 
 def events(client: TestClient, url: str) -> list[tuple[str, str]]:

@@ -7,8 +7,7 @@ from urllib.parse import quote
 from starlette.testclient import TestClient
 from support.html_page import Page
 from support.mini_suite import CONTRACT, SAFETY, STAT
-
-from tests.unit.view.conftest import HOSTILE, HOSTILE_PARTS, LIVE_RUN, Site
+from support.viewsite import HOSTILE, HOSTILE_PARTS, LIVE_RUN, Site, keys, page
 
 # Every element the view's templates and the report's builder emit: anything else was smuggled in by a card.
 EMITTED = {
@@ -16,23 +15,6 @@ EMITTED = {
     "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "svg", "g", "text", "line", "circle",
     "polyline", "section", "details", "summary", "div", "span", "label", "select", "option", "pre", "script",
 }  # fmt: skip
-
-
-def page(client: TestClient, url: str) -> tuple[str, Page]:
-    response = client.get(url)
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/html")
-    return response.text, Page(response.text)
-
-
-def keys(client: TestClient) -> dict[str, str]:
-    """Run id -> key, from the runs page."""
-    _, parsed = page(client, "/")
-    return {
-        attrs["data-run"] or "": attrs["data-key"] or ""
-        for tag, attrs in parsed.elements
-        if tag == "tr" and "data-run" in attrs
-    }
 
 
 def assert_inert(parsed: Page) -> None:

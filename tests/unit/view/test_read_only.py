@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 
 from starlette.testclient import TestClient
-
-from tests.unit.view.conftest import Site
-from tests.unit.view.test_pages import keys
+from support.viewsite import Site, keys
 
 
 def snapshot(*folders: Path) -> dict[Path, tuple[bytes, int]]:
