@@ -73,7 +73,9 @@ class GateSettings:
         "the broker's admin URL, with which `gate workers` makes and deletes per-worker broker users "
         "(`--redis-admin-url` wins); keeps the password out of `ps`",
     )
-    broker: str | None = setting("PROBEGATE_BROKER", "the broker `gate doctor` checks (`--broker` wins)")
+    broker: str | None = setting(
+        "PROBEGATE_BROKER", "the broker `gate doctor` checks and `gate view` reads heartbeats from (`--broker` wins)"
+    )
     ledger: str | None = setting(
         "PROBEGATE_LEDGER", "the books `gate doctor` checks: a file or a `redis://` URL (`--ledger` wins)"
     )

@@ -48,6 +48,11 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     )
     parser.add_argument("--workers", type=Path, help="worker registry file (default: $PROBEGATE_WORKERS)")
     parser.add_argument(
+        "--broker",
+        metavar="URL",
+        help="the broker the fleet page reads heartbeats from: who is up, their load (default $PROBEGATE_BROKER)",
+    )
+    parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs the token)"
     )
     parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: a free one)")
@@ -109,6 +114,33 @@ def _freezes(suite: Suite | None) -> Callable[[], FreezeFile | None] | None:
     return lambda: read_freeze_file(suite)
 
 
+def _live_fleet(path: Path, broker: str) -> Callable[[], list[WorkerLine]]:
+    """The enrolled workers with what the broker holds of them now (worker.celery's heartbeats): up or gone,
+    when last seen, their load in their own word."""
+
+    def live() -> list[WorkerLine]:
+        from datetime import UTC, datetime
+
+        from gate.core.trust.fleet import fleet
+        from gate.io.workers import load_roster
+        from gate.view.sources import WorkerLine
+        from worker.celery.coordinator.liveness import read_beats
+
+        roster = load_roster(path, missing_ok=True)
+        beats = read_beats(broker, [w.key_id for w in roster.workers if w.active])
+        now = datetime.now(UTC)
+        lines = []
+        for row in fleet(roster, beats, None, read_card=False):
+            seen = "never" if row.last_seen is None else f"{max(0, int((now - row.last_seen).total_seconds()))} s ago"
+            load = "" if row.in_flight is None else f"; {row.in_flight} in flight, {row.trials_last_minute} trials/min"
+            lines.append(
+                WorkerLine(row.name, row.state, row.tier == "owned", row.key_id, f"seen {seen}", load.lstrip("; "))
+            )
+        return lines
+
+    return live
+
+
 def _fleet(path: Path) -> Callable[[], list[WorkerLine]]:
     def enrolled() -> list[WorkerLine]:
         from gate.io.workers import load_roster
@@ -136,6 +168,9 @@ def sources_of(args: argparse.Namespace) -> Sources:
     suite = _suite(args)
     folders = _card_dirs(args, suite)
     registry = registry_of(args)
+    broker = args.broker or settings_of(args).broker
+    if broker is not None and not broker.startswith(REDIS_SCHEMES):
+        raise UsageError("must be a redis:// or rediss:// URL", field="--broker")
     names = {"fleet": str(registry)}
     if suite is not None and suite.freeze_path is not None:
         names["freezes"] = str(suite.freeze_path)
@@ -144,7 +179,8 @@ def sources_of(args: argparse.Namespace) -> Sources:
         journal_dir=settings_of(args).state_dir / "journals",
         freezes=_freezes(suite),
         history=_history(args, suite, folders),
-        fleet=_fleet(registry),
+        fleet=_live_fleet(registry, broker) if broker else _fleet(registry),
+        fleet_live=broker is not None,
         names=names,
     )
 

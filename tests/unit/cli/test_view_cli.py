@@ -11,7 +11,7 @@ from gate.cli.arguments import build_parser
 from gate.cli.main import main
 from gate.cli.settings import GateSettings
 from gate.cli.view import sources_of
-from gate.core.errors import RET_USAGE
+from gate.core.errors import RET_USAGE, UsageError
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,12 @@ def test_the_sources_come_from_the_flags_and_the_state_folder(tmp_path: Path) ->
     assert sources.journal_dir == tmp_path / "state" / "journals"
     assert sources.history is None and sources.freezes is None  # no ledger by the cards, no suite
     assert sources.fleet is not None and sources.fleet() == []  # no registry file: nobody enrolled
+
+
+def test_a_broker_that_is_no_redis_url_is_refused(tmp_path: Path) -> None:
+    """--broker must be redis:// or rediss://: anything else is a usage error naming the flag."""
+    args = build_parser().parse_args(["view", "--cards", str(tmp_path), "--broker", "http://x"])
+    args.settings = GateSettings()
+    with pytest.raises(UsageError) as caught:
+        sources_of(args)
+    assert caught.value.field == "--broker"
