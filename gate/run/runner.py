@@ -17,7 +17,7 @@ import structlog
 
 from gate.core.card.calibration import deadline_source
 from gate.core.card.evidence import TrialRecord
-from gate.core.card.stamp import RunFacts, verdict_lines
+from gate.core.card.stamp import Binding, PerProperty, RunFacts, Trust, Venue, verdict_lines
 from gate.core.errors import SealDriftError, UsageError
 from gate.core.policy.freezes import resolve
 from gate.core.suite.plan import check_fixtures
@@ -197,24 +197,29 @@ def _journaled(
         facts = RunFacts(
             run_id=run_id,
             started=started,
-            suite=suite,
-            workdir=request.workdir,
-            fixture_root=fixture_root,
-            seal=current,
-            clock=clock,
             retries=request.retries,
-            base=oracle.base_commit,
-            oracle_edits=oracle_edits,
-            freezes=resolve(
-                freeze_file, bands=whole.bands(), seal=current.digest, now=started, source=str(whole.freeze_path)
+            binding=Binding(
+                suite=suite,
+                workdir=request.workdir,
+                fixture_root=fixture_root,
+                seal=current,
+                clock=clock,
+                base=oracle.base_commit,
+                oracle_edits=oracle_edits,
+                suite_file=str(request.suite),
+                selection=chosen,
             ),
-            deadline_sources={
-                p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
-            },
-            selection=chosen,
-            suite_file=str(request.suite),
-            unenrolled_workers=request.unenrolled_workers,
-            seeds_from=request.seeds_from,
+            trust=Trust(
+                freezes=resolve(
+                    freeze_file, bands=whole.bands(), seal=current.digest, now=started, source=str(whole.freeze_path)
+                ),
+            ),
+            venue=Venue(unenrolled_workers=request.unenrolled_workers, seeds_from=request.seeds_from),
+            per_property=PerProperty(
+                deadline_sources={
+                    p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
+                },
+            ),
         )
         fixtures = {
             current.manifest[p.fixture]: read_input(fixture_root / p.fixture, "fixture")
@@ -229,7 +234,7 @@ def _journaled(
             ) as inputs,
             base_inputs(oracle, admitted.base, fixtures, suite) as base_side,
         ):
-            facts = replace(facts, tree_digest=inputs.tree_digest)
+            facts = replace(facts, binding=replace(facts.binding, tree_digest=inputs.tree_digest))
             trees = {Side.PATCH: inputs.tree_digest}
             if base_side is not None:
                 inputs.serve(base_side)  # one wave holds both sides' trials of a paired property
@@ -261,7 +266,7 @@ def _journaled(
                     base_tree_digest=trees.get(Side.BASE),
                 )
             if (resumed := journal.event()) is not None:
-                facts = replace(facts, events=(*facts.events, resumed))
+                facts = replace(facts, trust=replace(facts.trust, events=(*facts.trust.events, resumed)))
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(
             executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures, checks=checks
@@ -271,7 +276,8 @@ def _journaled(
         facts, verdicts, oracle=oracle, selection=selection, fixtures=fixtures, partial=chosen is not None
     )
     # Every judged trial kept by content before the card that binds their digest is written.
-    facts = replace(facts, evidence=write_evidence(admitted.store, records), flake_history=recorded.note)
+    evidence = write_evidence(admitted.store, records)
+    facts = replace(facts, trust=replace(facts.trust, evidence=evidence, flake_history=recorded.note))
 
     # The commit (gate.run.commit): the books and the card that agrees with them are written whole, Ctrl-C
     # held (a run waiting for another's books still stops at once: nothing is written while it waits).
@@ -291,7 +297,7 @@ def _journaled(
         reports=request.reports,
     )
     # What `gate accept` will say of this card on this tree: one answer, by accept's own path.
-    verdict = forecast(card, card_path, oracle, tree_digest=facts.tree_digest, now=now())
+    verdict = forecast(card, card_path, oracle, tree_digest=facts.binding.tree_digest, now=now())
     for line in verdict_lines(card, card_path, verdict):
         emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
@@ -301,7 +307,7 @@ def _journaled(
 def _spec_of(facts: RunFacts, trees: Mapping[Side, str]) -> SpecOf:
     """The spec this run plans for a stored trial (with its stored canary), for the image the run resolved;
     a base-side trial only for a paired property of a run with a base tree."""
-    props = {p.id: p for p in facts.suite.properties}
+    props = {p.id: p for p in facts.binding.suite.properties}
 
     def spec_of(image_id: str, property_id: str, index: int, canary: str, side: Side) -> TrialSpec | None:
         prop = props.get(property_id)
@@ -309,7 +315,8 @@ def _spec_of(facts: RunFacts, trees: Mapping[Side, str]) -> SpecOf:
             return None
         if side is Side.BASE and not isinstance(prop.rule(), PairedRule):
             return None
-        planner = replace(planner_for(replace(facts, image_id=image_id), trees[side]), side=side)
+        on_image = replace(facts, venue=replace(facts.venue, image_id=image_id))
+        planner = replace(planner_for(on_image, trees[side]), side=side)
         [spec] = planner.trials(prop, index, 1)
         return spec.model_copy(update={"canary": canary})
 

@@ -46,7 +46,7 @@ def execute(
     `checks` judges each observation (the run's check process, `gate.io.checkproc`); `stored_canary`: a
     resumed run's canaries of the trials its journal holds (gate.run.journaled); `base_tree_digest`: the base
     tree `inputs` also serves, on which paired properties run their other side (None: no --base)."""
-    suite, manifest = facts.suite, facts.seal.manifest
+    suite, manifest = facts.binding.suite, facts.binding.seal.manifest
     if base_tree_digest is not None and not serves_every_tree(executor):
         # Before any trial: an executor that cannot lay out the base tree would fault every base trial.
         paired = next(p.id for p in suite.properties if isinstance(p.rule(), PairedRule))
@@ -55,18 +55,19 @@ def execute(
             " patched tree only",
             field="--broker",
         )
-    facts = replace(facts, image=executor.image)
+    venue = replace(facts.venue, image=executor.image)
     try:
-        facts = replace(facts, image_id=executor.image_id())
+        venue = replace(venue, image_id=executor.image_id())
     except HarnessError as exc:
-        return all_harness(suite, manifest, str(exc)), facts
+        return all_harness(suite, manifest, str(exc)), replace(facts, venue=venue)
+    facts = replace(facts, venue=venue)
     planner = planner_for(facts, inputs.tree_digest, stored_canary=stored_canary)
     base_planner = None
     if base_tree_digest is not None:
         base_planner = replace(planner_for(facts, base_tree_digest, stored_canary=stored_canary), side=Side.BASE)
 
     def judge_one(prop: PropertySpec, obs: Observation) -> Outcome:
-        trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.clock)
+        trial = Trial(obs, fixtures[manifest[prop.fixture]], prop.params, facts.binding.clock)
         return checks.judge(prop.id, trial, prop.band)
 
     events: list[HarnessEvent] = []
@@ -90,7 +91,8 @@ def execute(
         # An executor that raises instead of reporting faults per trial (daemon or broker gone mid-run):
         # every property is a harness_error, and the card is still written.
         events.append(HarnessEvent(kind="executor_failed", detail=str(exc)[:300]))
-        return all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, events=tuple(events))
+        trust = replace(facts.trust, events=tuple(events))
+        return all_harness(suite, manifest, f"executor failed: {exc}"), replace(facts, trust=trust)
     events.extend(executor.events)
     events.extend(checked.events)
     # A paired property's base trials are recorded beside the patch's (their observations name the side).
@@ -109,22 +111,19 @@ def execute(
     work_copy, copy_events = work_copy_facts(observed)
     events.extend(copy_events)
     interpreter, hash_seeds = interpreter_facts(o for t in tallies for o in t.observations)
-    calibrated = frozenset(p for p, s in facts.deadline_sources.items() if s is DeadlineSource.CALIBRATED)
+    sources = facts.per_property.deadline_sources
+    calibrated = frozenset(p for p, s in sources.items() if s is DeadlineSource.CALIBRATED)
     folded = fold_tallies(tallies, manifest, calibrated=calibrated)
-    image_id = facts.image_id or (images[0] if len(images) == 1 else ",".join(images))
-    facts = replace(
-        facts,
-        events=tuple(events),
+    image_id = facts.venue.image_id or (images[0] if len(images) == 1 else ",".join(images))
+    venue = replace(facts.venue, image_id=image_id, work_copy=work_copy, interpreter=interpreter, hash_seeds=hash_seeds)
+    per_property = replace(
+        facts.per_property,
         durations=folded.durations,
-        image_id=image_id,
-        work_copy=work_copy,
-        interpreter=interpreter,
-        hash_seeds=hash_seeds,
         workers=checked.workers,
         assigned=assigned_trials(executor, facts.run_id),
-        cross_check=checked.summary,
     )
-    return folded.verdicts, facts
+    trust = replace(facts.trust, events=tuple(events), cross_check=checked.summary)
+    return folded.verdicts, replace(facts, venue=venue, per_property=per_property, trust=trust)
 
 
 def assigned_trials(executor: Executor, run_id: str) -> dict[str, dict[str, int]]:
@@ -147,19 +146,19 @@ def planner_for(
     """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial
     (except a resumed trial's, which keeps the canary it was observed with: `stored_canary`), and the seeds
     of the run (or of the one it replays): a rerun draws what the trial drew."""
-    suite = facts.suite
+    suite = facts.binding.suite
     return Planner(
         run_id=facts.run_id,
         probe_argv=suite.config.probe,
         tree_digest=tree_digest,
-        manifest=facts.seal.manifest,
-        clock=facts.clock,
+        manifest=facts.binding.seal.manifest,
+        clock=facts.binding.clock,
         limits=suite.config.limits,
         suite_file=str(suite.path),
-        image_id=facts.image_id,
+        image_id=facts.venue.image_id,
         pythonpath=suite.config.pythonpath,
         interpreter=Interpreter(suite.config.interpreter),
         new_canary=lambda: secrets.token_hex(16),
-        seeds_from=facts.seeds_from,
+        seeds_from=facts.venue.seeds_from,
         stored_canary=stored_canary or (lambda _property, _index, _side: None),
     )
