@@ -21,14 +21,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from gate.core.card.calibration import baseline_findings, calibration_to_json, summarise
+from gate.core.card.calibration import Calibration, baseline_findings, calibration_to_json, summarise
+from gate.core.card.card import VerdictCard
 from gate.core.errors import RET_BLOCKED, RET_HARNESS, RET_OK, GateError
 from gate.core.escaping import one_line
 from gate.core.policy.explain import Explanation, Finding
 from gate.core.policy.history import LIFT_TARGET
+from gate.core.suite.suite import Suite
 from gate.core.verdicts.verdict import Kind
 from gate.io.artifacts import write_atomic
-from gate.io.bookstore import MemoryBooks
+from gate.io.bookstore import BooksStore, MemoryBooks
 from gate.io.checkproc import JudgeFactory, judging
 from gate.io.evidence import stored_records
 from gate.io.reports import ReportTargets, write_reports
@@ -61,12 +63,7 @@ def run_baseline(
     history kept in `books_factory`'s store (default: the ledger file), `run_ids` naming its runs."""
     out = out or sys.stdout  # as it is now, not at import (a test may have replaced it since)
     suite = load_suite(request.suite)
-    store = None
-    if twice:
-        if request.card is None:
-            raise AssertionError("the command line gives a baseline its card")
-        store = (books_factory or file_books)(request, suite)
-        store.check()  # a missing, clobbered or corrupt store refuses the pair before any trial
+    store = _pair_books(request, suite, books_factory) if twice else None
 
     def one(card: Path | None, run_id: str | None, reports: ReportTargets) -> RunResult:
         # A baseline must not spend the real ledger's credits or move the real sampler window: its
@@ -83,44 +80,12 @@ def run_baseline(
             judge_factory=judge_factory,
         )
 
-    ids = run_ids or (None, None)
-    results = []
-    if twice and request.card is not None:
-        first_card = request.card.with_name(request.card.stem + ".first" + request.card.suffix)
-        results.append(one(first_card, ids[0], ReportTargets()))
-    # The pair's reports are written once its card is final (flake files and lift proposals on it).
-    results.append(one(request.card, ids[1], ReportTargets() if twice else request.reports))
+    results = _runs(request, one, twice=twice, run_ids=run_ids)
     result = results[-1]
     card = result.card
-    durations: dict[str, list[float]] = {}
-    for each in results:
-        for row in each.card.properties:
-            durations.setdefault(row.id, []).extend(row.durations_s)
-    calibration = summarise(durations, factor, card.fixture.seal, now())
-    write_atomic(calibration_path, calibration_to_json(calibration).encode("utf-8"))
-    findings: list[str] = []
-    harness = False
-    for each in results:
-        kinds = {v.property_id: v.kind for v in each.verdicts}
-        raised = {v.property_id for v in each.verdicts if v.check_raised}
-        findings += [f for f in baseline_findings(kinds, suite.bands(), raised=raised) if f not in findings]
-        harness = harness or any(kind is Kind.HARNESS_ERROR for kind in kinds.values())
-    for row in card.properties:
-        timing = calibration.properties.get(row.id)
-        print(
-            json.dumps(
-                {
-                    "property_id": row.id,
-                    "kind": row.kind,
-                    "trials": row.trials,
-                    "p50_s": timing.p50_s if timing else None,
-                    "p95_s": timing.p95_s if timing else None,
-                    "proposed_deadline_s": timing.deadline_s if timing else None,
-                    "deadline_s": row.deadline_s,
-                }
-            ),
-            file=out,
-        )
+    calibration = _calibrate(results, factor, calibration_path, now)
+    findings, harness = _findings(results, suite)
+    _print_rows(card, calibration, out)
     print(json.dumps({"calibration": str(calibration_path), "seal": card.fixture.seal, "findings": findings}), file=out)
     nightly = None
     if store is not None and request.card is not None:
@@ -140,6 +105,79 @@ def run_baseline(
     if harness:
         return RET_HARNESS
     return RET_BLOCKED if findings or (nightly and nightly.flakes) else RET_OK
+
+
+def _pair_books(request: RunRequest, suite: Suite, books_factory: BooksFactory | None) -> BooksStore:
+    """The books the nightly pair keeps its history in, checked before any trial: a missing, clobbered or
+    corrupt store refuses the pair."""
+    if request.card is None:
+        raise AssertionError("the command line gives a baseline its card")
+    store = (books_factory or file_books)(request, suite)
+    store.check()
+    return store
+
+
+def _runs(
+    request: RunRequest,
+    one: Callable[[Path | None, str | None, ReportTargets], RunResult],
+    *,
+    twice: bool,
+    run_ids: tuple[str, str] | None,
+) -> list[RunResult]:
+    """The baseline's run, or the nightly pair's two (the first card written beside the second, as
+    `<card>.first.json`)."""
+    ids = run_ids or (None, None)
+    results = []
+    if twice and request.card is not None:
+        first_card = request.card.with_name(request.card.stem + ".first" + request.card.suffix)
+        results.append(one(first_card, ids[0], ReportTargets()))
+    # The pair's reports are written once its card is final (flake files and lift proposals on it).
+    results.append(one(request.card, ids[1], ReportTargets() if twice else request.reports))
+    return results
+
+
+def _calibrate(results: Sequence[RunResult], factor: float, path: Path, now: Callable[[], datetime]) -> Calibration:
+    """The calibration over every run's trial durations, pooled per property, written to `path`."""
+    durations: dict[str, list[float]] = {}
+    for each in results:
+        for row in each.card.properties:
+            durations.setdefault(row.id, []).extend(row.durations_s)
+    calibration = summarise(durations, factor, results[-1].card.fixture.seal, now())
+    write_atomic(path, calibration_to_json(calibration).encode("utf-8"))
+    return calibration
+
+
+def _findings(results: Sequence[RunResult], suite: Suite) -> tuple[list[str], bool]:
+    """What the runs found wrong with the suite on the base tree, each once, and whether any property was
+    a harness error there."""
+    findings: list[str] = []
+    harness = False
+    for each in results:
+        kinds = {v.property_id: v.kind for v in each.verdicts}
+        raised = {v.property_id for v in each.verdicts if v.check_raised}
+        findings += [f for f in baseline_findings(kinds, suite.bands(), raised=raised) if f not in findings]
+        harness = harness or any(kind is Kind.HARNESS_ERROR for kind in kinds.values())
+    return findings, harness
+
+
+def _print_rows(card: VerdictCard, calibration: Calibration, out: TextIO) -> None:
+    """One JSON line per property: its kind, trials and timings, and the deadline the calibration proposes."""
+    for row in card.properties:
+        timing = calibration.properties.get(row.id)
+        print(
+            json.dumps(
+                {
+                    "property_id": row.id,
+                    "kind": row.kind,
+                    "trials": row.trials,
+                    "p50_s": timing.p50_s if timing else None,
+                    "p95_s": timing.p95_s if timing else None,
+                    "proposed_deadline_s": timing.deadline_s if timing else None,
+                    "deadline_s": row.deadline_s,
+                }
+            ),
+            file=out,
+        )
 
 
 def _nightly_line(first: str, second: str, nightly: NightlyOutcome) -> dict[str, object]:

@@ -64,9 +64,12 @@ def with_base_reruns(
     )
     return replace(
         facts,
-        base_reruns=reruns,
-        events=(*facts.events, *events),
-        flake_files=flake_files(verdicts, reruns, facts.seal.digest),
+        per_property=replace(facts.per_property, base_reruns=reruns),
+        trust=replace(
+            facts.trust,
+            events=(*facts.trust.events, *events),
+            flake_files=flake_files(verdicts, reruns, facts.binding.seal.digest),
+        ),
     )
 
 
@@ -88,9 +91,9 @@ def rerun_on_base(
     flickered = [v for v in verdicts if needs_rerun(v)]
     if not flickered:
         return {}, []
-    if base_workdir is None or facts.base is None:
+    if base_workdir is None or facts.binding.base is None:
         return {}, [HarnessEvent(kind="no_base_rerun", property_id=v.property_id, detail=NO_BASE) for v in flickered]
-    suite = facts.suite
+    suite = facts.binding.suite
     by_id = {p.id: p for p in suite.properties}
     try:
         tree = base_tree(base_workdir, selection)
@@ -110,8 +113,8 @@ def rerun_on_base(
                 inputs,
                 props=by_id,
                 fixtures=fixtures,
-                manifest=facts.seal.manifest,
-                clock=facts.clock,
+                manifest=facts.binding.seal.manifest,
+                clock=facts.binding.clock,
                 checks=checks,
             )
         except GateError as exc:
@@ -125,7 +128,7 @@ def rerun_on_base(
         prop.id: judge_base(
             prop.band,
             [outcomes[prop.id][i] for i in sorted(outcomes[prop.id])],
-            base_commit=facts.base,
+            base_commit=facts.binding.base,
             tree_digest=tree_digest,
             planned=prop.planned_trials(),
             patched_outcomes=patched.get(prop.id, []),

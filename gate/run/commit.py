@@ -46,12 +46,12 @@ def commit(
     def settle(ledger: Ledger, window: SamplerWindow) -> tuple[Decision, Ledger, SamplerWindow]:
         decision = decide(
             verdicts,
-            frozen=facts.freezes.frozen,
+            frozen=facts.trust.freezes.frozen,
             ledger=ledger,
             window=window,
             now=facts.started,
-            max_fault_share=facts.suite.config.ledger.max_fault_share,
-            oracle_edits=facts.oracle_edits,
+            max_fault_share=facts.binding.suite.config.ledger.max_fault_share,
+            oracle_edits=facts.binding.oracle_edits,
         )
         if partial:
             # A partial run cannot be accepted, so it must not spend the credits or fill the sampler

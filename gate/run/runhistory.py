@@ -52,14 +52,14 @@ def run_history(
     partial: bool,
 ) -> RunHistory:
     """The history entries an ordinary run may add for its frozen properties, and a note saying why."""
-    frozen = sorted(facts.freezes.frozen)
+    frozen = sorted(facts.trust.freezes.frozen)
     if not frozen:
         return RunHistory({}, "")
     base_digest = None
-    if not partial and oracle.base_workdir is not None and facts.base is not None:
+    if not partial and oracle.base_workdir is not None and facts.binding.base is not None:
         base_digest = _base_digest(oracle, facts, selection, fixtures)
     why = base_run_refusal(
-        partial=partial, base_commit=facts.base, tree_digest=facts.tree_digest, base_digest=base_digest
+        partial=partial, base_commit=facts.binding.base, tree_digest=facts.binding.tree_digest, base_digest=base_digest
     )
     if why:
         return RunHistory({}, f"frozen properties not recorded in the flake history: {why}")
@@ -68,9 +68,9 @@ def run_history(
         frozen,
         run_id=facts.run_id,
         at=facts.started,
-        seal=facts.seal.digest,
-        commit=facts.base or "",
-        image_id=facts.image_id,
+        seal=facts.binding.seal.digest,
+        commit=facts.binding.base or "",
+        image_id=facts.venue.image_id,
     )
     shown = ", ".join(f"{pid} {entries[pid].kind}" for pid in sorted(entries))
     return RunHistory(entries, f"recorded in the flake history (a run on the base's own tree): {shown}")
@@ -81,7 +81,7 @@ def _base_digest(
 ) -> str | None:
     """The digest the base commit's tree gets when laid out as the run's snapshot was, or None."""
     assert oracle.base_workdir is not None
-    limits = facts.suite.config.limits
+    limits = facts.binding.suite.config.limits
     try:
         tree = base_tree(oracle.base_workdir, selection)
         with LocalInputs(oracle.base_workdir, fixtures, tree=tree, overrides=oracle.overrides, limits=limits) as inputs:

@@ -2,47 +2,41 @@
 
 Everything with a side effect (files, the executor, the clock, the run id) is gathered here and
 passed into the pure core as values: what is refused before any container (gate.run.admission), the
-trials (gate.run.trials), the commit of books and card (gate.run.commit).
+trials (gate.run.trials), the commit of books and card (gate.run.commit). The run goes in stages, a
+function each: prepare, bind, trials (then the base reruns), keep, commit.
 """
 
 from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import structlog
 
-from gate.core.card.calibration import deadline_source
 from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts, verdict_lines
-from gate.core.errors import SealDriftError, UsageError
-from gate.core.policy.freezes import resolve
-from gate.core.suite.plan import check_fixtures
-from gate.core.suite.selection import select_ids
-from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.errors import UsageError
 from gate.core.suite.trial import Side, TrialSpec
 from gate.core.verdicts.paired import PairedRule
+from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import check_writable
-from gate.io.bookstore import BooksStore
-from gate.io.checkproc import JudgeFactory, judging
+from gate.io.checkproc import JudgeFactory, TrialJudge, judging
 from gate.io.evidence import write_evidence
-from gate.io.fixtures import seal_tree, verify
-from gate.io.inputs import read_input
 from gate.io.snapshot import LocalInputs
-from gate.run.admission import Admitted, admit
 from gate.run.baserun import with_base_reruns
+from gate.run.binding import Bound, Prepared, bind, prepare
 from gate.run.commit import commit
-from gate.run.executors.base import opened
+from gate.run.executors.base import Executor, opened
 from gate.run.executors.journaled import RunJournal, SpecOf, journal_header
 from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.pairedbase import base_inputs
 from gate.run.progress import NO_PROGRESS, Progress
 from gate.run.request import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, card_of, file_books
-from gate.run.runhistory import run_history
+from gate.run.runhistory import RunHistory, run_history
 from gate.run.trials import all_harness, execute, planner_for
 
 log = structlog.get_logger("gate.run")
@@ -71,20 +65,42 @@ def run_gate(
     `books_factory` where the ledger and window live (default: the ledger file, `file_books`);
     `progress` hears trials planned and judged (the command line draws it on a terminal);
     `note` hears what a resume reused (stderr)."""
+    hooks = _Hooks(executor_factory, judge_factory, now, emit, progress, note)
     with read_oracle(_oracle_request(request)) as oracle:
-        return _run(
+        run = prepare(
             _with_card(request, oracle),
             oracle,
-            executor_factory=executor_factory,
             now=now,
-            run_id=run_id,
-            emit=emit,
             books_factory=books_factory or file_books,
             image_factory=image_factory,
-            progress=progress,
-            judge_factory=judge_factory,
-            note=note,
         )
+        # Read (and locked) before any container starts; a resume keeps the interrupted run's id.
+        journal = RunJournal.start(card_of(run.request), request.state_dir, resume=request.resume, note=note)
+        try:
+            return _journaled(replace(run, run_id=journal.run_id or run_id or uuid.uuid4().hex), journal, hooks)
+        finally:
+            journal.close()  # a run that stopped early keeps its journal on disk, for a resume
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """Where one run's side effects go, as `run_gate` was handed them."""
+
+    executor_factory: ExecutorFactory
+    judge_factory: JudgeFactory
+    now: Callable[[], datetime]
+    emit: Callable[[str], None]
+    progress: Progress
+    note: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What the trials left: the facts, one verdict per property, and every judged trial's record."""
+
+    facts: RunFacts
+    verdicts: Sequence[Verdict]
+    records: list[TrialRecord]
 
 
 def _oracle_request(request: RunRequest) -> OracleRequest:
@@ -110,198 +126,137 @@ def _with_card(request: RunRequest, oracle: Oracle) -> RunRequest:
     return replace(request, card=oracle.card)
 
 
-def _run(
-    request: RunRequest,
-    oracle: Oracle,
-    *,
-    executor_factory: ExecutorFactory,
-    now: Callable[[], datetime],
-    run_id: str | None,
-    emit: Callable[[str], None],
-    books_factory: BooksFactory,
-    image_factory: ImageFactory | None,
-    progress: Progress,
-    judge_factory: JudgeFactory,
-    note: Callable[[str], None],
-) -> RunResult:
-    whole = oracle.suite
-    # Only the selected properties are planned, run and carded; freezes and `prove` still see the whole suite.
-    chosen = select_ids([p.id for p in whole.properties], exact=request.properties, keyword=request.keyword)
-    suite = whole if chosen is None else whole.model_copy(update={"properties": _only(whole, chosen)})
-    started = now()
-    # Only checked here (missing, unreachable, corrupt: refused before any container); read at decision time.
-    books = books_factory(request, suite)
-    books.check()
-    admitted = admit(request, oracle, suite, books, image_factory)
-    # Read (and locked) before any container starts; a resume keeps the interrupted run's id.
-    journal = RunJournal.start(card_of(request), request.state_dir, resume=request.resume, note=note)
-    try:
-        return _journaled(
-            request,
-            oracle,
-            journal,
-            suite=suite,
-            chosen=chosen,
-            started=started,
-            books=books,
-            admitted=admitted,
-            executor_factory=executor_factory,
-            now=now,
-            run_id=journal.run_id or run_id or uuid.uuid4().hex,
-            emit=emit,
-            progress=progress,
-            judge_factory=judge_factory,
-            note=note,
-        )
-    finally:
-        journal.close()  # a run that stopped early keeps its journal on disk, for a resume
-
-
-def _journaled(
-    request: RunRequest,
-    oracle: Oracle,
-    journal: RunJournal,
-    *,
-    suite: Suite,
-    chosen: tuple[str, ...] | None,
-    started: datetime,
-    books: BooksStore,
-    admitted: Admitted,
-    executor_factory: ExecutorFactory,
-    now: Callable[[], datetime],
-    run_id: str,
-    emit: Callable[[str], None],
-    progress: Progress,
-    judge_factory: JudgeFactory,
-    note: Callable[[str], None],
-) -> RunResult:
-    selection, image = admitted.selection, admitted.image
-    whole, fixture_root, expected = oracle.suite, oracle.fixture_root, oracle.expected
-    clock, freeze_file, calibration, oracle_edits = oracle.clock, oracle.freeze_file, oracle.calibration, oracle.edits
-    card_path = card_of(request)
+def _journaled(run: Prepared, journal: RunJournal, hooks: _Hooks) -> RunResult:
+    """The run from its executor's open to its card: bind, trials, base reruns, keep, commit."""
+    suite = run.suite
     # Opened before sealing and planning, so the sandbox's first containers start meanwhile; aborted
     # (nothing left running, no deadline waited out) if anything below raises, Ctrl-C included. The
     # check process loads the checks meanwhile too; it is killed and reaped when the run ends.
-    log.debug("run.open", run_id=run_id)  # next: the sandbox sweeps what dead runs left, starts spares
+    log.debug("run.open", run_id=run.run_id)  # next: the sandbox sweeps what dead runs left, starts spares
     with (
-        judge_factory(oracle.checks_module, suite.config) as checks,
-        opened(executor_factory(image), run_id, suite.config.limits) as executor,
+        hooks.judge_factory(run.oracle.checks_module, suite.config) as checks,
+        opened(hooks.executor_factory(run.admitted.image), run.run_id, suite.config.limits) as executor,
     ):
-        drift: SealDriftError | None = None
-        try:
-            current = verify(fixture_root, expected, seal_file=str(oracle.seal_file))
-        except SealDriftError as exc:
-            drift, current = exc, seal_tree(fixture_root)
-        if drift is None:
-            check_fixtures(suite.properties, current.manifest, suite_file=str(suite.path))
-        facts = RunFacts(
-            run_id=run_id,
-            started=started,
-            suite=suite,
-            workdir=request.workdir,
-            fixture_root=fixture_root,
-            seal=current,
-            clock=clock,
-            retries=request.retries,
-            base=oracle.base_commit,
-            oracle_edits=oracle_edits,
-            freezes=resolve(
-                freeze_file, bands=whole.bands(), seal=current.digest, now=started, source=str(whole.freeze_path)
-            ),
-            deadline_sources={
-                p.id: deadline_source(p.id, p.deadline_s, calibration, current.digest) for p in suite.properties
-            },
-            selection=chosen,
-            suite_file=str(request.suite),
-            unenrolled_workers=request.unenrolled_workers,
-            seeds_from=request.seeds_from,
-        )
-        fixtures = {
-            current.manifest[p.fixture]: read_input(fixture_root / p.fixture, "fixture")
-            for p in suite.properties
-            if p.fixture in current.manifest
-        }
-        log.info("run.start", run_id=facts.run_id, suite=str(suite.path), seal=current.digest[:16], drift=bool(drift))
-
-        with (
-            LocalInputs(
-                request.workdir, fixtures, tree=admitted.tree, overrides=oracle.overrides, limits=suite.config.limits
-            ) as inputs,
-            base_inputs(oracle, admitted.base, fixtures, suite) as base_side,
-        ):
-            facts = replace(facts, tree_digest=inputs.tree_digest)
-            trees = {Side.PATCH: inputs.tree_digest}
-            if base_side is not None:
-                inputs.serve(base_side)  # one wave holds both sides' trials of a paired property
-                trees[Side.BASE] = base_side.tree_digest
-            journal.expect(
-                journal_header(
-                    run_id=run_id,
-                    suite=suite,
-                    checks=oracle.checks_module.source,
-                    tree=inputs.tree_digest,
-                    seal=current.digest,
-                    properties=[p.id for p in suite.properties],
-                )
-            )
-            records: list[TrialRecord] = []
-            if drift is not None:
-                verdicts = all_harness(suite, current.manifest, str(drift))
-            else:
-                verdicts, facts = execute(
-                    journal.executor(executor, _spec_of(facts, trees)),
-                    facts,
-                    inputs,
-                    checks,
-                    fixtures,
-                    progress,
-                    records,
-                    cross_check_share=request.cross_check,
-                    stored_canary=journal.stored_canary,
-                    base_tree_digest=trees.get(Side.BASE),
-                )
-            if (resumed := journal.event()) is not None:
-                facts = replace(facts, events=(*facts.events, resumed))
+        bound = bind(run)
+        seal, drift = bound.facts.binding.seal.digest[:16], bound.drift is not None
+        log.info("run.start", run_id=run.run_id, suite=str(suite.path), seal=seal, drift=drift)
+        judged = _trials(run, bound, journal, executor, checks, hooks.progress)
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(
-            executor, facts, verdicts, records, oracle=oracle, selection=selection, fixtures=fixtures, checks=checks
+            executor,
+            judged.facts,
+            judged.verdicts,
+            judged.records,
+            oracle=run.oracle,
+            selection=run.admitted.selection,
+            fixtures=bound.fixtures,
+            checks=checks,
         )
+    judged, recorded = _keep(run, replace(judged, facts=facts), bound.fixtures)
+    return _commit(run, journal, hooks, judged, recorded)
+
+
+def _trials(
+    run: Prepared, bound: Bound, journal: RunJournal, executor: Executor, checks: TrialJudge, progress: Progress
+) -> _Judged:
+    """The stage that lays out the trees, binds the journal and runs the waves (every property a harness
+    error instead when the seal drifted)."""
+    request, oracle, suite, facts = run.request, run.oracle, run.suite, bound.facts
+    with (
+        LocalInputs(
+            request.workdir,
+            bound.fixtures,
+            tree=run.admitted.tree,
+            overrides=oracle.overrides,
+            limits=suite.config.limits,
+        ) as inputs,
+        base_inputs(oracle, run.admitted.base, bound.fixtures, suite) as base_side,
+    ):
+        facts = replace(facts, binding=replace(facts.binding, tree_digest=inputs.tree_digest))
+        trees = {Side.PATCH: inputs.tree_digest}
+        if base_side is not None:
+            inputs.serve(base_side)  # one wave holds both sides' trials of a paired property
+            trees[Side.BASE] = base_side.tree_digest
+        journal.expect(
+            journal_header(
+                run_id=run.run_id,
+                suite=suite,
+                checks=oracle.checks_module.source,
+                tree=inputs.tree_digest,
+                seal=facts.binding.seal.digest,
+                properties=[p.id for p in suite.properties],
+            )
+        )
+        records: list[TrialRecord] = []
+        if bound.drift is not None:
+            verdicts = all_harness(suite, facts.binding.seal.manifest, str(bound.drift))
+        else:
+            verdicts, facts = execute(
+                journal.executor(executor, _spec_of(facts, trees)),
+                facts,
+                inputs,
+                checks,
+                bound.fixtures,
+                progress,
+                records,
+                cross_check_share=request.cross_check,
+                stored_canary=journal.stored_canary,
+                base_tree_digest=trees.get(Side.BASE),
+            )
+        if (resumed := journal.event()) is not None:
+            facts = replace(facts, trust=replace(facts.trust, events=(*facts.trust.events, resumed)))
+    return _Judged(facts, verdicts, records)
+
+
+def _keep(run: Prepared, judged: _Judged, fixtures: Mapping[str, bytes]) -> tuple[_Judged, RunHistory]:
+    """The stage that keeps what the run observed: its flake history entries, and its trials as evidence."""
     # Frozen properties' results join the flake history only from a run on the base's own tree.
     recorded = run_history(
-        facts, verdicts, oracle=oracle, selection=selection, fixtures=fixtures, partial=chosen is not None
+        judged.facts,
+        judged.verdicts,
+        oracle=run.oracle,
+        selection=run.admitted.selection,
+        fixtures=fixtures,
+        partial=run.chosen is not None,
     )
     # Every judged trial kept by content before the card that binds their digest is written.
-    facts = replace(facts, evidence=write_evidence(admitted.store, records), flake_history=recorded.note)
+    evidence = write_evidence(run.admitted.store, judged.records)
+    trust = replace(judged.facts.trust, evidence=evidence, flake_history=recorded.note)
+    return replace(judged, facts=replace(judged.facts, trust=trust)), recorded
 
+
+def _commit(run: Prepared, journal: RunJournal, hooks: _Hooks, judged: _Judged, recorded: RunHistory) -> RunResult:
+    """The stage that decides, writes books and card as one step, and prints what `gate accept` will say."""
+    facts, verdicts, card_path = judged.facts, judged.verdicts, card_of(run.request)
     # The commit (gate.run.commit): the books and the card that agrees with them are written whole, Ctrl-C
     # held (a run waiting for another's books still stops at once: nothing is written while it waits).
     if (summary := journal.summary()) is not None:
-        note(summary)
-    log.info("run.commit", run_id=facts.run_id, books=books.where)
+        hooks.note(summary)
+    log.info("run.commit", run_id=facts.run_id, books=run.books.where)
     card = commit(
         facts,
         verdicts,
-        records,
-        books=books,
+        judged.records,
+        books=run.books,
         history=recorded.update if recorded.entries else None,
-        partial=chosen is not None,
+        partial=run.chosen is not None,
         journal=journal,
         card_path=card_path,
-        signer=admitted.signer,
-        reports=request.reports,
+        signer=run.admitted.signer,
+        reports=run.request.reports,
     )
     # What `gate accept` will say of this card on this tree: one answer, by accept's own path.
-    verdict = forecast(card, card_path, oracle, tree_digest=facts.tree_digest, now=now())
+    verdict = forecast(card, card_path, run.oracle, tree_digest=facts.binding.tree_digest, now=hooks.now())
     for line in verdict_lines(card, card_path, verdict):
-        emit(line)
+        hooks.emit(line)
     log.info("run.done", run_id=facts.run_id, status=card.status, exit_code=card.exit_code)
-    return RunResult(card=card, verdicts=tuple(verdicts), freeze_file=freeze_file)
+    return RunResult(card=card, verdicts=tuple(verdicts), freeze_file=run.oracle.freeze_file)
 
 
 def _spec_of(facts: RunFacts, trees: Mapping[Side, str]) -> SpecOf:
     """The spec this run plans for a stored trial (with its stored canary), for the image the run resolved;
     a base-side trial only for a paired property of a run with a base tree."""
-    props = {p.id: p for p in facts.suite.properties}
+    props = {p.id: p for p in facts.binding.suite.properties}
 
     def spec_of(image_id: str, property_id: str, index: int, canary: str, side: Side) -> TrialSpec | None:
         prop = props.get(property_id)
@@ -309,12 +264,9 @@ def _spec_of(facts: RunFacts, trees: Mapping[Side, str]) -> SpecOf:
             return None
         if side is Side.BASE and not isinstance(prop.rule(), PairedRule):
             return None
-        planner = replace(planner_for(replace(facts, image_id=image_id), trees[side]), side=side)
+        on_image = replace(facts, venue=replace(facts.venue, image_id=image_id))
+        planner = replace(planner_for(on_image, trees[side]), side=side)
         [spec] = planner.trials(prop, index, 1)
         return spec.model_copy(update={"canary": canary})
 
     return spec_of
-
-
-def _only(suite: Suite, chosen: tuple[str, ...]) -> tuple[PropertySpec, ...]:
-    return tuple(p for p in suite.properties if p.id in chosen)

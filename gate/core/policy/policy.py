@@ -98,14 +98,7 @@ def decide(
     oracle_edits: Sequence[str] = (),
 ) -> Decision:
     """Apply the decision table to one run's verdicts; returns the updated ledger and window too."""
-    faulted_ids = {v.property_id for v in verdicts if v.kind is Kind.HARNESS_ERROR}
-    inputs = PolicyInputs(
-        ledger_budget=ledger.budget,
-        ledger_ttl_s=ledger.ttl.total_seconds(),
-        credits_before={pid: c for pid, c in ledger.credits.items() if pid in faulted_ids},
-        window_before=window,
-        max_fault_share=max_fault_share,
-    )
+    inputs = _inputs(verdicts, ledger, window, max_fault_share)
     votes: list[Vote] = []
     actions: list[LedgerEntry] = []
     reasons: list[str] = []
@@ -163,16 +156,7 @@ def decide(
             f"{len(window.recent)} (budget {window.max_inconclusive} in {window.size})"
         )
 
-    if blocked:
-        status, code = JobStatus.BLOCKED, RET_BLOCKED
-    elif harness_broken:
-        status, code = JobStatus.HARNESS_BROKEN, RET_HARNESS
-    elif window.tripped:
-        status, code = JobStatus.SAMPLER_BUDGET_EXCEEDED, RET_SAMPLER
-    elif any(vote.voting for vote in votes) and all(vote.kind is Kind.PASS for vote in votes if vote.voting):
-        status, code = JobStatus.ACCEPTED, RET_OK
-    else:
-        status, code = JobStatus.INCONCLUSIVE, RET_OK
+    status, code = _status(votes, blocked=blocked, harness_broken=harness_broken, tripped=window.tripped)
     return Decision(
         status=status,
         exit_code=code,
@@ -183,3 +167,29 @@ def decide(
         reasons=tuple(reasons),
         inputs=inputs,
     )
+
+
+def _inputs(verdicts: Sequence[Verdict], ledger: Ledger, window: SamplerWindow, max_fault_share: float) -> PolicyInputs:
+    """What `decide` is given besides the verdicts, as the card records it (the faulted properties' credits only)."""
+    faulted_ids = {v.property_id for v in verdicts if v.kind is Kind.HARNESS_ERROR}
+    return PolicyInputs(
+        ledger_budget=ledger.budget,
+        ledger_ttl_s=ledger.ttl.total_seconds(),
+        credits_before={pid: c for pid, c in ledger.credits.items() if pid in faulted_ids},
+        window_before=window,
+        max_fault_share=max_fault_share,
+    )
+
+
+def _status(votes: Sequence[Vote], *, blocked: bool, harness_broken: bool, tripped: bool) -> tuple[JobStatus, int]:
+    """The job's status and exit code when several rows fire: 1 over 2 over 3; exit 0 is accepted only when
+    every voting row passed."""
+    if blocked:
+        return JobStatus.BLOCKED, RET_BLOCKED
+    if harness_broken:
+        return JobStatus.HARNESS_BROKEN, RET_HARNESS
+    if tripped:
+        return JobStatus.SAMPLER_BUDGET_EXCEEDED, RET_SAMPLER
+    if any(vote.voting for vote in votes) and all(vote.kind is Kind.PASS for vote in votes if vote.voting):
+        return JobStatus.ACCEPTED, RET_OK
+    return JobStatus.INCONCLUSIVE, RET_OK
