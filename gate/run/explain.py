@@ -23,7 +23,7 @@ from gate.core.policy.explaining import Explainer
 from gate.core.policy.sources import vary
 from gate.core.suite.plan import Planner, check_fixtures
 from gate.core.suite.suite import PropertySpec, Suite
-from gate.core.suite.trial import Interpreter, TrialSpec
+from gate.core.suite.trial import TrialSpec
 from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind
 from gate.io.checkproc import JudgeFactory, judging
 from gate.io.fixtures import verify
@@ -133,17 +133,13 @@ def _explain(
         opened(executor_factory(image), run_id, suite.config.limits) as executor,
         LocalInputs(root, fixtures, tree=tree, overrides=oracle.overrides, limits=suite.config.limits) as inputs,
     ):
-        planner = Planner(
+        planner = Planner.of_suite(
+            suite,
             run_id=run_id,
-            probe_argv=suite.config.probe,
             tree_digest=inputs.tree_digest,
             manifest=current.manifest,
             clock=oracle.clock,
-            limits=suite.config.limits,
-            suite_file=str(suite.path),
             image_id=executor.image_id(),
-            pythonpath=suite.config.pythonpath,
-            interpreter=Interpreter(suite.config.interpreter),
         )
 
         def run(specs: list[TrialSpec]) -> dict[int, Outcome]:

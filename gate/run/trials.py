@@ -17,7 +17,7 @@ from gate.core.errors import HarnessError, UsageError
 from gate.core.suite.fold import Tally, fold_tallies
 from gate.core.suite.plan import Planner
 from gate.core.suite.suite import PropertySpec, Suite
-from gate.core.suite.trial import Interpreter, Observation, Side, TrialKey, TrialSpec
+from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
 from gate.core.trust.crosscheck_summary import CrossCheckSummary
 from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Outcome, Verdict, harness_verdict
@@ -179,18 +179,13 @@ def planner_for(
     """The run's planner for one tree (the patched one, or the base's for a rerun): a fresh canary per trial
     (except a resumed trial's, which keeps the canary it was observed with: `stored_canary`), and the seeds
     of the run (or of the one it replays): a rerun draws what the trial drew."""
-    suite = facts.binding.suite
-    return Planner(
+    return Planner.of_suite(
+        facts.binding.suite,
         run_id=facts.run_id,
-        probe_argv=suite.config.probe,
         tree_digest=tree_digest,
         manifest=facts.binding.seal.manifest,
         clock=facts.binding.clock,
-        limits=suite.config.limits,
-        suite_file=str(suite.path),
         image_id=facts.venue.image_id,
-        pythonpath=suite.config.pythonpath,
-        interpreter=Interpreter(suite.config.interpreter),
         new_canary=lambda: secrets.token_hex(16),
         seeds_from=facts.venue.seeds_from,
         stored_canary=stored_canary or (lambda _property, _index, _side: None),

@@ -133,25 +133,8 @@ def pump(proc: subprocess.Popen, out: Stream, err: Stream, deadline_s: float, st
         with contextlib.suppress(OSError):
             fcntl.fcntl(fd, 1031, PIPE_SIZE)  # F_SETPIPE_SZ
     pidfd = os.pidfd_open(proc.pid)
-    poller = select.poll()
-    for fd in (*streams, pidfd):
-        poller.register(fd, select.POLLIN)
-    timed_out = False
     try:
-        while True:
-            left = started + deadline_s - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready = poller.poll(left * 1000)
-            if any(fd == pidfd for fd, _ in ready):
-                break
-            for fd, _ in ready:
-                chunk = os.read(fd, CHUNK)
-                if chunk:
-                    streams[fd].feed(chunk)
-                else:
-                    poller.unregister(fd)
+        timed_out = not feed_until(streams, pidfd, started + deadline_s)
         if timed_out:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -159,6 +142,25 @@ def pump(proc: subprocess.Popen, out: Stream, err: Stream, deadline_s: float, st
     finally:
         os.close(pidfd)
     return timed_out, status
+
+
+def feed_until(streams: dict[int, Stream], stop: int, until: float) -> bool:
+    """Feed what each pipe in `streams` carries into its Stream until `stop` (a pidfd, a socket) is readable:
+    True then; False once the monotonic clock passes `until`."""
+    poller = select.poll()
+    for fd in (*streams, stop):
+        poller.register(fd, select.POLLIN)
+    while (left := until - time.monotonic()) > 0:
+        ready = poller.poll(left * 1000)
+        if any(fd == stop for fd, _ in ready):
+            return True
+        for fd, _ in ready:
+            chunk = os.read(fd, CHUNK)
+            if chunk:
+                streams[fd].feed(chunk)
+            else:
+                poller.unregister(fd)
+    return False
 
 
 def drain(fd: int, stream: Stream) -> None:

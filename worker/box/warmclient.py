@@ -13,7 +13,6 @@ import contextlib
 import fcntl
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -21,9 +20,9 @@ import time
 from dataclasses import dataclass
 
 try:  # inside the sandbox: siblings in the same read-only mount
-    from probeproc import CHUNK, PIPE_SIZE, Stream, layout
+    from probeproc import PIPE_SIZE, Stream, feed_until, layout
 except ImportError:  # imported on the host as worker.box.warmclient
-    from worker.box.probeproc import CHUNK, PIPE_SIZE, Stream, layout
+    from worker.box.probeproc import PIPE_SIZE, Stream, feed_until, layout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Trials per parent. Hash randomisation is fixed when an interpreter starts, so each parent is one
@@ -181,28 +180,11 @@ class WarmParents:
         """Drain the pipes until the parent reports the child's end, or kill the child's process group
         at the deadline and then take the parent's report."""
         assert self.sock is not None
-        control = self.sock.fileno()
-        poller = select.poll()
-        for fd in (*streams, control):
-            poller.register(fd, select.POLLIN)
-        timed_out = False
-        while True:
-            left = started + deadline_s - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready = poller.poll(left * 1000)
-            if any(fd == control for fd, _ in ready):
-                return False, self._answer(REPORT_S)
-            for fd, _ in ready:
-                chunk = os.read(fd, CHUNK)
-                if chunk:
-                    streams[fd].feed(chunk)
-                else:
-                    poller.unregister(fd)
+        if feed_until(streams, self.sock.fileno(), started + deadline_s):
+            return False, self._answer(REPORT_S)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        return timed_out, self._answer(REPORT_S)
+        return True, self._answer(REPORT_S)
 
     def _answer(self, timeout_s: float) -> dict:
         assert self.sock is not None

@@ -12,9 +12,10 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gate.core.errors import SuiteError
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.suite import PropertySpec, Suite
 from gate.core.suite.trial import MAX_SEED, ClockSpec, Interpreter, Limits, Side, TrialSpec
 
 SEED_DOMAIN = "probegate/trial-seed/v1"
@@ -49,6 +50,24 @@ class Planner:
     # The tree `tree_digest` names: the patched one, or the base's for a paired property's other side
     # (whose trial i gets the same seed, fixture and clock as the patch's trial i).
     side: Side = Side.PATCH
+
+    @classmethod
+    def of_suite(
+        cls, suite: Suite, *, run_id: str, tree_digest: str, manifest: Mapping[str, str], clock: ClockSpec, **more: Any
+    ) -> Planner:
+        """The planner for `suite`'s trials: its probe, limits, pythonpath and interpreter; `more` as the fields."""
+        return cls(
+            run_id=run_id,
+            probe_argv=suite.config.probe,
+            tree_digest=tree_digest,
+            manifest=manifest,
+            clock=clock,
+            limits=suite.config.limits,
+            suite_file=str(suite.path),
+            pythonpath=suite.config.pythonpath,
+            interpreter=Interpreter(suite.config.interpreter),
+            **more,
+        )
 
     def trials(self, prop: PropertySpec, start: int, count: int) -> list[TrialSpec]:
         """Specs for trial indices start .. start+count-1 of `prop`."""
