@@ -34,4 +34,23 @@ class NoProgress:
         return None
 
 
+class Both:
+    """Two progresses told the same: the command line's bars and the file `gate view` reads."""
+
+    def __init__(self, first: Progress, second: Progress) -> None:
+        self.first, self.second = first, second
+
+    def planned(self, property_id: str, trials: int) -> None:
+        self.first.planned(property_id, trials)
+        self.second.planned(property_id, trials)
+
+    def done(self, property_id: str, outcome: OutcomeKind) -> None:
+        self.first.done(property_id, outcome)
+        self.second.done(property_id, outcome)
+
+    def finished(self) -> None:
+        self.first.finished()
+        self.second.finished()
+
+
 NO_PROGRESS: Progress = NoProgress()

@@ -25,6 +25,7 @@ from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import check_writable
 from gate.io.checkproc import JudgeFactory, TrialJudge, judging
 from gate.io.evidence import write_evidence
+from gate.io.liveprogress import ProgressFile, progress_path
 from gate.io.snapshot import LocalInputs
 from gate.run.baserun import with_base_reruns
 from gate.run.binding import Bound, Prepared, bind, prepare
@@ -34,7 +35,7 @@ from gate.run.executors.journaled import RunJournal, SpecOf, journal_header
 from gate.run.forecast import forecast
 from gate.run.oracle import Oracle, OracleRequest, read_oracle
 from gate.run.pairedbase import base_inputs
-from gate.run.progress import NO_PROGRESS, Progress
+from gate.run.progress import NO_PROGRESS, Both, Progress
 from gate.run.request import BooksFactory, ExecutorFactory, ImageFactory, RunRequest, RunResult, card_of, file_books
 from gate.run.runhistory import RunHistory, run_history
 from gate.run.trials import all_harness, execute, planner_for
@@ -140,7 +141,9 @@ def _journaled(run: Prepared, journal: RunJournal, hooks: _Hooks) -> RunResult:
         bound = bind(run)
         seal, drift = bound.facts.binding.seal.digest[:16], bound.drift is not None
         log.info("run.start", run_id=run.run_id, suite=str(suite.path), seal=seal, drift=drift)
-        judged = _trials(run, bound, journal, executor, checks, hooks.progress)
+        # Beside the journal, what the checks judged so far: the journal holds observations only.
+        progress = Both(hooks.progress, ProgressFile(progress_path(journal.path)))
+        judged = _trials(run, bound, journal, executor, checks, progress)
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(
             executor,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the journal's models load with the first journal read: the 
 
 SUFFIX = ".journal"  # gate.io.journal.SUFFIX, written out for the same reason
 
-FIELDS = ("trials", "base", "exit_0", "exit_other", "timeouts", "faults", "slowest_s")
+FIELDS = ("trials", "judged", "hits", "hit_rate", "base", "exit_0", "exit_other", "timeouts", "faults", "slowest_s")
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,15 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _row(property_id: str, observed: list[Observation]) -> LiveRow:
+def _row(property_id: str, observed: list[Observation], judged: dict[str, int]) -> LiveRow:
     patch = [o for o in observed if o.side.value == "patch"]
     durations = [o.duration_s for o in observed]
+    done, hits = judged.get("judged", 0), judged.get("hits", 0)
     cells = {
         "trials": str(len(patch)),
+        "judged": f"{done} of {judged['planned']}" if judged.get("planned") else str(done),
+        "hits": str(hits),
+        "hit_rate": _rate(hits, done),
         "base": str(len(observed) - len(patch)),
         "exit_0": str(sum(o.exit_code == 0 and not o.timed_out and o.fault is None for o in observed)),
         "exit_other": str(sum(o.exit_code not in (0, None) and not o.timed_out for o in observed)),
@@ -78,17 +82,30 @@ def _row(property_id: str, observed: list[Observation]) -> LiveRow:
     return LiveRow(property_id, cells)
 
 
-def live_rows(journal: Journal) -> tuple[LiveRow, ...]:
-    """One row per property the run covers, in suite order, then any property only the journal names."""
+def _rate(hits: int, judged: int) -> str:
+    """The hit rate so far with its 95% Wilson interval, which narrows as waves are judged."""
+    from gate.core.verdicts.bands import wilson
+
+    if not 0 <= hits <= judged or judged == 0:
+        return "-"
+    interval = wilson(hits, judged)
+    return f"{hits / judged:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
+
+
+def live_rows(journal: Journal, judged: dict[str, dict[str, int]] | None = None) -> tuple[LiveRow, ...]:
+    """One row per property the run covers, in suite order, then any property only the journal names; `judged`:
+    what the run's checks made of its trials so far (gate.io.liveprogress), by property."""
+    judged = judged or {}
     by_property: dict[str, list[Observation]] = {pid: [] for pid in journal.header.properties}
     for stored in journal.stored.values():
         by_property.setdefault(stored.observation.property_id, []).append(stored.observation)
-    return tuple(_row(pid, observed) for pid, observed in by_property.items())
+    return tuple(_row(pid, observed, judged.get(pid, {})) for pid, observed in by_property.items())
 
 
 def read_live(path: Path) -> LiveRun:
     """The run in progress whose journal is at `path`, as it stands."""
     from gate.io.journal import peek_journal
+    from gate.io.liveprogress import progress_path, read_progress
 
     key, mtime = path_key(path), _mtime(path)
     try:
@@ -102,7 +119,7 @@ def read_live(path: Path) -> LiveRun:
         path,
         mtime,
         run_id=journal.header.run_id,
-        rows=live_rows(journal),
+        rows=live_rows(journal, read_progress(progress_path(path))),
         total=len(journal.stored),
         committed=journal.committed,
     )

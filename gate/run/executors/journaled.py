@@ -24,6 +24,7 @@ from gate.core.suite.journal import Journal, JournalHeader, check_trials, mismat
 from gate.core.suite.suite import Suite
 from gate.core.suite.trial import Limits, Observation, Side, TrialKey, TrialSpec
 from gate.io.journal import JournalWriter, discard_journal, journal_path, new_journal, read_journal
+from gate.io.liveprogress import progress_path
 from gate.io.snapshot import LocalInputs
 from gate.run.executors.base import Executor
 
@@ -50,6 +51,7 @@ class RunJournal:
         if not resume:
             if discard_journal(path):
                 note(f"gate: removed the journal of an interrupted run at {path} (gate run --resume continues one)")
+            progress_path(path).unlink(missing_ok=True)
             return cls(path)
         found = read_journal(path)
         if found is None:
@@ -125,10 +127,11 @@ class RunJournal:
             self.writer.commit()
 
     def done(self) -> None:
-        """The run is committed (books and card written): the journal goes."""
+        """The run is committed (books and card written): the journal goes, and its judged progress."""
         if self.writer is not None:
             self.writer.remove()
             self.writer = None
+        progress_path(self.path).unlink(missing_ok=True)
 
     def close(self) -> None:
         """Let go of the journal (it stays on disk for a resume)."""

@@ -9,8 +9,10 @@ from starlette.testclient import TestClient
 from support.mini_suite import STAT
 from support.viewsite import LIVE_RUN, Site, append_trial
 
+from gate.core.verdicts.verdict import OutcomeKind
 from gate.io.artifacts import read_card, write_card
 from gate.io.journal import peek_journal
+from gate.io.liveprogress import ProgressFile, progress_path
 from gate.view.live import read_live
 
 
@@ -55,3 +57,26 @@ def test_the_stream_sends_the_rows_then_the_card_once_it_exists(client: TestClie
 
 def test_a_stream_of_no_run_ends_at_once(client: TestClient) -> None:
     assert events(client, "/live/0000000000000000/events") == [("gone", "no run in progress under this key")]
+
+
+def test_what_the_checks_judged_so_far_streams_with_its_interval(client: TestClient, site: Site) -> None:
+    """Beside the journal, the run's judged counts: the row shows hits, judged of planned and the hit rate
+    with its Wilson interval, and the next wave's counts reach the page through the stream."""
+    progress = ProgressFile(progress_path(site.journal), every_s=0)
+    progress.planned(STAT, 10)
+    for outcome in (OutcomeKind.HIT, OutcomeKind.HIT, OutcomeKind.MISS):
+        progress.done(STAT, outcome)
+    live = read_live(site.journal)
+    row = next(r for r in live.rows if r.property_id == STAT)
+    assert (row.cells["judged"], row.cells["hits"], row.cells["hit_rate"]) == ("3 of 10", "2", "0.67 [0.21, 0.94]")
+    progress.done(STAT, OutcomeKind.HIT)
+    (name, data), *_ = events(client, f"/live/{live.key}/events")
+    streamed = {r["property"]: r for r in json.loads(data)["rows"]}[STAT]
+    assert name == "rows" and (streamed["judged"], streamed["hits"]) == ("4 of 10", "3")
+
+
+def test_a_progress_file_that_lies_shows_nothing_rather_than_breaking(site: Site) -> None:
+    """More hits than judged trials (a garbled or planted file) is shown as no rate, never a traceback."""
+    progress_path(site.journal).write_text(json.dumps({"properties": {STAT: {"planned": 1, "judged": 1, "hits": 9}}}))
+    row = next(r for r in read_live(site.journal).rows if r.property_id == STAT)
+    assert row.cells["hit_rate"] == "-"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.judging import in_process
-from support.mini_suite import CONTRACT, NOW, RUN_ID, STAT, Handler, Suite, build_suite, good, stdout
+from support.mini_suite import CONTRACT, NOW, RUN_ID, SAFETY, STAT, Handler, Suite, build_suite, good, stdout
 
 from gate.cli.refold import run_refold
 from gate.core.errors import JournalError, UsageError
@@ -19,6 +19,7 @@ from gate.core.suite.journal import chained
 from gate.core.suite.sandbox import Inputs
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
 from gate.io.journal import STATE_ENV, journal_path, read_journal
+from gate.io.liveprogress import progress_path, read_progress
 from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunResult
 from gate.run.runner import run_gate
@@ -119,6 +120,10 @@ def test_a_resumed_run_reuses_what_was_stored_and_writes_the_uninterrupted_card(
     id kept, the books written once and the journal gone."""
     journal = interrupted(suite, after=20)
     assert len(journal.read_text().splitlines()) == 21  # the header and one line per observed trial
+    # Beside it, what `gate view` shows of the checks' judging so far: counts, planned trials first.
+    progress = read_progress(progress_path(journal))
+    assert {pid: c["planned"] for pid, c in progress.items()} == {SAFETY: 1, CONTRACT: 1, STAT: 30}
+    assert sum(c["judged"] for c in progress.values()) <= 20
     notes: list[str] = []
     executor = Counting(sometimes)
     resumed = run_with(suite, executor, notes, resume=True)
@@ -127,7 +132,7 @@ def test_a_resumed_run_reuses_what_was_stored_and_writes_the_uninterrupted_card(
     assert notes == [f"gate: resumed run {RUN_ID}: 20 trial(s) reused, 12 re-run"]
     assert resumed.card.run_id == RUN_ID
     assert any(e.kind == "resumed" for e in resumed.card.harness_events)
-    assert not journal.exists()
+    assert not journal.exists() and not progress_path(journal).exists()
     assert run_refold(suite.card) == 0  # the evidence beside it (reused and new trials) re-folds to its rows
     assert (
         books(suite)["sampler_window"]
