@@ -150,7 +150,12 @@ class Pages:
                 seen.add(row.id)
                 pairs.append((row.id, row, first_b.get(row.id)))
         pairs += [(pid, None, row) for pid, row in first_b.items() if pid not in seen]
-        return self.render("compare.html", a=a, b=b, diff=diff, rows=rows, plot=compare_plot(pairs), note="")
+        # The paired rows' differences: how the pairs of base and patch trials came out on either side.
+        paired = [(pid, ra.paired if ra else None, rb.paired if rb else None) for pid, ra, rb in pairs]
+        paired = [(pid, pa, pb) for pid, pa, pb in paired if pa is not None or pb is not None]
+        return self.render(
+            "compare.html", a=a, b=b, diff=diff, rows=rows, plot=compare_plot(pairs), paired=paired, note=""
+        )
 
     def property(self, request: Request) -> HTMLResponse:
         """One property across every listed run: its hit rate with intervals, colour changes, freezes,

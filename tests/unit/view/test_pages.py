@@ -126,3 +126,30 @@ def test_live_page_shows_the_journal_rows(client: TestClient, site: Site) -> Non
     assert list(rows) == [SAFETY, CONTRACT, STAT]
     assert f"Run {LIVE_RUN[:12]}" in html
     assert_inert(parsed)
+
+
+def test_compare_shows_how_a_paired_rows_pairs_came_out_on_each_side(tmp_path, card) -> None:
+    """A paired row in two runs: the compare page puts each run's discordant pairs and the test's state
+    side by side (the paired differences), and says so where one run did not pair it."""
+    from gate.core.verdicts.paired import PairCounts
+    from gate.core.verdicts.verdict import PairedEvidence
+    from gate.io.artifacts import write_card
+    from gate.view.app import build_app
+    from gate.view.sources import Options, Sources
+
+    def paired(run_id: str, pairs: PairCounts | None) -> object:
+        rows = tuple(
+            r.model_copy(update={"paired": PairedEvidence(pairs=pairs) if pairs else None}) if r.id == STAT else r
+            for r in card.properties
+        )
+        return card.model_copy(update={"run_id": run_id, "properties": rows})
+
+    write_card(tmp_path / "a" / "card.json", paired("run-pair-a", PairCounts(both_pass=5, base_only=1, patch_only=4)))
+    write_card(tmp_path / "b" / "card.json", paired("run-pair-b", None))
+    app = build_app(Sources(card_dirs=(tmp_path,)), Options())
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        found = keys(client)
+        html, parsed = page(client, f"/compare?a={found['run-pair-a']}&b={found['run-pair-b']}")
+    rows = [a for t, a in parsed.elements if t == "tr" and "pairs" in (a.get("class") or "")]
+    assert [(a["data-property"], a["data-side"]) for a in rows] == [(STAT, "A"), (STAT, "B")]
+    assert "not paired in this run" in html and ">4</td>" in html and ">1</td>" in html
