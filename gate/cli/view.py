@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from gate.core.policy.freezes import FreezeFile
     from gate.core.policy.history import History
     from gate.core.suite.suite import Suite
+    from gate.core.trust.crosscheck_summary import CrossCheckSummary
     from gate.view.sources import Sources, WorkerLine
 
 DEFAULT_PORT = 8765
@@ -114,51 +115,57 @@ def _freezes(suite: Suite | None) -> Callable[[], FreezeFile | None] | None:
     return lambda: read_freeze_file(suite)
 
 
-def _live_fleet(path: Path, broker: str) -> Callable[[], list[WorkerLine]]:
-    """The enrolled workers with what the broker holds of them now (worker.celery's heartbeats): up or gone,
-    when last seen, their load in their own word."""
+def _fleet(path: Path, broker: str | None) -> Callable[[CrossCheckSummary | None], list[WorkerLine]]:
+    """The enrolled workers (revoked ones too) with the disputes naming each on the newest card and whether it
+    was caught there; with `broker`, also what the broker holds of them now (worker.celery's heartbeats): up or
+    gone, when last seen, their load in their own word."""
 
-    def live() -> list[WorkerLine]:
+    def rows(summary: CrossCheckSummary | None) -> list[WorkerLine]:
         from datetime import UTC, datetime
 
         from gate.core.trust.fleet import fleet
         from gate.io.workers import load_roster
         from gate.view.sources import WorkerLine
-        from worker.celery.coordinator.liveness import read_beats
 
         roster = load_roster(path, missing_ok=True)
-        beats = read_beats(broker, [w.key_id for w in roster.workers if w.active])
-        now = datetime.now(UTC)
+        beats = {}
+        if broker is not None:
+            from worker.celery.coordinator.liveness import read_beats
+
+            beats = read_beats(broker, [w.key_id for w in roster.workers if w.active])
+        now, by_key = datetime.now(UTC), {w.key_id: w for w in roster.workers}
         lines = []
-        for row in fleet(roster, beats, None, read_card=False):
-            seen = "never" if row.last_seen is None else f"{max(0, int((now - row.last_seen).total_seconds()))} s ago"
-            load = "" if row.in_flight is None else f"; {row.in_flight} in flight, {row.trials_last_minute} trials/min"
-            lines.append(
-                WorkerLine(row.name, row.state, row.tier == "owned", row.key_id, f"seen {seen}", load.lstrip("; "))
-            )
+        for row in fleet(roster, beats, summary, read_card=summary is not None):
+            enrolled = by_key[row.key_id]
+            if broker is None:
+                state = "enrolled" if row.state != "revoked" else "revoked"
+                since = (enrolled.revoked_at or enrolled.enrolled_at).isoformat(timespec="seconds")
+                detail = f"broker user {enrolled.acl_user}" if enrolled.acl_user else ""
+            else:
+                state = row.state
+                seen = "never" if row.last_seen is None else f"{max(0, int((now - row.last_seen).total_seconds()))} s"
+                since = f"seen {seen} ago" if row.last_seen is not None else "never seen"
+                detail = (
+                    "" if row.in_flight is None else f"{row.in_flight} in flight, {row.trials_last_minute} trials/min"
+                )
+            disputes = "" if row.disputes is None else f"{row.disputes}" + (", caught" if row.caught else "")
+            lines.append(WorkerLine(row.name, state, row.tier == "owned", row.key_id, since, detail, disputes))
         return lines
 
-    return live
+    return rows
 
 
-def _fleet(path: Path) -> Callable[[], list[WorkerLine]]:
-    def enrolled() -> list[WorkerLine]:
-        from gate.io.workers import load_roster
-        from gate.view.sources import WorkerLine
+def _invites(path: Path) -> Callable[[], str]:
+    def line() -> str:
+        from datetime import UTC, datetime
 
-        return [
-            WorkerLine(
-                name=w.name,
-                state="revoked" if w.revoked_at else "enrolled",
-                owned=w.owned,
-                key_id=w.key_id,
-                since=(w.revoked_at or w.enrolled_at).isoformat(timespec="seconds"),
-                detail=f"broker user {w.acl_user}" if w.acl_user else "",
-            )
-            for w in load_roster(path, missing_ok=True).workers
-        ]
+        from gate.core.trust.fleet import invites_open
+        from gate.io.invites import invites_path, load_invites
 
-    return enrolled
+        status = invites_open(load_invites(invites_path(path)), datetime.now(UTC))
+        return f"{status.open} open, {status.uses_left} join(s) left"
+
+    return line
 
 
 def sources_of(args: argparse.Namespace) -> Sources:
@@ -179,7 +186,8 @@ def sources_of(args: argparse.Namespace) -> Sources:
         journal_dir=settings_of(args).state_dir / "journals",
         freezes=_freezes(suite),
         history=_history(args, suite, folders),
-        fleet=_live_fleet(registry, broker) if broker else _fleet(registry),
+        fleet=_fleet(registry, broker),
+        invites=_invites(registry),
         fleet_live=broker is not None,
         names=names,
     )

@@ -204,5 +204,18 @@ class Pages:
         """The enrolled workers (and, with a live reader, who is up)."""
         from gate.view.history import read_source
 
-        workers = read_source(self.sources.fleet)
-        return self.render("fleet.html", workers=workers.value or [], problem=workers.problem)
+        summary, newest = None, ""
+        runs = self.index.runs()
+        if runs and not runs[0].problem:  # the disputes of the newest run: a worker caught there is shown so
+            with contextlib.suppress(GateError):
+                summary, newest = self.cards.card(runs[0]).cross_check, runs[0].run_id
+        reader = self.sources.fleet
+        workers = read_source((lambda: reader(summary)) if reader is not None else None)
+        invites = read_source(self.sources.invites)
+        return self.render(
+            "fleet.html",
+            workers=workers.value or [],
+            problem=workers.problem,
+            invites=invites.value or invites.problem,
+            newest=newest if summary is not None else "",
+        )

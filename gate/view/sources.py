@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gate.core.policy.freezes import FreezeFile
     from gate.core.policy.history import History
+    from gate.core.trust.crosscheck_summary import CrossCheckSummary
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class WorkerLine:
     key_id: str = ""
     since: str = ""
     detail: str = ""
+    disputes: str = ""  # on the newest card: the disagreements naming it, and whether it was caught
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,10 @@ class Sources:
     journal_dir: Path | None = None
     freezes: Callable[[], FreezeFile | None] | None = None
     history: Callable[[], History | None] | None = None
-    fleet: Callable[[], Sequence[WorkerLine]] | None = None
+    # Given the newest card's cross-check summary (None: no card, or none readable).
+    fleet: Callable[[CrossCheckSummary | None], Sequence[WorkerLine]] | None = None
     fleet_live: bool = False  # whether `fleet` knows who is up, or only who is enrolled
+    invites: Callable[[], str] | None = None  # the open invites, in one line
     names: dict[str, str] = field(default_factory=dict)  # what each source is, shown on its page
 
 

@@ -49,7 +49,7 @@ def test_the_sources_come_from_the_flags_and_the_state_folder(tmp_path: Path) ->
     assert sources.card_dirs == ((tmp_path / "cards").resolve(),)
     assert sources.journal_dir == tmp_path / "state" / "journals"
     assert sources.history is None and sources.freezes is None  # no ledger by the cards, no suite
-    assert sources.fleet is not None and sources.fleet() == []  # no registry file: nobody enrolled
+    assert sources.fleet is not None and sources.fleet(None) == []  # no registry file: nobody enrolled
 
 
 def test_a_broker_that_is_no_redis_url_is_refused(tmp_path: Path) -> None:

@@ -153,3 +153,40 @@ def test_compare_shows_how_a_paired_rows_pairs_came_out_on_each_side(tmp_path, c
     rows = [a for t, a in parsed.elements if t == "tr" and "pairs" in (a.get("class") or "")]
     assert [(a["data-property"], a["data-side"]) for a in rows] == [(STAT, "A"), (STAT, "B")]
     assert "not paired in this run" in html and ">4</td>" in html and ">1</td>" in html
+
+
+def test_fleet_names_the_disputes_of_the_newest_card_and_the_open_invites(tmp_path, card) -> None:
+    """With a registry and a card whose cross-checks caught a worker, the fleet page shows each worker's
+    disputes on that card and who was caught there, and the invites line (none open here)."""
+    from datetime import UTC, datetime
+
+    from gate.cli.view import _fleet, _invites
+    from gate.core.trust.crosscheck import Side, WorkerDisagreement
+    from gate.core.trust.crosscheck_summary import summarize
+    from gate.core.trust.enrolment import EnrolledWorker, Roster
+    from gate.core.verdicts.verdict import OutcomeKind
+    from gate.io.artifacts import write_card
+    from gate.io.workers import save_roster
+    from gate.view.app import build_app
+    from gate.view.sources import Options, Sources
+
+    when = datetime(2026, 12, 7, tzinfo=UTC)
+    registry = tmp_path / "workers.json"
+    save_roster(registry, Roster(workers=tuple(
+        EnrolledWorker(name=n, key_id=n * 16, public_key="pem", enrolled_at=when) for n in ("honest", "liar")
+    )))  # fmt: skip
+    dispute = WorkerDisagreement(
+        property_id=STAT,
+        trial_index=1,
+        sides=(Side(worker="liar", outcome=OutcomeKind.HIT), Side(worker="honest", outcome=OutcomeKind.MISS)),
+        counted=OutcomeKind.MISS,
+    )
+    summary = summarize(share=0.05, seed="s", chosen=1, checked=1, disagreements=[dispute], discarded=["liar"])
+    write_card(tmp_path / "cards" / "card.json", card.model_copy(update={"cross_check": summary}))
+    sources = Sources(card_dirs=(tmp_path / "cards",), fleet=_fleet(registry, None), invites=_invites(registry))
+    with TestClient(build_app(sources, Options()), base_url="http://127.0.0.1:8765") as client:
+        html, parsed = page(client, "/fleet")
+    cells = {a["data-worker"]: a for t, a in parsed.elements if t == "tr" and "data-worker" in a}
+    assert set(cells) == {"honest", "liar"} and 'id="disputes-from"' in html
+    assert "<td>1, caught</td>" in html and "<td>1</td>" in html
+    assert "Invites: 0 open, 0 join(s) left." in html
