@@ -13,6 +13,26 @@ ARTIFACTS_ENV = "PROBEGATE_ARTIFACTS"  # .ci/run sets it: where CI keeps the scr
 HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> \x1b[2J nul\x00 \u202eevil"
 SHOWN = ("<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "\\x1b[2J", "nul\\x00", "\\u202eevil")
 
+# The two properties both browser tests' suites end with: a fixed statistical rate and a contract row that
+# echoes the hostile output into its detail.
+BOTH_BROWSERS_PROPERTIES = """
+[[property]]
+id = "fixed_rate"
+band = "statistical"
+fixture = "input.json"
+check = "checks:right_tool"
+deadline_s = 1.0
+trials = 10
+min_hits = 8
+
+[[property]]
+id = "hostile_echo"
+band = "contract"
+fixture = "input.json"
+check = "checks:echo"
+deadline_s = 1.0
+"""
+
 CHECKS_PY = """\
 from gate.core.checks import Trial
 

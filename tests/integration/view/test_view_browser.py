@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import CHECKS_PY, HOSTILE, SHOWN, screenshot
+from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, screenshot
 
 from gate.core.suite.journal import JournalHeader, trial_line
 from gate.core.suite.trial import Captured, Observation, TrialSpec
@@ -39,23 +39,8 @@ name = "viewed"
 probe = "python3 probe.py"
 fixtures = "fixtures"
 checks = "checks.py"
-
-[[property]]
-id = "fixed_rate"
-band = "statistical"
-fixture = "input.json"
-check = "checks:right_tool"
-deadline_s = 1.0
-trials = 10
-min_hits = 8
-
-[[property]]
-id = "hostile_echo"
-band = "contract"
-fixture = "input.json"
-check = "checks:echo"
-deadline_s = 1.0
 """
+GATE_TOML += BOTH_BROWSERS_PROPERTIES
 
 
 def answering(echo: str, hits: int) -> Any:

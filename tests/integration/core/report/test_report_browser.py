@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import CHECKS_PY, HOSTILE, SHOWN, screenshot
+from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, screenshot
 
 from gate.core.report.html_dom import CSP
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
@@ -56,23 +56,8 @@ p0 = 0.8
 p1 = 0.6
 max_trials = 60
 wave = 5
-
-[[property]]
-id = "fixed_rate"
-band = "statistical"
-fixture = "input.json"
-check = "checks:right_tool"
-deadline_s = 1.0
-trials = 10
-min_hits = 8
-
-[[property]]
-id = "hostile_echo"
-band = "contract"
-fixture = "input.json"
-check = "checks:echo"
-deadline_s = 1.0
 """
+GATE_TOML += BOTH_BROWSERS_PROPERTIES
 
 SPRT_HITS = {0, 3}  # then misses only: open after the first wave, below the band after the second
 FIXED_HITS = 7  # of 10, band 8: inconclusive_sample
