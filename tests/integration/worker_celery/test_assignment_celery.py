@@ -25,6 +25,9 @@ def enrolled_run(patch: str, card: Path, url: str, registry: Path, *extra: str) 
     return gate_run(EXAMPLE, patch, card, "--broker", url, "--workers", str(registry), *extra, new_ledger=True)
 
 
+AT_ONCE = ("--room", "0")
+
+
 def spread(row: dict, names: set[str]) -> None:
     """The row's trials were assigned among `names` (to all of them when it has a trial for each) and ran
     exactly where assigned."""
@@ -46,7 +49,9 @@ def test_two_enrolled_honest_workers_share_every_property(
     workers.start("w2")
     workers.wait_ready()
     assert all("consuming it alone" in (tmp_path / f"{name}.log").read_text() for name in ("w1", "w2"))
-    run = enrolled_run("good", tmp_path / "good" / "card.json", redis_server.url, registry)
+    # Sent at once round the two (`--room 0`): dealt by room, a worker that answers sooner takes more batches,
+    # and how many depends on the machine's load, not on the assignment being checked here.
+    run = enrolled_run("good", tmp_path / "good" / "card.json", redis_server.url, registry, *AT_ONCE)
     assert (run.code, run.accept) == (0, 0), run.stderr
     assert run.kinds() == example_runs.get("good").kinds()
     for row in run.card["properties"]:
@@ -56,13 +61,14 @@ def test_two_enrolled_honest_workers_share_every_property(
     assert (
         abs(statistical["assigned"]["box-w1"] - statistical["assigned"]["box-w2"])
         <= max(statistical["assigned"].values()) // 2
-    ), statistical  # round robin by batch: the shares differ by one batch at most
+    ), statistical  # round robin by batch, sent at once: the shares differ by one batch at most
     kinds = {e["kind"] for e in run.card["harness_events"]}
     assert not kinds & {"unassigned_signer", "one_worker", "no_enrolled_worker"}, run.card["harness_events"]
     # Its statistical row alone: the whole suite's spread was proven on `good`.
     noisy = enrolled_run(
-        "noisy_sampler", tmp_path / "noisy" / "card.json", redis_server.url, registry, *NOISY_SEEDS, *ONLY_STAT
-    )
+        "noisy_sampler", tmp_path / "noisy" / "card.json", redis_server.url, registry, *NOISY_SEEDS, *ONLY_STAT,
+        *AT_ONCE,
+    )  # fmt: skip
     assert noisy.kinds()[STATISTICAL] == "inconclusive_sample", noisy.card["properties"]
     assert noisy.accept != 0 and f"{STATISTICAL}: inconclusive_sample" in noisy.accept_said, noisy.accept_said
     spread(next(r for r in noisy.card["properties"] if r["id"] == STATISTICAL), {"box-w1", "box-w2"})
