@@ -1,4 +1,4 @@
-"""The example suites' paired properties (examples/invoice/paired.toml, examples/windows/repo/paired.toml)
+"""The invoice example's paired properties (examples/invoice/paired.toml)
 through real Redis, real enrolled `gate-worker serve` processes and real Docker: the same kinds as the local
 pool (a patch that lowers the rate from about 0.95 to 0.85 blocked as inconclusive_sample, one that leaves it
 alone passing), both sides of each pair on the worker the coordinator chose; and an enrolled stand-in that
@@ -8,7 +8,6 @@ take part."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -18,7 +17,6 @@ from pathlib import Path
 
 import pytest
 from gate_runs import EXAMPLE, Run, gate_run
-from support.paths import INTEGRATION
 from support.servers import RedisServer, Workers, enrol, start_statistical_liar
 
 from gate.io.artifacts import read_card
@@ -30,13 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("paired_celery")]
 
 PAIRED, BAND = "routing_no_worse_than_base", "routing_band_8_of_10"
 PAIRED_SEEDS = ("--replay-seeds", "paired-3")  # as tests/integration/cli/test_paired_example.py pins them
-
-# The windows example's paired runs and what they must give, as tests/integration/cli/test_windows_paired.py
-# runs and checks them through the local pool (loaded by path: that folder is not on this module's path).
-_spec = importlib.util.spec_from_file_location("windows_paired", INTEGRATION / "cli" / "test_windows_paired.py")
-assert _spec is not None and _spec.loader is not None
-windows = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(windows)
 
 
 @dataclass(frozen=True)
@@ -86,10 +77,8 @@ def row(run: Run, pid: str = PAIRED) -> dict:
     return next(r for r in run.card["properties"] if r["id"] == pid)
 
 
-def test_the_paired_suites_give_the_local_kinds_through_enrolled_workers(
-    fleet: Fleet, tmp_path: Path, windows_project_image: str
-) -> None:
-    """Two enrolled honest workers: in both examples the slipping patch's paired row is inconclusive_sample (worse
+def test_the_paired_suite_gives_the_local_kinds_through_enrolled_workers(fleet: Fleet, tmp_path: Path) -> None:
+    """Two enrolled honest workers: the slipping patch's paired row is inconclusive_sample (worse
     than the base) while the fixed band passes it, the same-rate patch passes and is accepted; pairs spread over
     both workers, each row's trials ran where assigned, and the replays of whole pairs found nothing to dispute."""
     # Replays off for the slipping patches (their primaries stay on the card, and the test takes half the time).
@@ -115,17 +104,6 @@ def test_the_paired_suites_give_the_local_kinds_through_enrolled_workers(
     assert summary["replays_checked"] >= 1 and summary["disagreements"] == [], summary
     for run in (slips, same):
         paired = row(run)
-        assert set(paired["assigned"]) == {"box-w1", "box-w2"} and paired["workers"] == paired["assigned"], paired
-    # The windows example, in its project image with warm interpreters, on the same two workers (replays off:
-    # the invoice runs above prove them).
-    honest = ("--broker", fleet.url, "--workers", str(fleet.honest), "--cross-check", "0")
-    for patch, earned in (
-        ("paired/slips", windows.assert_slips_blocked),
-        ("paired/same_rate", windows.assert_same_rate_passes),
-    ):
-        ran, accepted, card = windows.windows_paired(tmp_path / "windows", patch, *honest)
-        earned(ran, accepted, card)
-        paired = windows.rows(card)[windows.PAIRED]
         assert set(paired["assigned"]) == {"box-w1", "box-w2"} and paired["workers"] == paired["assigned"], paired
 
 
