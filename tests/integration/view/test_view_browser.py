@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, screenshot
+from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, by_css, screenshot, wait_for
 
 from gate.core.suite.journal import JournalHeader, trial_line
 from gate.core.suite.trial import Captured, Observation, TrialSpec
@@ -31,7 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("view_browser")]
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 LIVE_RUN = "run-live-0001"
-WAIT_S = 15
 
 GATE_TOML = """\
 [suite]
@@ -131,18 +130,6 @@ def view(site: tuple[Path, JournalWriter]) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def by_css(parent: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return parent.find_elements(By.CSS_SELECTOR, selector)
-
-
-def wait_for(browser: Any, condition: Any) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(browser, WAIT_S).until(condition)
 
 
 def test_runs_page_lists_both_cards_and_the_live_run(chromium: Any, view: str, tmp_path: Path) -> None:
