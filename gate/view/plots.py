@@ -96,7 +96,7 @@ def live_sprt(slot: int, property_id: str, path: SprtPath) -> ET.Element:
     """A live run's SPRT path so far, drawn as the card's page draws it, with its caption."""
     box = el(None, "div", **{"class": "live-sprt"}, id=f"live-sprt-{slot}", data_property=property_id)
     sprt_plot(box, f"sprt-{slot}", property_id, path)
-    el(box, "p", "So far: " + sprt_caption(property_id, path), **{"class": "sprt-caption"}, data_property=property_id)
+    el(box, "p", sprt_caption(property_id, path, live=True), **{"class": "sprt-caption"}, data_property=property_id)
     return box
 
 

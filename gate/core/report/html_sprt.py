@@ -115,8 +115,9 @@ def sprt_plot(body: ET.Element, slug: str, property_id: str, path: SprtPath, *, 
     llr_plot(body, slug, property_id, path.points, (rule.lower, rule.upper), step="trial", title=title, data=data)
 
 
-def sprt_caption(property_id: str, path: SprtPath) -> str:
-    """What the path says: hits of trials, the rule, the llr after the last trial and where it stands."""
+def sprt_caption(property_id: str, path: SprtPath, *, live: bool = False) -> str:
+    """What the path says: hits of trials, the rule, the llr after the last trial and where it stands;
+    `live`: the run is still judging, so its last llr is the latest, not the final one."""
     rule = path.rule
     words = {
         "pass": "at or below B: the band holds",
@@ -124,9 +125,10 @@ def sprt_caption(property_id: str, path: SprtPath) -> str:
         "undecided": "between B and A at max_trials: undecided, not passed",
         "open": "between B and A: undecided before max_trials",
     }
+    llr = "llr so far" if live else "final llr"
     return (
         f"{html_text(property_id, LABEL_CHARS)}: {path.hits}/{path.trials} hits (p0 {rule.p0}, p1 {rule.p1}), "
-        f"final llr {path.final:.3f}, {words[path.decision]}. The run checks the test only after each wave "
+        f"{llr} {path.final:.3f}, {words[path.decision]}. The run checks the test only after each wave "
         f"of {rule.wave} trials and at max_trials {rule.max_trials}, so the path may cross a line between checks."
     )
 

@@ -53,7 +53,7 @@ def test_the_live_page_draws_the_path_the_card_page_would(client: TestClient, si
     assert group["data-upper"] == num(RULE.upper) and group["data-decision"] == "open"
     (polyline,) = parsed.by_class("llr")
     assert len((polyline["points"] or "").split()) == len(expected.points) == 3
-    assert parsed.by_id(f"sprt-{SLOT}")["role"] == "img" and "So far: " in html
+    assert parsed.by_id(f"sprt-{SLOT}")["role"] == "img" and "1/3 hits (p0 0.8, p1 0.6), llr so far 1.099" in html
     assert len(parsed.by_class("live-sprt")) == 1
 
 
