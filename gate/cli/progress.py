@@ -46,7 +46,7 @@ class TerminalProgress:
         self._planned[property_id] = trials
         self._bars.update(self._overall, total=sum(self._planned.values()))
 
-    def done(self, property_id: str, outcome: OutcomeKind) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
         task = self._tasks.get(property_id)
         if task is not None:
             self._bars.advance(task)

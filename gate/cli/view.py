@@ -8,7 +8,7 @@ import argparse
 import secrets
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gate.core.policy.history import History
     from gate.core.suite.suite import Suite
     from gate.core.trust.crosscheck_summary import CrossCheckSummary
+    from gate.core.trust.fleet import Beat
     from gate.view.sources import Sources, WorkerLine
 
 DEFAULT_PORT = 8765
@@ -115,10 +116,12 @@ def _freezes(suite: Suite | None) -> Callable[[], FreezeFile | None] | None:
     return lambda: read_freeze_file(suite)
 
 
-def _fleet(path: Path, broker: str | None) -> Callable[[CrossCheckSummary | None], list[WorkerLine]]:
+def _fleet(
+    path: Path, broker: str | None, read: Callable[[str, Collection[str]], Mapping[str, Beat]] | None = None
+) -> Callable[[CrossCheckSummary | None], list[WorkerLine]]:
     """The enrolled workers (revoked ones too) with the disputes naming each on the newest card and whether it
-    was caught there; with `broker`, also what the broker holds of them now (worker.celery's heartbeats): up or
-    gone, when last seen, their load in their own word."""
+    was caught there; with `broker`, also what the broker holds of them now (worker.celery's heartbeats, or
+    `read`'s): up or gone, when last seen, and in their own word their batches in flight and trials a minute."""
 
     def rows(summary: CrossCheckSummary | None) -> list[WorkerLine]:
         from datetime import UTC, datetime
@@ -128,28 +131,30 @@ def _fleet(path: Path, broker: str | None) -> Callable[[CrossCheckSummary | None
         from gate.view.sources import WorkerLine
 
         roster = load_roster(path, missing_ok=True)
-        beats = {}
+        beats: Mapping[str, Beat] = {}
         if broker is not None:
-            from worker.celery.coordinator.liveness import read_beats
+            reader = read
+            if reader is None:
+                from worker.celery.coordinator.liveness import read_beats
 
-            beats = read_beats(broker, [w.key_id for w in roster.workers if w.active])
+                reader = read_beats
+            beats = reader(broker, [w.key_id for w in roster.workers if w.active])
         now, by_key = datetime.now(UTC), {w.key_id: w for w in roster.workers}
         lines = []
         for row in fleet(roster, beats, summary, read_card=summary is not None):
             enrolled = by_key[row.key_id]
+            disputes = "" if row.disputes is None else f"{row.disputes}" + (", caught" if row.caught else "")
             if broker is None:
                 state = "enrolled" if row.state != "revoked" else "revoked"
                 since = (enrolled.revoked_at or enrolled.enrolled_at).isoformat(timespec="seconds")
                 detail = f"broker user {enrolled.acl_user}" if enrolled.acl_user else ""
-            else:
-                state = row.state
-                seen = "never" if row.last_seen is None else f"{max(0, int((now - row.last_seen).total_seconds()))} s"
-                since = f"seen {seen} ago" if row.last_seen is not None else "never seen"
-                detail = (
-                    "" if row.in_flight is None else f"{row.in_flight} in flight, {row.trials_last_minute} trials/min"
-                )
-            disputes = "" if row.disputes is None else f"{row.disputes}" + (", caught" if row.caught else "")
-            lines.append(WorkerLine(row.name, state, row.tier == "owned", row.key_id, since, detail, disputes))
+                lines.append(WorkerLine(row.name, state, row.tier == "owned", row.key_id, since, detail, disputes))
+                continue
+            seen = "never" if row.last_seen is None else f"{max(0, int((now - row.last_seen).total_seconds()))} s"
+            since = f"seen {seen} ago" if row.last_seen is not None else "never seen"
+            in_flight, rate = ("" if n is None else str(n) for n in (row.in_flight, row.trials_last_minute))
+            owned = row.tier == "owned"
+            lines.append(WorkerLine(row.name, row.state, owned, row.key_id, since, "", disputes, in_flight, rate))
         return lines
 
     return rows

@@ -1,22 +1,46 @@
 """A run's judged progress beside its journal: per property, the trials planned so far and how many the
-checks judged a hit, rewritten whole as waves are judged. `gate view` shows it for a run in progress; the
-journal holds observations only, and the view never runs a check itself."""
+checks judged a hit, and for a property the suite judges by an SPRT, that rule and each trial's outcome
+by index, rewritten whole as waves are judged. `gate view` shows it for a run in progress (the hit rate,
+the SPRT path); the journal holds observations only, and the view never runs a check itself."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gate.core.errors import GateError
+from gate.core.verdicts.bands import SprtRule
 from gate.core.verdicts.verdict import OutcomeKind
 from gate.io.artifacts import write_atomic
 from gate.io.inputs import read_input
 
 SUFFIX = ".progress"
 EVERY_S = 0.5  # the file is rewritten at most this often while trials are judged
+
+# One letter per trial index in a property's `outcomes`; NOT_YET marks an index planned but not judged.
+LETTERS = {OutcomeKind.HIT: "h", OutcomeKind.MISS: "m", OutcomeKind.TIMEOUT: "t", OutcomeKind.FAULT: "f"}
+KINDS = {letter: kind for kind, letter in LETTERS.items()}
+NOT_YET = "."
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One property's judged progress as the file holds it; `sprt` and `outcomes` only under an SPRT."""
+
+    planned: int = 0
+    judged: int = 0
+    hits: int = 0
+    sprt: SprtRule | None = None
+    outcomes: str = ""  # by trial index: a LETTERS letter, or NOT_YET
+
+    def judged_kinds(self) -> list[OutcomeKind]:
+        """The judged trials' outcomes in trial-index order (those not judged yet left out)."""
+        return [KINDS[letter] for letter in self.outcomes if letter != NOT_YET]
 
 
 def progress_path(journal: Path) -> Path:
@@ -26,22 +50,36 @@ def progress_path(journal: Path) -> Path:
 
 class ProgressFile:
     """A `gate.run.progress.Progress` that keeps the counts in a small JSON file (atomically replaced):
-    {"properties": {id: {"planned", "judged", "hits"}}, "finished"}, rewritten for every plan and at the end,
-    and for judged trials at most every `every_s`. Counts only: no output, no canary."""
+    {"properties": {id: {"planned", "judged", "hits"[, "sprt", "outcomes"]}}, "finished"}, rewritten for
+    every plan and at the end, and for judged trials at most every `every_s`. `sprt`: the rules of the
+    properties the suite judges by an SPRT, from the run's own suite. Counts only: no output, no canary."""
 
-    def __init__(self, path: Path, *, every_s: float = EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sprt: Mapping[str, SprtRule] | None = None,
+        every_s: float = EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path, self.every_s, self.clock = path, every_s, clock
+        self.sprt = dict(sprt or {})
         self._counts: dict[str, dict[str, int]] = {}
+        self._outcomes: dict[str, list[str]] = {pid: [] for pid in self.sprt}
         self._written = float("-inf")
 
     def planned(self, property_id: str, trials: int) -> None:
         self._of(property_id)["planned"] = trials
         self._write(now=True)  # once per property and wave: every row is listed from the start
 
-    def done(self, property_id: str, outcome: OutcomeKind) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
         counts = self._of(property_id)
         counts["judged"] += 1
         counts["hits"] += outcome is OutcomeKind.HIT
+        rule, letters = self.sprt.get(property_id), self._outcomes.get(property_id)
+        if rule is not None and letters is not None and 0 <= trial_index < rule.max_trials:
+            letters.extend(NOT_YET * (trial_index + 1 - len(letters)))
+            letters[trial_index] = LETTERS[outcome]
         self._write()
 
     def finished(self) -> None:
@@ -55,20 +93,34 @@ class ProgressFile:
         if not now and at - self._written < self.every_s:
             return
         self._written = at
-        document = {"properties": self._counts, "finished": finished}
+        properties: dict[str, dict[str, Any]] = {pid: dict(counts) for pid, counts in self._counts.items()}
+        for pid, rule in self.sprt.items():
+            if pid in properties:
+                properties[pid] |= {"sprt": rule.model_dump(mode="json"), "outcomes": "".join(self._outcomes[pid])}
+        document = {"properties": properties, "finished": finished}
         # The view's copy of what the run knows: losing an update never touches the run.
         with contextlib.suppress(OSError):
             write_atomic(self.path, json.dumps(document, sort_keys=True).encode())
 
 
-def read_progress(path: Path) -> dict[str, dict[str, int]]:
-    """The judged counts by property at `path`; empty when there is no file yet or it does not parse."""
+def read_progress(path: Path) -> dict[str, Judged]:
+    """The judged progress by property at `path`; empty when there is no file yet, or any part of it does not
+    parse or does not add up (an SPRT property's outcomes against its counts and its rule's cap)."""
     try:
         document = json.loads(read_input(path, "run progress"))
-        properties = document["properties"]
-        return {
-            str(pid): {key: int(counts[key]) for key in ("planned", "judged", "hits")}
-            for pid, counts in properties.items()
-        }
+        return {str(pid): _judged(counts) for pid, counts in document["properties"].items()}
     except (GateError, ValueError, KeyError, TypeError, AttributeError):
         return {}
+
+
+def _judged(counts: Mapping[str, Any]) -> Judged:
+    planned, judged, hits = (int(counts[key]) for key in ("planned", "judged", "hits"))
+    if "sprt" not in counts and "outcomes" not in counts:
+        return Judged(planned, judged, hits)
+    rule = SprtRule.model_validate(counts["sprt"])
+    outcomes = counts["outcomes"]
+    if not isinstance(outcomes, str) or len(outcomes) > rule.max_trials or set(outcomes) - {*KINDS, NOT_YET}:
+        raise ValueError("outcomes are not one letter per trial")
+    if len(outcomes) - outcomes.count(NOT_YET) != judged or outcomes.count(LETTERS[OutcomeKind.HIT]) != hits:
+        raise ValueError("outcomes disagree with the counts")
+    return Judged(planned, judged, hits, rule, outcomes)

@@ -12,11 +12,11 @@ from gate.core.verdicts.verdict import OutcomeKind
 
 class Progress(Protocol):
     """Told of every trial planned and judged; `planned` gives a property's total so far, which a
-    sequential rule raises wave by wave."""
+    sequential rule raises wave by wave; `done` names the trial's index."""
 
     def planned(self, property_id: str, trials: int) -> None: ...
 
-    def done(self, property_id: str, outcome: OutcomeKind) -> None: ...
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None: ...
 
     def finished(self) -> None: ...
 
@@ -27,7 +27,7 @@ class NoProgress:
     def planned(self, property_id: str, trials: int) -> None:
         return None
 
-    def done(self, property_id: str, outcome: OutcomeKind) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
         return None
 
     def finished(self) -> None:
@@ -44,9 +44,9 @@ class Both:
         self.first.planned(property_id, trials)
         self.second.planned(property_id, trials)
 
-    def done(self, property_id: str, outcome: OutcomeKind) -> None:
-        self.first.done(property_id, outcome)
-        self.second.done(property_id, outcome)
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
+        self.first.done(property_id, outcome, trial_index)
+        self.second.done(property_id, outcome, trial_index)
 
     def finished(self) -> None:
         self.first.finished()

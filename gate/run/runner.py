@@ -20,6 +20,7 @@ from gate.core.card.evidence import TrialRecord
 from gate.core.card.stamp import RunFacts, verdict_lines
 from gate.core.errors import UsageError
 from gate.core.suite.trial import Side, TrialSpec
+from gate.core.verdicts.bands import SprtRule
 from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import Verdict
 from gate.io.artifacts import check_writable
@@ -141,8 +142,10 @@ def _journaled(run: Prepared, journal: RunJournal, hooks: _Hooks) -> RunResult:
         bound = bind(run)
         seal, drift = bound.facts.binding.seal.digest[:16], bound.drift is not None
         log.info("run.start", run_id=run.run_id, suite=str(suite.path), seal=seal, drift=drift)
-        # Beside the journal, what the checks judged so far: the journal holds observations only.
-        progress = Both(hooks.progress, ProgressFile(progress_path(journal.path)))
+        # Beside the journal, what the checks judged so far: the journal holds observations only. The SPRT
+        # rules come from the run's own suite (the base's with --base), so the view draws the path by them.
+        sprt = {p.id: rule for p in suite.properties if isinstance(rule := p.rule(), SprtRule)}
+        progress = Both(hooks.progress, ProgressFile(progress_path(journal.path), sprt=sprt))
         judged = _trials(run, bound, journal, executor, checks, progress)
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(

@@ -1,6 +1,7 @@
 """The `gate view` application: its routes, its static files, and the stream a live run's page reads
-(server-sent events: the rows as JSON while the journal changes, then the card's address once it is
-written). Read-only: no route writes anything, and every file is opened for reading alone."""
+(server-sent events: the rows as JSON while the journal or its progress file changes, a property's SPRT
+path as element data the page's script builds, then the card's address once it is written). Read-only:
+no route writes anything, and every file is opened for reading alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from importlib.resources import files
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -40,7 +42,13 @@ def _event(name: str, data: str) -> bytes:
 
 
 def _rows(run: LiveRun) -> str:
-    rows = [{"property": row.property_id, **row.cells} for row in run.rows]
+    rows: list[dict[str, Any]] = [{"property": row.property_id, **row.cells, "sprt": None} for row in run.rows]
+    if any(row.sprt for row in run.rows):
+        from gate.view.plots import as_tree, live_sprt
+
+        for slot, (shown, row) in enumerate(zip(rows, run.rows, strict=True)):
+            if row.sprt is not None:
+                shown["sprt"] = as_tree(live_sprt(slot, row.property_id, row.sprt))
     return json.dumps({"total": run.total, "rows": rows, "problem": run.problem})
 
 

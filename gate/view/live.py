@@ -1,11 +1,14 @@
 """A run in progress, from its journal in the state folder: per property, the trials observed so far,
-how they ended and how long they took. The journal is read without a lock or a write while the run
-appends to it. Nothing the journal holds of the probe's output or the trials' canaries is shown: the
-checks have not judged it yet, and the canaries stay the run's secret until it commits."""
+how they ended and how long they took; beside it, from the run's progress file (gate.io.liveprogress),
+what its checks judged so far: hits, the hit rate and, for a property judged by an SPRT, the path of the
+log-likelihood ratio. The journal is read without a lock or a write while the run appends to it. Nothing
+the journal holds of the probe's output or the trials' canaries is shown: the checks have not judged it
+yet, and the canaries stay the run's secret until it commits."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,8 +18,10 @@ from gate.core.escaping import one_line
 from gate.view.index import path_key
 
 if TYPE_CHECKING:  # the journal's models load with the first journal read: the runs page starts without them
+    from gate.core.report.html_sprt import SprtPath
     from gate.core.suite.journal import Journal
     from gate.core.suite.trial import Observation
+    from gate.io.liveprogress import Judged
 
 SUFFIX = ".journal"  # gate.io.journal.SUFFIX, written out for the same reason
 
@@ -25,10 +30,12 @@ FIELDS = ("trials", "judged", "hits", "hit_rate", "base", "exit_0", "exit_other"
 
 @dataclass(frozen=True)
 class LiveRow:
-    """One property of a run in progress: its observed trials so far, by how they ended."""
+    """One property of a run in progress: its observed trials so far, by how they ended, and for a property
+    judged by an SPRT, the path of its judged trials so far (None: no such rule, or nothing judged yet)."""
 
     property_id: str
     cells: dict[str, str]  # FIELDS -> text, what the page and its stream show
+    sprt: SprtPath | None = None
 
 
 @dataclass(frozen=True)
@@ -63,13 +70,16 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _row(property_id: str, observed: list[Observation], judged: dict[str, int]) -> LiveRow:
+def _row(property_id: str, observed: list[Observation], judged: Judged | None) -> LiveRow:
+    from gate.io.liveprogress import Judged
+
+    judged = judged or Judged()
     patch = [o for o in observed if o.side.value == "patch"]
     durations = [o.duration_s for o in observed]
-    done, hits = judged.get("judged", 0), judged.get("hits", 0)
+    done, hits = judged.judged, judged.hits
     cells = {
         "trials": str(len(patch)),
-        "judged": f"{done} of {judged['planned']}" if judged.get("planned") else str(done),
+        "judged": f"{done} of {judged.planned}" if judged.planned else str(done),
         "hits": str(hits),
         "hit_rate": _rate(hits, done),
         "base": str(len(observed) - len(patch)),
@@ -79,7 +89,15 @@ def _row(property_id: str, observed: list[Observation], judged: dict[str, int]) 
         "faults": str(sum(o.fault is not None for o in observed)),
         "slowest_s": f"{max(durations):.3g}" if durations else "-",
     }
-    return LiveRow(property_id, cells)
+    return LiveRow(property_id, cells, _sprt(judged))
+
+
+def _sprt(judged: Judged) -> SprtPath | None:
+    """The SPRT path of the trials judged so far, in trial-index order, as the card's page draws it."""
+    from gate.core.report.html_sprt import kinds_path
+
+    kinds = judged.judged_kinds()
+    return kinds_path(judged.sprt, kinds) if judged.sprt is not None and kinds else None
 
 
 def _rate(hits: int, judged: int) -> str:
@@ -92,14 +110,14 @@ def _rate(hits: int, judged: int) -> str:
     return f"{hits / judged:.2f} [{interval.low:.2f}, {interval.high:.2f}]"
 
 
-def live_rows(journal: Journal, judged: dict[str, dict[str, int]] | None = None) -> tuple[LiveRow, ...]:
+def live_rows(journal: Journal, judged: Mapping[str, Judged] | None = None) -> tuple[LiveRow, ...]:
     """One row per property the run covers, in suite order, then any property only the journal names; `judged`:
     what the run's checks made of its trials so far (gate.io.liveprogress), by property."""
     judged = judged or {}
     by_property: dict[str, list[Observation]] = {pid: [] for pid in journal.header.properties}
     for stored in journal.stored.values():
         by_property.setdefault(stored.observation.property_id, []).append(stored.observation)
-    return tuple(_row(pid, observed, judged.get(pid, {})) for pid, observed in by_property.items())
+    return tuple(_row(pid, observed, judged.get(pid)) for pid, observed in by_property.items())
 
 
 def read_live(path: Path) -> LiveRun:

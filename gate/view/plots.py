@@ -1,17 +1,20 @@
 """The view's own SVG plots, drawn through the report's escaping markup (`gate.core.report.html_dom`):
-two runs' hit-rate intervals side by side, and one property's hit rate across runs. Every id and
-value a card holds reaches the markup only as an escaped attribute or text."""
+two runs' hit-rate intervals side by side, one property's hit rate across runs, and a live run's SPRT
+path (the report's own plot, `gate.core.report.html_sprt`). Every id and value a card or a run holds
+reaches the markup only as an escaped attribute or text."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup
 
 from gate.core.card.card import PropertyRow
 from gate.core.report.html import row_interval
 from gate.core.report.html_dom import el, fragment, html_text, line, num, svg
+from gate.core.report.html_sprt import SprtPath, sprt_caption, sprt_plot
 from gate.view.history import PropertyPoint
 
 _WIDTH = 620
@@ -87,3 +90,17 @@ def history_plot(points: Sequence[PropertyPoint]) -> Markup:
             )
             el(dot, "title", f"{point.run.run_id[:12]}: {point.kind}, {point.hits}/{point.trials}")
     return Markup(fragment(image))
+
+
+def live_sprt(slot: int, property_id: str, path: SprtPath) -> ET.Element:
+    """A live run's SPRT path so far, drawn as the card's page draws it, with its caption."""
+    box = el(None, "div", **{"class": "live-sprt"}, id=f"live-sprt-{slot}", data_property=property_id)
+    sprt_plot(box, f"sprt-{slot}", property_id, path)
+    el(box, "p", sprt_caption(property_id, path, live=True), **{"class": "sprt-caption"}, data_property=property_id)
+    return box
+
+
+def as_tree(element: ET.Element) -> list[Any]:
+    """`element` as data, [tag, attributes, text, children], for the live page's script to build with DOM
+    calls: a stream carries no markup for a page to parse."""
+    return [element.tag, dict(element.attrib), element.text or "", [as_tree(child) for child in element]]

@@ -26,6 +26,10 @@ class WorkerLine:
     since: str = ""
     detail: str = ""
     disputes: str = ""  # on the newest card: the disagreements naming it, and whether it was caught
+    # Its heartbeat's own word, live readers only ("" unknown): the batches it holds now, and the trials of
+    # the batches it received in the last minute.
+    in_flight: str = ""
+    rate: str = ""
 
 
 @dataclass(frozen=True)

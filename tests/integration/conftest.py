@@ -22,6 +22,7 @@ import pytest
 from filelock import FileLock, Timeout
 from gate_runs import ExampleRuns
 from run_containers import containers_of
+from support.browser import start_chromium
 from support.paths import WINDOWS
 from support.servers import RedisServer, Workers
 
@@ -320,45 +321,11 @@ def workers(redis_server: RedisServer, tmp_path: Path, docker_client, sandbox_im
     sweep_dead_workers(docker_client)
 
 
-# Debian's packages (deploy/provision.sh installs them), named explicitly: Selenium Manager must not
-# go looking for, or download, a browser or a driver.
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM_ARGS = (
-    "--headless=new",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--window-size=1280,900",
-)
-
-
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     """A headless Chromium WebDriver on the system browser and driver (skip without them, fail under CI=true)."""
-    for binary in (CHROMIUM, CHROMEDRIVER):
-        if not os.access(binary, os.X_OK):
-            _unavailable(f"{binary} is missing (apt-get install chromium chromium-driver)")
+    driver = start_chromium(_unavailable)
     try:
-        from selenium import webdriver
-        from selenium.common.exceptions import WebDriverException
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as exc:
-        _unavailable(f"selenium is not installed: {exc}")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in CHROMIUM_ARGS:
-        options.add_argument(arg)
-    if os.geteuid() == 0:
-        options.add_argument("--no-sandbox")  # Chromium refuses to start as root with its sandbox on
-    with pytest.MonkeyPatch.context() as env:
-        # With the driver's path given Selenium skips its manager; should a version call it anyway, offline.
-        env.setenv("SE_OFFLINE", "true")
-        try:
-            driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-        except WebDriverException as exc:
-            _unavailable(f"headless Chromium did not start: {str(exc).splitlines()[0]}")
-        try:
-            yield driver
-        finally:
-            driver.quit()
+        yield driver
+    finally:
+        driver.quit()

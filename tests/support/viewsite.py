@@ -96,6 +96,20 @@ def page(client: TestClient, url: str) -> tuple[str, Page]:
     return response.text, Page(response.text)
 
 
+def events(client: TestClient, url: str) -> list[tuple[str, str]]:
+    """The events of one stream, read until it ends (the unit tests' streams last half a second)."""
+    found = []
+    with client.stream("GET", url) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        name = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                found.append((name, line.removeprefix("data: ")))
+    return found
+
+
 def keys(client: TestClient) -> dict[str, str]:
     """Run id -> key, from the runs page."""
     _, parsed = page(client, "/")

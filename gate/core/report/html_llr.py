@@ -9,7 +9,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
-from gate.core.card.card import PropertyRow
 from gate.core.report.html_dom import el, html_text, line, num, svg
 
 LABEL_CHARS = 60  # a property id above its plot
@@ -26,7 +25,7 @@ _BOTTOM = 150  # below: the step axis labels
 def llr_plot(
     body: ET.Element,
     slug: str,
-    row: PropertyRow,
+    property_id: str,
     points: Sequence[float],
     bounds: tuple[float, float],
     *,
@@ -35,7 +34,7 @@ def llr_plot(
     data: dict[str, str],
 ) -> None:
     """Draw `points` (one per `step`, at least one) between `bounds` (lower B, upper A) as an SVG `slug`,
-    its group carrying the row's id and kind and the caller's `data_*` attributes."""
+    its group carrying the property's id and the caller's `data_*` attributes."""
     lower, upper = bounds
     low, high = min(lower, *points), max(upper, *points)
     pad = (high - low) * 0.05
@@ -50,8 +49,8 @@ def llr_plot(
 
     image = svg(body, slug, _WIDTH, _HEIGHT, title)
     extra = {f"data_{key}": value for key, value in data.items()}
-    group = el(image, "g", **{"class": f"{slug.rsplit('-', 1)[0]}-path"}, data_property=row.id, **extra)
-    el(group, "text", html_text(row.id, LABEL_CHARS), **{"class": "label"}, x="4", y="14")
+    group = el(image, "g", **{"class": f"{slug.rsplit('-', 1)[0]}-path"}, data_property=property_id, **extra)
+    el(group, "text", html_text(property_id, LABEL_CHARS), **{"class": "label"}, x="4", y="14")
     line(group, "axis", _X0, y(0.0), _X1, y(0.0), data_llr="0")
     line(group, "axis", _X0, _TOP, _X0, _BOTTOM)
     line(group, "boundary reject", _X0, y(upper), _X1, y(upper), data_llr=num(upper))

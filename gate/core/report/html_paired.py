@@ -99,7 +99,8 @@ def _plot(body: ET.Element, index: int, row: PropertyRow, path: PairedPath) -> N
     data |= {"upper": num(rule.upper), "lower": num(rule.lower), "difference": num(decision.difference)}
     data["decision"] = str(decision.state)
     title = "paired log-likelihood ratio after each pair against A and B"
-    llr_plot(body, f"paired-{index}", row, path.points, (rule.lower, rule.upper), step="pair", title=title, data=data)
+    bounds = (rule.lower, rule.upper)
+    llr_plot(body, f"paired-{index}", row.id, path.points, bounds, step="pair", title=title, data=data)
     caption = (
         f"{html_text(decision.reason, 600)}. A: worse than the base by {rule.margin}; B: no worse. The run "
         f"checks the test only after each wave of {rule.wave} pairs, so the path may cross a line between checks."

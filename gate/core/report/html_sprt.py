@@ -49,12 +49,16 @@ class SprtPath:
 
 def sprt_path(rule: SprtRule, outcomes: Iterable[Outcome]) -> SprtPath:
     """The llr path of `outcomes` in trial-index order, each trial counted as the fold counts it."""
-    ordered = sorted(outcomes, key=lambda o: o.trial_index)
+    return kinds_path(rule, [o.kind for o in sorted(outcomes, key=lambda o: o.trial_index)])
+
+
+def kinds_path(rule: SprtRule, kinds: Sequence[OutcomeKind]) -> SprtPath:
+    """The llr path of trials that came out as `kinds`, already in trial-index order."""
     return SprtPath(
         rule=rule,
-        points=rule.llr_path(o.kind is OutcomeKind.HIT for o in ordered),
-        hits=sum(1 for o in ordered if o.kind is OutcomeKind.HIT),
-        gaps=sum(1 for o in ordered if o.kind in (OutcomeKind.TIMEOUT, OutcomeKind.FAULT)),
+        points=rule.llr_path(kind is OutcomeKind.HIT for kind in kinds),
+        hits=sum(1 for kind in kinds if kind is OutcomeKind.HIT),
+        gaps=sum(1 for kind in kinds if kind in (OutcomeKind.TIMEOUT, OutcomeKind.FAULT)),
     )
 
 
@@ -95,17 +99,25 @@ def _note(body: ET.Element, index: int, row: PropertyRow, text: str) -> None:
 
 
 def _plot(body: ET.Element, index: int, row: PropertyRow, path: SprtPath) -> None:
-    """The path as a polyline, one point per trial, between the reject (A) and accept (B) lines."""
-    rule = path.rule
-    data = {"kind": str(row.kind), "trials": str(path.trials), "hits": str(path.hits), "gaps": str(path.gaps)}
-    data |= {"final_llr": num(path.final), "upper": num(rule.upper), "lower": num(rule.lower)}
-    data["decision"] = path.decision
-    title = "log-likelihood ratio after each trial against A and B"
-    llr_plot(body, f"sprt-{index}", row, path.points, (rule.lower, rule.upper), step="trial", title=title, data=data)
+    sprt_plot(body, f"sprt-{index}", row.id, path, kind=str(row.kind))
     el(body, "p", _caption(row, path), **{"class": "sprt-caption"}, data_property=row.id)
 
 
-def _caption(row: PropertyRow, path: SprtPath) -> str:
+def sprt_plot(body: ET.Element, slug: str, property_id: str, path: SprtPath, *, kind: str | None = None) -> None:
+    """`path` (at least one trial) as `svg#<slug>`: a polyline, one point per trial, between the reject (A)
+    and accept (B) lines; `kind`, the row's verdict kind when there is one (a live run has none yet)."""
+    rule = path.rule
+    data = {"kind": kind} if kind is not None else {}
+    data |= {"trials": str(path.trials), "hits": str(path.hits), "gaps": str(path.gaps)}
+    data |= {"final_llr": num(path.final), "upper": num(rule.upper), "lower": num(rule.lower)}
+    data["decision"] = path.decision
+    title = "log-likelihood ratio after each trial against A and B"
+    llr_plot(body, slug, property_id, path.points, (rule.lower, rule.upper), step="trial", title=title, data=data)
+
+
+def sprt_caption(property_id: str, path: SprtPath, *, live: bool = False) -> str:
+    """What the path says: hits of trials, the rule, the llr after the last trial and where it stands;
+    `live`: the run is still judging, so its last llr is the latest, not the final one."""
     rule = path.rule
     words = {
         "pass": "at or below B: the band holds",
@@ -113,11 +125,16 @@ def _caption(row: PropertyRow, path: SprtPath) -> str:
         "undecided": "between B and A at max_trials: undecided, not passed",
         "open": "between B and A: undecided before max_trials",
     }
-    text = (
-        f"{html_text(row.id, LABEL_CHARS)}: {path.hits}/{path.trials} hits (p0 {rule.p0}, p1 {rule.p1}), "
-        f"final llr {path.final:.3f}, {words[path.decision]}. The run checks the test only after each wave "
+    llr = "llr so far" if live else "final llr"
+    return (
+        f"{html_text(property_id, LABEL_CHARS)}: {path.hits}/{path.trials} hits (p0 {rule.p0}, p1 {rule.p1}), "
+        f"{llr} {path.final:.3f}, {words[path.decision]}. The run checks the test only after each wave "
         f"of {rule.wave} trials and at max_trials {rule.max_trials}, so the path may cross a line between checks."
     )
+
+
+def _caption(row: PropertyRow, path: SprtPath) -> str:
+    text = sprt_caption(row.id, path)
     if path.gaps:
         text += (
             f" {path.gaps} timeout/fault trial(s) are drawn as trials without a hit, as the row counts them; "

@@ -1,6 +1,7 @@
 """`gate view` as headless Chromium shows it: a real `gate view` process on a free 127.0.0.1 port over two
 cards made by mock runs (the second fails a contract row on hostile output) and a run in progress whose
-journal the test appends to while its page is open. Screenshots of each page go to $PROBEGATE_ARTIFACTS."""
+journal and progress file the test appends to while its page is open. Screenshots of each page go to
+$PROBEGATE_ARTIFACTS."""
 
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, screenshot
+from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, by_css, screenshot, wait_for
 
 from gate.core.suite.journal import JournalHeader, trial_line
 from gate.core.suite.trial import Captured, Observation, TrialSpec
 from gate.core.testing import make_spec
+from gate.core.verdicts.bands import SprtRule
+from gate.core.verdicts.verdict import OutcomeKind
 from gate.io.fixtures import seal_tree, write_seal_file
 from gate.io.journal import JournalWriter, journal_path, new_journal
+from gate.io.liveprogress import ProgressFile, progress_path
 from gate.run.executors.mock import MockExecutor
 from gate.run.request import RunRequest
 from gate.run.runner import run_gate
@@ -31,7 +35,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("view_browser")]
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
 LIVE_RUN = "run-live-0001"
-WAIT_S = 15
+SPRT = SprtRule(p0=0.8, p1=0.6, max_trials=40, wave=5)  # a live property's rule, as the run's suite gives it
 
 GATE_TOML = """\
 [suite]
@@ -93,7 +97,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Journ
         )
     header = JournalHeader(
         run_id=LIVE_RUN, suite="s", checks="", tree="t", seal="a" * 64, image="i", image_id="sha256:i",
-        properties=("fixed_rate", "hostile_echo"),
+        properties=("fixed_rate", "hostile_echo", "sprt_rate"),
     )  # fmt: skip
     writer = new_journal(journal_path(root / "cards" / "c" / "card.json", root / "state"), header)
     append(writer, 0)
@@ -133,18 +137,6 @@ def view(site: tuple[Path, JournalWriter]) -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def by_css(parent: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return parent.find_elements(By.CSS_SELECTOR, selector)
-
-
-def wait_for(browser: Any, condition: Any) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(browser, WAIT_S).until(condition)
-
-
 def test_runs_page_lists_both_cards_and_the_live_run(chromium: Any, view: str, tmp_path: Path) -> None:
     chromium.get(view + "/")
     rows = by_css(chromium, "#runs tr.run")
@@ -168,6 +160,47 @@ def test_a_live_runs_rows_update_without_a_reload(
     assert chromium.execute_script("return window.notReloaded === true;")
     assert by_css(chromium, "#live-total")[0].text == "4"
     screenshot(chromium, "view-live", tmp_path)
+
+
+# Read in one script: the page replaces the plot whenever the stream sends it, so a handle on one of its
+# elements can go stale between two calls.
+SPRT_STATE = """
+const group = document.querySelector("#live-sprt svg#sprt-2 g.sprt-path");
+if (!group) return null;
+const end = group.querySelector("circle.llr-end").getBoundingClientRect();
+const reject = group.querySelector("line.boundary.reject").getBoundingClientRect();
+return {points: group.querySelector("polyline.llr").points.numberOfItems, trials: group.dataset.trials,
+        decision: group.dataset.decision, endY: end.y + end.height / 2, rejectY: reject.y};
+"""
+
+
+def sprt_state(browser: Any) -> dict[str, Any]:
+    """The live page's SPRT path now: its points, trials and decision, and where its end and line A are drawn."""
+    return browser.execute_script(SPRT_STATE) or {"points": 0}
+
+
+def test_a_live_runs_sprt_path_grows_without_a_reload(
+    chromium: Any, view: str, site: tuple[Path, JournalWriter], tmp_path: Path
+) -> None:
+    """The run's checks judge the SPRT property's first trials: its path is drawn; the next wave's outcomes
+    reach the open page, which redraws the path one point per judged trial, now past line A, without a reload."""
+    progress = ProgressFile(progress_path(site[1].path), sprt={"sprt_rate": SPRT}, every_s=0)
+    progress.planned("sprt_rate", 5)
+    for index, kind in enumerate((OutcomeKind.HIT, OutcomeKind.MISS, OutcomeKind.MISS)):
+        progress.done("sprt_rate", kind, index)
+    chromium.get(view + "/")
+    by_css(chromium, "#live-runs a")[0].click()
+    first = wait_for(chromium, lambda b: (state := sprt_state(b))["points"] == 3 and state)
+    assert (first["trials"], first["decision"]) == ("3", "open") and first["endY"] > first["rejectY"]
+    chromium.execute_script("window.notReloaded = true;")
+    progress.planned("sprt_rate", 10)
+    for index in range(3, 8):
+        progress.done("sprt_rate", OutcomeKind.MISS, index)
+    grown = wait_for(chromium, lambda b: (state := sprt_state(b))["points"] == 8 and state)
+    assert chromium.execute_script("return window.notReloaded === true;")
+    assert (grown["trials"], grown["decision"]) == ("8", "below")
+    assert grown["endY"] <= grown["rejectY"] + 1.5  # drawn on or above line A
+    screenshot(chromium, "view-live-sprt", tmp_path)
 
 
 def test_compare_shows_the_row_that_changed_kind(chromium: Any, view: str, tmp_path: Path) -> None:

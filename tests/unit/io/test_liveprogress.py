@@ -1,14 +1,17 @@
-"""A run's judged progress file (gate.io.liveprogress): counts by property, rewritten at most every so often
-and always at the end, read back as counts or as nothing when it is missing or garbled."""
+"""A run's judged progress file (gate.io.liveprogress): counts by property (and an SPRT property's rule and
+outcomes), rewritten at most every so often and always at the end, read back as written or as nothing when it
+is missing or garbled."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from gate.core.verdicts.bands import SprtRule
 from gate.core.verdicts.verdict import OutcomeKind
-from gate.io.liveprogress import ProgressFile, progress_path, read_progress
+from gate.io.liveprogress import Judged, ProgressFile, progress_path, read_progress
 
 
 class Clock:
@@ -27,22 +30,16 @@ def test_counts_are_written_at_most_every_so_often_and_whole_at_the_end(tmp_path
     progress = ProgressFile(path, every_s=1.0, clock=clock)
     progress.planned("p", 10)
     progress.planned("q", 5)  # a plan is written at once, however soon after the last write
-    assert read_progress(path) == {
-        "p": {"planned": 10, "judged": 0, "hits": 0},
-        "q": {"planned": 5, "judged": 0, "hits": 0},
-    }
-    progress.done("p", OutcomeKind.HIT)
-    progress.done("p", OutcomeKind.MISS)
-    assert read_progress(path)["p"]["judged"] == 0  # within the second: not rewritten yet
+    assert read_progress(path) == {"p": Judged(planned=10), "q": Judged(planned=5)}
+    progress.done("p", OutcomeKind.HIT, 0)
+    progress.done("p", OutcomeKind.MISS, 1)
+    assert read_progress(path)["p"].judged == 0  # within the second: not rewritten yet
     clock.now = 1.5
-    progress.done("p", OutcomeKind.FAULT)
-    assert read_progress(path)["p"] == {"planned": 10, "judged": 3, "hits": 1}
-    progress.done("q", OutcomeKind.HIT)
+    progress.done("p", OutcomeKind.FAULT, 2)
+    assert read_progress(path)["p"] == Judged(planned=10, judged=3, hits=1)
+    progress.done("q", OutcomeKind.HIT, 0)
     progress.finished()
-    assert read_progress(path) == {
-        "p": {"planned": 10, "judged": 3, "hits": 1},
-        "q": {"planned": 5, "judged": 1, "hits": 1},
-    }
+    assert read_progress(path) == {"p": Judged(planned=10, judged=3, hits=1), "q": Judged(planned=5, judged=1, hits=1)}
     assert path.name == "card.json-0123.journal.progress"
 
 
@@ -62,7 +59,7 @@ def test_a_folder_that_cannot_be_written_costs_the_run_nothing(tmp_path: Path) -
     (tmp_path / "blocked").write_text("a file where the folder would be")
     progress = ProgressFile(tmp_path / "blocked" / "x.progress")
     progress.planned("p", 1)
-    progress.done("p", OutcomeKind.HIT)
+    progress.done("p", OutcomeKind.HIT, 0)
     progress.finished()
 
 
@@ -72,4 +69,43 @@ def test_a_fifo_where_the_file_should_be_never_blocks_the_reader(tmp_path: Path)
 
     path = tmp_path / "x.progress"
     os.mkfifo(path)
+    assert read_progress(path) == {}
+
+
+RULE = SprtRule(p0=0.8, p1=0.6, max_trials=20, wave=5)
+
+
+def test_an_sprt_property_keeps_its_rule_and_each_trials_outcome_by_index(tmp_path: Path) -> None:
+    """A property the run judges by an SPRT carries its rule and one letter per trial index, whatever order the
+    trials were judged in; a property without one carries neither."""
+    path = tmp_path / "x.progress"
+    progress = ProgressFile(path, sprt={"s": RULE}, every_s=0)
+    progress.planned("s", 5)
+    progress.planned("p", 10)
+    for index, kind in ((2, OutcomeKind.MISS), (0, OutcomeKind.HIT), (3, OutcomeKind.TIMEOUT)):
+        progress.done("s", kind, index)
+    progress.done("p", OutcomeKind.HIT, 0)
+    read = read_progress(path)
+    assert read["s"] == Judged(planned=5, judged=3, hits=1, sprt=RULE, outcomes="h.mt")
+    assert read["s"].judged_kinds() == [OutcomeKind.HIT, OutcomeKind.MISS, OutcomeKind.TIMEOUT]
+    assert read["p"] == Judged(planned=10, judged=1, hits=1)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"sprt": {**RULE.model_dump(mode="json"), "p1": 0.9}, "outcomes": "h"},  # p1 above p0: no rule
+        {"sprt": "sprt", "outcomes": "h"},
+        {"sprt": RULE.model_dump(mode="json"), "outcomes": "hx"},  # a letter that is no outcome
+        {"sprt": RULE.model_dump(mode="json"), "outcomes": "h" * 21},  # past the rule's max_trials
+        {"sprt": RULE.model_dump(mode="json"), "outcomes": "hh"},  # two hits where the counts say one
+        {"sprt": RULE.model_dump(mode="json"), "outcomes": ["h"]},
+        {"sprt": RULE.model_dump(mode="json")},  # a rule without outcomes
+    ],
+)
+def test_sprt_fields_that_do_not_add_up_read_as_nothing(tmp_path: Path, fields: dict) -> None:
+    """An SPRT rule or outcomes that do not parse, or disagree with the counts or the cap: the whole file is
+    garbled and reads as nothing, never raises."""
+    path = tmp_path / "x.progress"
+    path.write_text(json.dumps({"properties": {"s": {"planned": 5, "judged": 1, "hits": 1, **fields}}}))
     assert read_progress(path) == {}

@@ -39,7 +39,7 @@ class Recorder:
     def planned(self, property_id: str, trials: int) -> None:
         self.planned_calls.append((property_id, trials))
 
-    def done(self, property_id: str, outcome: OutcomeKind) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
         self.done_calls.append((property_id, outcome))
 
     def finished(self) -> None:
@@ -123,10 +123,10 @@ def test_terminal_progress_draws_counts_and_totals() -> None:
     bars = TerminalProgress(Console(file=out, force_terminal=True, width=100))
     bars.planned("alpha", 1)
     bars.planned("[bold]beta", 5)
-    bars.done("alpha", OutcomeKind.HIT)
+    bars.done("alpha", OutcomeKind.HIT, 0)
     bars.planned("[bold]beta", 10)
-    for _ in range(10):
-        bars.done("[bold]beta", OutcomeKind.MISS)
+    for index in range(10):
+        bars.done("[bold]beta", OutcomeKind.MISS, index)
     bars.finished()
     text = out.getvalue()
     assert "11/11" in text and "10/10" in text and "1/1" in text

@@ -7,27 +7,13 @@ import json
 
 from starlette.testclient import TestClient
 from support.mini_suite import STAT
-from support.viewsite import LIVE_RUN, Site, append_trial
+from support.viewsite import LIVE_RUN, Site, append_trial, events
 
 from gate.core.verdicts.verdict import OutcomeKind
 from gate.io.artifacts import read_card, write_card
 from gate.io.journal import peek_journal
 from gate.io.liveprogress import ProgressFile, progress_path
 from gate.view.live import read_live
-
-
-def events(client: TestClient, url: str) -> list[tuple[str, str]]:
-    """The events of one stream, read until it ends (the test's streams last half a second)."""
-    found = []
-    with client.stream("GET", url) as response:
-        assert response.headers["content-type"].startswith("text/event-stream")
-        name = ""
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                name = line.removeprefix("event: ")
-            elif line.startswith("data: "):
-                found.append((name, line.removeprefix("data: ")))
-    return found
 
 
 def test_peek_reads_a_journal_a_live_run_holds_locked(site: Site) -> None:
@@ -40,6 +26,7 @@ def test_peek_reads_a_journal_a_live_run_holds_locked(site: Site) -> None:
 
 
 def test_the_stream_sends_the_rows_then_the_card_once_it_exists(client: TestClient, site: Site) -> None:
+    """The stream's first event is the rows as the journal holds them; once the card is written, its address."""
     live = read_live(site.journal)
     append_trial(site.writer, 1)
     first = events(client, f"/live/{live.key}/events")
@@ -56,6 +43,7 @@ def test_the_stream_sends_the_rows_then_the_card_once_it_exists(client: TestClie
 
 
 def test_a_stream_of_no_run_ends_at_once(client: TestClient) -> None:
+    """A key that names no journal gets one `gone` event and the stream ends."""
     assert events(client, "/live/0000000000000000/events") == [("gone", "no run in progress under this key")]
 
 
@@ -64,12 +52,12 @@ def test_what_the_checks_judged_so_far_streams_with_its_interval(client: TestCli
     with its Wilson interval, and the next wave's counts reach the page through the stream."""
     progress = ProgressFile(progress_path(site.journal), every_s=0)
     progress.planned(STAT, 10)
-    for outcome in (OutcomeKind.HIT, OutcomeKind.HIT, OutcomeKind.MISS):
-        progress.done(STAT, outcome)
+    for index, outcome in enumerate((OutcomeKind.HIT, OutcomeKind.HIT, OutcomeKind.MISS)):
+        progress.done(STAT, outcome, index)
     live = read_live(site.journal)
     row = next(r for r in live.rows if r.property_id == STAT)
     assert (row.cells["judged"], row.cells["hits"], row.cells["hit_rate"]) == ("3 of 10", "2", "0.67 [0.21, 0.94]")
-    progress.done(STAT, OutcomeKind.HIT)
+    progress.done(STAT, OutcomeKind.HIT, 3)
     (name, data), *_ = events(client, f"/live/{live.key}/events")
     streamed = {r["property"]: r for r in json.loads(data)["rows"]}[STAT]
     assert name == "rows" and (streamed["judged"], streamed["hits"]) == ("4 of 10", "3")

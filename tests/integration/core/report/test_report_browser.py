@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, screenshot
+from support.browser import BOTH_BROWSERS_PROPERTIES, CHECKS_PY, HOSTILE, SHOWN, by_css, one, screenshot
 
 from gate.core.report.html_dom import CSP
 from gate.core.suite.trial import Captured, FileChange, Observation, TrialSpec
@@ -141,20 +141,6 @@ def browser(chromium: Any, report: Path) -> Any:
     """The page loaded in headless Chromium."""
     chromium.get(report.as_uri())
     return chromium
-
-
-# Selenium is imported where it is used: without it the module must still load, so that the `chromium`
-# fixture can skip (or fail under CI=true) like every other missing service.
-def by_css(parent: Any, selector: str) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    return parent.find_elements(By.CSS_SELECTOR, selector)
-
-
-def one(parent: Any, selector: str) -> Any:
-    found = by_css(parent, selector)
-    assert len(found) == 1, selector
-    return found[0]
 
 
 def centre_x(element: Any) -> float:

@@ -18,6 +18,7 @@ from gate.core.errors import JournalError, UsageError
 from gate.core.suite.journal import chained
 from gate.core.suite.sandbox import Inputs
 from gate.core.suite.trial import FaultOrigin, Observation, TrialSpec
+from gate.core.verdicts.bands import SprtRule
 from gate.io.journal import STATE_ENV, journal_path, read_journal
 from gate.io.liveprogress import progress_path, read_progress
 from gate.run.executors.mock import MockExecutor
@@ -122,8 +123,8 @@ def test_a_resumed_run_reuses_what_was_stored_and_writes_the_uninterrupted_card(
     assert len(journal.read_text().splitlines()) == 21  # the header and one line per observed trial
     # Beside it, what `gate view` shows of the checks' judging so far: counts, planned trials first.
     progress = read_progress(progress_path(journal))
-    assert {pid: c["planned"] for pid, c in progress.items()} == {SAFETY: 1, CONTRACT: 1, STAT: 30}
-    assert sum(c["judged"] for c in progress.values()) <= 20
+    assert {pid: c.planned for pid, c in progress.items()} == {SAFETY: 1, CONTRACT: 1, STAT: 30}
+    assert sum(c.judged for c in progress.values()) <= 20
     notes: list[str] = []
     executor = Counting(sometimes)
     resumed = run_with(suite, executor, notes, resume=True)
@@ -150,6 +151,19 @@ def test_a_resumed_sequential_run_makes_the_same_wave_decisions(tmp_path: Path) 
     assert rows(resumed) == rows(whole)
     stat = next(r for r in whole.card.properties if r.id == STAT)
     assert stat.trials > 10 and executor.ran == stat.trials + 2 - 9
+
+
+def test_the_progress_file_carries_the_suites_sprt_rule_for_the_view(tmp_path: Path) -> None:
+    """Killed in its third wave, an SPRT run's progress file holds the suite's rule for that property alone, and
+    one outcome per judged trial in index order, agreeing with its counts."""
+    suite = with_trials(fresh_suite(tmp_path / "cut"), SPRT)
+    journal = interrupted(suite, after=14)  # two fixed trials, two waves of five, two of the third
+    progress = read_progress(progress_path(journal))
+    stat = progress[STAT]
+    assert stat.sprt == SprtRule(p0=0.8, p1=0.6, alpha=0.05, beta=0.05, max_trials=60, wave=5)
+    assert stat.planned == 15 and stat.judged >= 10
+    assert stat.outcomes[:10] == "hhhmhhhhhh"  # `sometimes` misses trial 3 of every 7
+    assert all(progress[pid].sprt is None and progress[pid].outcomes == "" for pid in (SAFETY, CONTRACT))
 
 
 def test_a_run_killed_twice_resumes_twice(suite: Suite, tmp_path: Path) -> None:
