@@ -117,9 +117,11 @@ def test_a_batch_whose_worker_died_goes_to_another_enrolled_worker(
              capsys=capsys)  # fmt: skip
         fleet.start(name, "--sandbox", "stub")
     fleet.wait_ready()
+    # Dealt at once round the two (room 0): dealt by room, the worker that answers first may take every batch.
     executor = CeleryExecutor(
-        broker.url, worker_wait_s=30, result_timeout_s=8, batch_size=3, enrolled=lambda: load_roster(registry)
-    )
+        broker.url, worker_wait_s=30, result_timeout_s=8, batch_size=3, enrolled=lambda: load_roster(registry),
+        room_per_process=0,
+    )  # fmt: skip
     observations, _ = run_trials(broker, tmp_path, registry, executor=executor)
     assert {o.worker_id for o in observations} == {"box-w1", "box-w2"}
     fleet.stop("w2")
