@@ -28,6 +28,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("paired_celery")]
 
 PAIRED, BAND = "routing_no_worse_than_base", "routing_band_8_of_10"
 PAIRED_SEEDS = ("--replay-seeds", "paired-3")  # as tests/integration/cli/test_paired_example.py pins them
+# Sent at once round the workers: dealt by room, the one that answers sooner may take every wave.
+AT_ONCE = ("--room", "0")
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def test_the_paired_suite_gives_the_local_kinds_through_enrolled_workers(fleet: 
     # Replays off for the slipping patches (their primaries stay on the card, and the test takes half the time).
     slips = paired_run(
         "paired/slips", tmp_path / "slips" / "card.json", fleet.url, fleet.honest, "--cross-check", "0",
-        *PAIRED_SEEDS,
+        *PAIRED_SEEDS, *AT_ONCE,
     )  # fmt: skip
     assert slips.kinds() == {PAIRED: "inconclusive_sample", BAND: "pass"}, slips.stderr
     paired = row(slips)
@@ -97,7 +99,9 @@ def test_the_paired_suite_gives_the_local_kinds_through_enrolled_workers(fleet: 
             ran_on.setdefault((PAIRED, record.trial_index), set()).add(record.observation.worker_id)
     assert len(ran_on) == paired["trials"] and all(len(w) == 1 for w in ran_on.values()), ran_on  # pairs together
     # Pinned too: on fresh seeds the band row of a 0.95 rate misses 8 of 10 about once a hundred runs.
-    same = paired_run("paired/same_rate", tmp_path / "same" / "card.json", fleet.url, fleet.honest, *PAIRED_SEEDS)
+    same = paired_run(
+        "paired/same_rate", tmp_path / "same" / "card.json", fleet.url, fleet.honest, *PAIRED_SEEDS, *AT_ONCE
+    )
     assert same.kinds() == {PAIRED: "pass", BAND: "pass"}, same.stderr
     assert (same.code, same.accept) == (0, 0), same.accept_said
     summary = same.card["cross_check"]
