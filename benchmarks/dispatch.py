@@ -38,7 +38,7 @@ from pathlib import Path
 
 from benchmarks.common import dispatch_specs, enrolled_roster
 from gate.core.suite.fold import Tally
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import Observation
 from gate.core.testing import make_spec
 from gate.core.trust.enrolment import EnrolledWorker, Roster, check_result, spec_digest

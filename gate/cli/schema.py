@@ -30,7 +30,8 @@ def schema_of(what: str) -> dict[str, Any]:
         return VerdictCard.model_json_schema()
     from pydantic import ConfigDict, Field, create_model
 
-    from gate.core.suite.suite import PropertySpec, SuiteConfig
+    from gate.core.suite.property import PropertySpec
+    from gate.core.suite.suite import SuiteConfig
 
     suite_file = create_model(
         "SuiteFile",

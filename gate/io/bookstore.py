@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gate.core.errors import ConfigError, InputMissingError, UsageError
 from gate.core.policy.history import HISTORY_LIMIT, History, HistoryEntry, bounded
 from gate.core.policy.ledger import Credit, Ledger
-from gate.core.suite.suite import LedgerConfig, SamplerConfig, one_line
+from gate.core.suite.property import validation_line
+from gate.core.suite.suite import LedgerConfig, SamplerConfig
 from gate.core.verdicts.bands import SamplerWindow
 from gate.io.inputs import parse_json, read_input
 
@@ -80,7 +81,7 @@ def decode_all(
     try:
         books = Books.model_validate(parse_json(data, where, "ledger"))
     except ValidationError as exc:
-        raise ConfigError(f"not a ledger: {one_line(exc)}", file=where) from None
+        raise ConfigError(f"not a ledger: {validation_line(exc)}", file=where) from None
     if books.version > BOOKS_VERSION:
         raise ConfigError(
             f"books version {books.version} is newer than this probegate reads ({BOOKS_VERSION})",

@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gate.core.errors import ConfigError, FixtureTreeError, InputMissingError, SealDriftError
+from gate.core.suite.property import validation_line
 from gate.core.suite.seal import Seal, compute
-from gate.core.suite.suite import one_line
 from gate.core.suite.trial import ClockSpec
 from gate.io.artifacts import write_output
 from gate.io.inputs import decode_text, parse_json, read_input
@@ -124,7 +124,7 @@ def read_clock(root: Path) -> ClockSpec:
     try:
         return ClockSpec.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(one_line(exc), file=str(path)) from None
+        raise ConfigError(validation_line(exc), file=str(path)) from None
 
 
 def _is_dir(path: Path) -> bool:

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from gate.core.card.calibration import Calibration, calibration_from_json
 from gate.core.errors import FreezeFileError
 from gate.core.policy.freezes import FreezeFile, check_properties
-from gate.core.suite.suite import Suite, one_line
+from gate.core.suite.property import validation_line
+from gate.core.suite.suite import Suite
 from gate.io.inputs import decode_text, read_input, read_json
 
 
@@ -25,7 +26,7 @@ def read_freeze_file(suite: Suite) -> FreezeFile | None:
     try:
         parsed = FreezeFile.model_validate(raw)
     except ValidationError as exc:
-        raise FreezeFileError(one_line(exc), file=str(path)) from None
+        raise FreezeFileError(validation_line(exc), file=str(path)) from None
     check_properties(parsed, bands=suite.bands(), source=str(path))
     return parsed
 

@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from gate.core.errors import SuiteError
-from gate.core.suite.suite import PropertySpec, Suite, SuiteConfig, one_line
+from gate.core.suite.property import PropertySpec, validation_line
+from gate.core.suite.suite import Suite, SuiteConfig
 from gate.io.inputs import parse_problem, read_input
 
 M = TypeVar("M", bound=BaseModel)
@@ -101,4 +102,4 @@ def _validate(model: type[M], data: Any, path: Path, label: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise SuiteError(one_line(exc), file=str(path), field=label) from None
+        raise SuiteError(validation_line(exc), file=str(path), field=label) from None

@@ -14,9 +14,10 @@ from gate.core.card.stamp import Binding, PerProperty, RunFacts, Trust, Venue
 from gate.core.errors import SealDriftError
 from gate.core.policy.freezes import resolve
 from gate.core.suite.plan import check_fixtures
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.seal import Seal
 from gate.core.suite.selection import select_ids
-from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.suite.suite import Suite
 from gate.io.bookstore import BooksStore
 from gate.io.fixtures import seal_tree, verify
 from gate.io.inputs import read_input

@@ -22,7 +22,8 @@ from gate.core.policy.explain import BUDGET, STEADY_N, Explanation
 from gate.core.policy.explaining import Explainer
 from gate.core.policy.sources import vary
 from gate.core.suite.plan import Planner, check_fixtures
-from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.suite.property import PropertySpec
+from gate.core.suite.suite import Suite
 from gate.core.suite.trial import TrialSpec
 from gate.core.verdicts.verdict import Band, Outcome, OutcomeKind
 from gate.io.checkproc import JudgeFactory, judging

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gate.core.checks import Trial
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import ClockSpec, TrialSpec
 from gate.core.trust.provenance import in_run_image, with_spec_seed
 from gate.core.verdicts.verdict import Outcome

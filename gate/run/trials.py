@@ -16,7 +16,8 @@ from gate.core.checks import Trial
 from gate.core.errors import HarnessError, UsageError
 from gate.core.suite.fold import Tally, fold_tallies
 from gate.core.suite.plan import Planner
-from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.suite.property import PropertySpec
+from gate.core.suite.suite import Suite
 from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
 from gate.core.trust.crosscheck_summary import CrossCheckSummary
 from gate.core.verdicts.paired import PairedRule

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Judge, Tally
 from gate.core.suite.plan import Planner
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import Observation, Side, TrialKey, TrialSpec
 from gate.core.trust.crosscheck import with_coordinator_canary
 from gate.core.trust.provenance import in_run_image, with_spec_seed

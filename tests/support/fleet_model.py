@@ -20,7 +20,7 @@ from typing import Any
 from gate.core.card.card import HarnessEvent
 from gate.core.suite.fold import Tally
 from gate.core.suite.plan import trial_seed
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import Captured, ClockSpec, Observation, TrialSpec
 from gate.core.trust.assignment import Rotation
 from gate.core.trust.crosscheck_summary import CrossCheckSummary

@@ -15,8 +15,9 @@ from gate.core.card.card import Acceptance, DeadlineSource, FixtureBinding, Harn
 from gate.core.policy.flakes import BaseRerun, FlakeFiles
 from gate.core.policy.freezes import FreezeState
 from gate.core.policy.policy import Decision, Vote
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.seal import Seal
-from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.suite.suite import Suite
 from gate.core.suite.trial import ClockSpec, Observation
 from gate.core.trust.crosscheck_summary import CrossCheckSummary
 from gate.core.verdicts.verdict import Verdict

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import Observation, Side
 from gate.core.verdicts.paired import PairCounts, PairedRule
 from gate.core.verdicts.pairfold import fold_paired, pair_up

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gate.core.errors import SuiteError
-from gate.core.suite.suite import PropertySpec, Suite
+from gate.core.suite.property import PropertySpec
+from gate.core.suite.suite import Suite
 from gate.core.suite.trial import MAX_SEED, ClockSpec, Interpreter, Limits, Side, TrialSpec
 
 SEED_DOMAIN = "probegate/trial-seed/v1"

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from gate.core.errors import RET_CONFIG, RET_NOINPUT, InputMissingError, SuiteError
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.verdicts.bands import FixedRule, SamplerWindow, SprtRule
 from gate.core.verdicts.verdict import Band
 from gate.io.suite import load_suite

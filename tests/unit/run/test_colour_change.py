@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 from support.mini_suite import CONTRACT, Suite, build_suite, but, good, run, stdout
 
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import Observation
 from gate.core.verdicts.verdict import Band, ColourChange, Kind, Outcome, OutcomeKind, fold
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gate.core.errors import SuiteError
 from gate.core.suite.plan import plan
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import ClockSpec, Limits
 
 CLOCK = ClockSpec(frozen_at=datetime(2026, 3, 1, tzinfo=UTC))

@@ -15,7 +15,7 @@ from gate.cli.accept import run_accept
 from gate.cli.main import main
 from gate.core.errors import RET_BLOCKED, RET_OK, RET_USAGE
 from gate.core.suite.plan import Planner, trial_seed
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import MAX_SEED, ClockSpec, FaultOrigin, Observation
 from gate.core.testing import make_spec, make_specs
 from gate.core.verdicts.verdict import Kind

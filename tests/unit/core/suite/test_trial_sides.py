@@ -15,7 +15,7 @@ from gate.core.errors import JournalError
 from gate.core.suite.fold import Tally, fold_tallies
 from gate.core.suite.journal import JournalHeader, chained, check_trials, header_line, parse_lines, trial_line
 from gate.core.suite.plan import Planner
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import ClockSpec, Observation, Side, TrialSpec
 from gate.core.testing import FROZEN_AT, make_spec
 from gate.core.verdicts.verdict import Kind, Outcome, OutcomeKind

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gate.core.suite.fold import Tally, fold_tallies
-from gate.core.suite.suite import PropertySpec
+from gate.core.suite.property import PropertySpec
 from gate.core.suite.trial import Observation, Side
 from gate.core.verdicts.paired import PairCounts, PairedRule, PairedState
 from gate.core.verdicts.pairfold import fold_paired, pair_up, paired_kind, pairs_disagree
