@@ -18,7 +18,6 @@ Leak accounting: the containers carry the pool's pid and host (the dead-process 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import struct
@@ -37,6 +36,7 @@ from gate.core.errors import SandboxError
 from gate.core.suite.trial import Limits, WorkCopy
 from worker.host.container import batch_labels
 from worker.host.engine import docker_client, has_image
+from worker.host.poolwire import PoolShape, read_line, read_take, run_name, send_line
 from worker.host.runcontainers import SUPERVISOR, create_warm
 from worker.host.warm import Warm
 
@@ -50,15 +50,6 @@ REQUEST_TIMEOUT_S = 5.0
 REFILL_DEFER_S = 30.0
 STOP_GRACE_S = 1.0  # how long a stopping pool lets runs give back what they hold before removing it
 JOIN_S = 3.0  # the most a stop waits for the pool's own threads
-
-
-@dataclass(frozen=True)
-class PoolShape:
-    """What a container of the standing pool is fixed to at creation: a run takes only its own shape."""
-
-    image_id: str
-    limits: Limits
-    work_copy: WorkCopy
 
 
 @dataclass
@@ -197,20 +188,20 @@ class PoolServer:
                 if uid != os.getuid():
                     return  # another user's process gets nothing, not even an answer
                 conn.settimeout(REQUEST_TIMEOUT_S)
-                ask = _read_ask(conn)
+                ask = read_line(conn)
                 if "end_run" in ask:
-                    ended = self.end_run(_run_name(ask["end_run"]))
-                    conn.sendall((json.dumps({"ended": ended}) + "\n").encode())
+                    ended = self.end_run(run_name(ask["end_run"]))
+                    send_line(conn, {"ended": ended})
                     return
-                shape, count, run = _take(ask)
+                shape, count, run = read_take(ask)
             except (OSError, ValueError, ValidationError, KeyError, TypeError) as exc:
                 with contextlib.suppress(OSError):
-                    conn.sendall((json.dumps({"error": str(exc)[:200]}) + "\n").encode())
+                    send_line(conn, {"error": str(exc)[:200]})
                 return
             given = self._hand_out(shape, count, number, run)
             try:
                 slots = [{"container": w.container.id, "root": str(w.src_dir.parent)} for w in given]
-                conn.sendall((json.dumps({"slots": slots}) + "\n").encode())
+                send_line(conn, {"slots": slots})
                 conn.settimeout(None)
                 while conn.recv(4096):  # nothing more is said: EOF is the run giving them back
                     pass
@@ -327,40 +318,6 @@ class PoolServer:
             raise
         self.started_total += 1
         return warm
-
-
-def _read_ask(conn: socket.socket) -> dict:
-    """The connection's one request line, as JSON: a take, or an end_run."""
-    line = b""
-    while not line.endswith(b"\n") and len(line) < 65536:
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ValueError("the connection closed before a request")
-        line += chunk
-    ask = json.loads(line)
-    if not isinstance(ask, dict):
-        raise ValueError("a request is a JSON object")
-    return ask
-
-
-def _take(ask: dict) -> tuple[PoolShape, int, str]:
-    """A take's shape, count and run (empty when it names none)."""
-    count = int(ask["take"])
-    if not 0 <= count <= 64:
-        raise ValueError(f"take {count}: must be 0..64")
-    shape = PoolShape(str(ask["image_id"]), Limits.model_validate(ask["limits"]), WorkCopy(ask["work_copy"]))
-    return shape, count, _run_name(ask.get("run", ""))
-
-
-def _run_name(value: object) -> str:
-    if not isinstance(value, str) or len(value) > 200:
-        raise ValueError("a run is named by a string of at most 200 characters")
-    return value
-
-
-def _request(conn: socket.socket) -> tuple[PoolShape, int, str]:
-    """A take read from the connection (for tests: the server reads the line first, then decides)."""
-    return _take(_read_ask(conn))
 
 
 def _usable(ready: Ready) -> bool:

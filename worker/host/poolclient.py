@@ -10,7 +10,6 @@ two runs, and never given back. Any failure to reach the pool leaves the run to 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import socket
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from gate.core.suite.trial import Limits, WorkCopy
 from gate.io.hostsettings import HostSettings
+from worker.host.poolwire import PoolShape, end_run_ask, read_line, send_line, take_ask
 
 TAKE_TIMEOUT_S = 2.0  # a pool slower than this to answer is not worth waiting for
 
@@ -65,15 +65,13 @@ def _connect(path: Path) -> socket.socket:
 
 
 def _ask(sock: socket.socket, ask: dict) -> dict:
-    """Send one request line and read the pool's one answer line (an error answer is an OSError)."""
-    sock.sendall((json.dumps(ask) + "\n").encode())
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise OSError("the pool closed the connection")
-        line += chunk
-    answer = json.loads(line)
+    """Send one ask and read the pool's one answer (an error answer, or a line that does not parse, is an
+    OSError)."""
+    send_line(sock, ask)
+    try:
+        answer = read_line(sock)
+    except ValueError as exc:
+        raise OSError(f"the pool answered something else than a JSON line: {exc}") from None
     if "error" in answer:
         raise OSError(f"the pool refused: {answer['error']}")
     return answer
@@ -82,7 +80,7 @@ def _ask(sock: socket.socket, ask: dict) -> dict:
 def end_run(path: Path, run_id: str) -> int:
     """Have the pool at `path` remove every container it handed out for `run_id`; how many."""
     with _connect(path) as sock:
-        return int(_ask(sock, {"end_run": run_id})["ended"])
+        return int(_ask(sock, end_run_ask(run_id))["ended"])
 
 
 class Lease:
@@ -94,13 +92,7 @@ class Lease:
     def take(self, count: int, image_id: str, limits: Limits, work_copy: WorkCopy, run_id: str = "") -> list[Slot]:
         """Up to `count` started containers of this image, limits and work copy mode (perhaps none),
         for `run_id` (named so that `end_run` can reach them)."""
-        ask = {
-            "take": count,
-            "image_id": image_id,
-            "limits": limits.model_dump(mode="json"),
-            "work_copy": work_copy.value,
-            "run": run_id,
-        }
+        ask = take_ask(count, PoolShape(image_id, limits, work_copy), run_id)
         answer = _ask(self._sock, ask)
         return [Slot(str(s["container"]), Path(s["root"])) for s in answer["slots"]][:count]
 

@@ -3,6 +3,7 @@ sockets it refuses, which requests the pool refuses, and how a run's containers 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -15,8 +16,9 @@ from pydantic import ValidationError
 
 from gate.core.suite.trial import Limits, WorkCopy
 from gate.io.hostsettings import HostSettings
-from worker.host.pool import PoolServer, PoolShape, Ready, _request
+from worker.host.pool import PoolServer, Ready
 from worker.host.poolclient import TAKE_TIMEOUT_S, Lease, default_socket, end_run, pool_socket
+from worker.host.poolwire import MAX_LINE, PoolShape, read_line, read_take, take_ask
 
 
 def test_pool_socket_is_the_option_then_the_env_then_an_existing_default(tmp_path, monkeypatch):
@@ -47,10 +49,23 @@ def test_a_socket_of_another_user_is_never_connected_to(tmp_path):
 
 
 def _ask(payload: bytes):
+    """What the pool's side reads from `payload`, sent by a thread that then closes its end (a payload may
+    be larger than the socket's buffer, and one cut short must end in EOF, not a wait)."""
     ours, theirs = socket.socketpair()
+
+    def send() -> None:
+        with contextlib.suppress(OSError):  # the reader may stop and close first
+            theirs.sendall(payload)
+        theirs.shutdown(socket.SHUT_WR)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
     with ours, theirs:
-        theirs.sendall(payload)
-        return _request(ours)
+        try:
+            return read_take(read_line(ours))
+        finally:
+            ours.shutdown(socket.SHUT_RD)
+            sender.join(timeout=10)
 
 
 def test_a_well_formed_request_names_a_shape_a_count_and_a_run():
@@ -78,6 +93,19 @@ def test_a_request_out_of_bounds_is_refused(change, error):
     ask = {"take": 1, "image_id": "x", "limits": Limits().model_dump(mode="json"), "work_copy": "overlay", **change}
     with pytest.raises(error):
         _ask((json.dumps(ask) + "\n").encode())
+
+
+def test_the_lease_asks_what_the_pool_reads():
+    """A take built by the run's side reads back on the pool's side as the same shape, count and run."""
+    shape = PoolShape("sha256:" + "b" * 64, Limits(), WorkCopy.OVERLAY)
+    assert _ask((json.dumps(take_ask(3, shape, "r-2")) + "\n").encode()) == (shape, 3, "r-2")
+
+
+@pytest.mark.parametrize("payload", [b"[1, 2]\n", b"x" * (MAX_LINE + 10), b'{"take": 1'])
+def test_a_line_that_is_no_object_too_long_or_cut_short_is_refused(payload):
+    """A line that is not a JSON object, one longer than the limit, or a connection closed mid-line: refused."""
+    with pytest.raises((ValueError, ConnectionError)):
+        _ask(payload)
 
 
 def test_a_lease_knows_at_once_whether_its_pool_holds_its_end(tmp_path):
