@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, Tim
 from rich.progress import Progress as RichBars
 
 from gate.core.escaping import one_line
+from gate.core.suite.trial import Side
 from gate.core.verdicts.verdict import OutcomeKind
 from gate.run.progress import NO_PROGRESS, Progress
 
@@ -46,7 +47,7 @@ class TerminalProgress:
         self._planned[property_id] = trials
         self._bars.update(self._overall, total=sum(self._planned.values()))
 
-    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int, side: Side = Side.PATCH) -> None:
         task = self._tasks.get(property_id)
         if task is not None:
             self._bars.advance(task)

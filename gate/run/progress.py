@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gate.core.suite.trial import Side
 from gate.core.verdicts.verdict import OutcomeKind
 
 
 class Progress(Protocol):
     """Told of every trial planned and judged; `planned` gives a property's total so far, which a
-    sequential rule raises wave by wave; `done` names the trial's index."""
+    sequential rule raises wave by wave; `done` names the trial's index and its side (a paired
+    property's trials run on the base tree too)."""
 
     def planned(self, property_id: str, trials: int) -> None: ...
 
-    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None: ...
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int, side: Side = Side.PATCH) -> None: ...
 
     def finished(self) -> None: ...
 
@@ -27,7 +29,7 @@ class NoProgress:
     def planned(self, property_id: str, trials: int) -> None:
         return None
 
-    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int, side: Side = Side.PATCH) -> None:
         return None
 
     def finished(self) -> None:
@@ -44,9 +46,9 @@ class Both:
         self.first.planned(property_id, trials)
         self.second.planned(property_id, trials)
 
-    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
-        self.first.done(property_id, outcome, trial_index)
-        self.second.done(property_id, outcome, trial_index)
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int, side: Side = Side.PATCH) -> None:
+        self.first.done(property_id, outcome, trial_index, side)
+        self.second.done(property_id, outcome, trial_index, side)
 
     def finished(self) -> None:
         self.first.finished()

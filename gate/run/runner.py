@@ -142,10 +142,12 @@ def _journaled(run: Prepared, journal: RunJournal, hooks: _Hooks) -> RunResult:
         bound = bind(run)
         seal, drift = bound.facts.binding.seal.digest[:16], bound.drift is not None
         log.info("run.start", run_id=run.run_id, suite=str(suite.path), seal=seal, drift=drift)
-        # Beside the journal, what the checks judged so far: the journal holds observations only. The SPRT
-        # rules come from the run's own suite (the base's with --base), so the view draws the path by them.
-        sprt = {p.id: rule for p in suite.properties if isinstance(rule := p.rule(), SprtRule)}
-        progress = Both(hooks.progress, ProgressFile(progress_path(journal.path), sprt=sprt))
+        # Beside the journal, what the checks judged so far: the journal holds observations only. The rules
+        # come from the run's own suite (the base's with --base), so the view draws the sequential paths by them.
+        rules = {p.id: p.rule() for p in suite.properties}
+        sprt = {pid: rule for pid, rule in rules.items() if isinstance(rule, SprtRule)}
+        paired = {pid: rule for pid, rule in rules.items() if isinstance(rule, PairedRule)}
+        progress = Both(hooks.progress, ProgressFile(progress_path(journal.path), sprt=sprt, paired=paired))
         judged = _trials(run, bound, journal, executor, checks, progress)
         # A row that changed colour is rerun on the base tree, through the same executor, before it closes.
         facts = with_base_reruns(

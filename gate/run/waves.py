@@ -103,7 +103,7 @@ def _waves(
                 tally.add_base(obs, outcome)
             else:
                 tally.add(obs, outcome)
-            progress.done(tally.prop.id, outcome.kind, obs.trial_index)
+            progress.done(tally.prop.id, outcome.kind, obs.trial_index, obs.side)
         wave = _next_wave(tallies, planner, base_planner, progress)
     return tallies
 

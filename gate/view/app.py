@@ -42,13 +42,13 @@ def _event(name: str, data: str) -> bytes:
 
 
 def _rows(run: LiveRun) -> str:
-    rows: list[dict[str, Any]] = [{"property": row.property_id, **row.cells, "sprt": None} for row in run.rows]
-    if any(row.sprt for row in run.rows):
-        from gate.view.plots import as_tree, live_sprt
+    rows: list[dict[str, Any]] = [{"property": row.property_id, **row.cells, "path": None} for row in run.rows]
+    if any(row.path for row in run.rows):
+        from gate.view.plots import as_tree, live_path
 
         for slot, (shown, row) in enumerate(zip(rows, run.rows, strict=True)):
-            if row.sprt is not None:
-                shown["sprt"] = as_tree(live_sprt(slot, row.property_id, row.sprt))
+            if row.path is not None:
+                shown["path"] = as_tree(live_path(slot, row.property_id, row.path))
     return json.dumps({"total": run.total, "rows": rows, "problem": run.problem})
 
 

@@ -1,9 +1,9 @@
 """A run in progress, from its journal in the state folder: per property, the trials observed so far,
 how they ended and how long they took; beside it, from the run's progress file (gate.io.liveprogress),
-what its checks judged so far: hits, the hit rate and, for a property judged by an SPRT, the path of the
-log-likelihood ratio. The journal is read without a lock or a write while the run appends to it. Nothing
-the journal holds of the probe's output or the trials' canaries is shown: the checks have not judged it
-yet, and the canaries stay the run's secret until it commits."""
+what its checks judged so far: hits, the hit rate and, for a property judged by an SPRT or the paired
+rule, the path of its log-likelihood ratio. The journal is read without a lock or a write while the run
+appends to it. Nothing the journal holds of the probe's output or the trials' canaries is shown: the
+checks have not judged it yet, and the canaries stay the run's secret until it commits."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from gate.core.escaping import one_line
 from gate.view.index import path_key
 
 if TYPE_CHECKING:  # the journal's models load with the first journal read: the runs page starts without them
+    from gate.core.report.html_paired import PairedPath
     from gate.core.report.html_sprt import SprtPath
     from gate.core.suite.journal import Journal
     from gate.core.suite.trial import Observation
@@ -31,11 +32,12 @@ FIELDS = ("trials", "judged", "hits", "hit_rate", "base", "exit_0", "exit_other"
 @dataclass(frozen=True)
 class LiveRow:
     """One property of a run in progress: its observed trials so far, by how they ended, and for a property
-    judged by an SPRT, the path of its judged trials so far (None: no such rule, or nothing judged yet)."""
+    judged by an SPRT or the paired rule, the path of its judged trials or pairs so far (None: no such rule,
+    or nothing judged yet)."""
 
     property_id: str
     cells: dict[str, str]  # FIELDS -> text, what the page and its stream show
-    sprt: SprtPath | None = None
+    path: SprtPath | PairedPath | None = None
 
 
 @dataclass(frozen=True)
@@ -89,15 +91,29 @@ def _row(property_id: str, observed: list[Observation], judged: Judged | None) -
         "faults": str(sum(o.fault is not None for o in observed)),
         "slowest_s": f"{max(durations):.3g}" if durations else "-",
     }
-    return LiveRow(property_id, cells, _sprt(judged))
+    return LiveRow(property_id, cells, _path(judged))
 
 
-def _sprt(judged: Judged) -> SprtPath | None:
-    """The SPRT path of the trials judged so far, in trial-index order, as the card's page draws it."""
-    from gate.core.report.html_sprt import kinds_path
+def _path(judged: Judged) -> SprtPath | PairedPath | None:
+    """The sequential test's path so far, in trial-index order, as the card's page draws it: the SPRT's over
+    the judged trials, or the paired test's over the pairs judged on both trees."""
+    if judged.sprt is not None:
+        from gate.core.report.html_sprt import kinds_path
 
-    kinds = judged.judged_kinds()
-    return kinds_path(judged.sprt, kinds) if judged.sprt is not None and kinds else None
+        kinds = judged.judged_kinds()
+        return kinds_path(judged.sprt, kinds) if kinds else None
+    if judged.paired is not None:
+        from gate.core.report.html_paired import paired_path
+        from gate.core.suite.trial import Side
+        from gate.core.verdicts.verdict import Outcome
+
+        base, patch = (
+            [Outcome(trial_index=index, kind=kind) for index, kind in judged.by_index(side)]
+            for side in (Side.BASE, Side.PATCH)
+        )
+        path = paired_path(judged.paired, base, patch)
+        return path if path.points else None
+    return None
 
 
 def _rate(hits: int, judged: int) -> str:

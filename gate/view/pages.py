@@ -119,21 +119,22 @@ class Pages:
         return self.render("run.html", run=run, report=Markup(fragment(body)), note=note)
 
     def live(self, request: Request) -> HTMLResponse:
-        """A run in progress, from its journal and progress file; its stream keeps the rows and SPRT paths current."""
+        """A run in progress, from its journal and progress file; its stream keeps the rows and the sequential
+        tests' paths current."""
         key = request.path_params["key"]
         path = next((p for p in journals(self.sources.journal_dir) if read_live(p).key == key), None)
         if path is None:
             return self._missing("no run in progress under this key (it may have finished: see the runs)")
         run = read_live(path)
-        sprt = []
-        if any(row.sprt for row in run.rows):
+        paths = []
+        if any(row.path for row in run.rows):
             from gate.core.report.html_dom import fragment
-            from gate.view.plots import live_sprt
+            from gate.view.plots import live_path
 
             for slot, row in enumerate(run.rows):
-                if row.sprt is not None:
-                    sprt.append(Markup(fragment(live_sprt(slot, row.property_id, row.sprt))))
-        return self.render("live.html", run=run, fields=FIELDS, sprt=sprt)
+                if row.path is not None:
+                    paths.append(Markup(fragment(live_path(slot, row.property_id, row.path))))
+        return self.render("live.html", run=run, fields=FIELDS, paths=paths)
 
     def compare(self, request: Request) -> HTMLResponse:
         """Two cards side by side: what `gate diff` finds, rows that changed kind first, intervals overlaid."""

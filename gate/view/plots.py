@@ -1,7 +1,7 @@
 """The view's own SVG plots, drawn through the report's escaping markup (`gate.core.report.html_dom`):
-two runs' hit-rate intervals side by side, one property's hit rate across runs, and a live run's SPRT
-path (the report's own plot, `gate.core.report.html_sprt`). Every id and value a card or a run holds
-reaches the markup only as an escaped attribute or text."""
+two runs' hit-rate intervals side by side, one property's hit rate across runs, and a live run's SPRT or
+paired path (the report's own plots, `gate.core.report.html_sprt` and `html_paired`). Every id and value
+a card or a run holds reaches the markup only as an escaped attribute or text."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from markupsafe import Markup
 from gate.core.card.card import PropertyRow
 from gate.core.report.html import row_interval
 from gate.core.report.html_dom import el, fragment, html_text, line, num, svg
+from gate.core.report.html_paired import PairedPath, paired_caption, paired_plot
 from gate.core.report.html_sprt import SprtPath, sprt_caption, sprt_plot
 from gate.view.history import PropertyPoint
 
@@ -92,11 +93,17 @@ def history_plot(points: Sequence[PropertyPoint]) -> Markup:
     return Markup(fragment(image))
 
 
-def live_sprt(slot: int, property_id: str, path: SprtPath) -> ET.Element:
-    """A live run's SPRT path so far, drawn as the card's page draws it, with its caption."""
-    box = el(None, "div", **{"class": "live-sprt"}, id=f"live-sprt-{slot}", data_property=property_id)
-    sprt_plot(box, f"sprt-{slot}", property_id, path)
-    el(box, "p", sprt_caption(property_id, path, live=True), **{"class": "sprt-caption"}, data_property=property_id)
+def live_path(slot: int, property_id: str, path: SprtPath | PairedPath) -> ET.Element:
+    """A live run's sequential path so far (an SPRT's or the paired test's), drawn as the card's page draws
+    it, with its caption."""
+    box = el(None, "div", **{"class": "live-path"}, id=f"live-path-{slot}", data_property=property_id)
+    if isinstance(path, SprtPath):
+        sprt_plot(box, f"sprt-{slot}", property_id, path)
+        el(box, "p", sprt_caption(property_id, path, live=True), **{"class": "sprt-caption"}, data_property=property_id)
+    else:
+        paired_plot(box, f"paired-{slot}", property_id, path)
+        caption = f"{html_text(property_id, _LABEL_CHARS)}: {paired_caption(path, live=True)}"
+        el(box, "p", caption, **{"class": "paired-caption"}, data_property=property_id)
     return box
 
 

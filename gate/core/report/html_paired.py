@@ -92,17 +92,30 @@ def _note(body: ET.Element, index: int, row: PropertyRow, text: str) -> None:
 
 
 def _plot(body: ET.Element, index: int, row: PropertyRow, path: PairedPath) -> None:
-    """The path as a polyline, one point per pair, between the worse (A) and no-worse (B) lines."""
+    paired_plot(body, f"paired-{index}", row.id, path, kind=str(row.kind))
+    el(body, "p", paired_caption(path), **{"class": "paired-caption"}, data_property=row.id)
+
+
+def paired_plot(body: ET.Element, slug: str, property_id: str, path: PairedPath, *, kind: str | None = None) -> None:
+    """`path` (at least one pair) as `svg#<slug>`: a polyline, one point per pair, between the worse (A) and
+    no-worse (B) lines; `kind`, the row's verdict kind when there is one (a live run has none yet)."""
     rule = path.rule
     decision = rule.decide(path.counts)
-    data = {"kind": str(row.kind), "pairs": str(len(path.points)), "final_llr": num(path.final)}
+    data = {"kind": kind} if kind is not None else {}
+    data |= {"pairs": str(len(path.points)), "final_llr": num(path.final)}
     data |= {"upper": num(rule.upper), "lower": num(rule.lower), "difference": num(decision.difference)}
     data["decision"] = str(decision.state)
     title = "paired log-likelihood ratio after each pair against A and B"
-    bounds = (rule.lower, rule.upper)
-    llr_plot(body, f"paired-{index}", row.id, path.points, bounds, step="pair", title=title, data=data)
-    caption = (
-        f"{html_text(decision.reason, 600)}. A: worse than the base by {rule.margin}; B: no worse. The run "
-        f"checks the test only after each wave of {rule.wave} pairs, so the path may cross a line between checks."
+    llr_plot(body, slug, property_id, path.points, (rule.lower, rule.upper), step="pair", title=title, data=data)
+
+
+def paired_caption(path: PairedPath, *, live: bool = False) -> str:
+    """What the path says (the rule's reason for its counts) and what A and B mean; `live`: the run is still
+    judging, so the counts are those so far."""
+    rule = path.rule
+    so_far = "So far: " if live else ""
+    return (
+        f"{so_far}{html_text(rule.decide(path.counts).reason, 600)}. A: worse than the base by {rule.margin}; "
+        f"B: no worse. The run checks the test only after each wave of {rule.wave} pairs, so the path may cross a "
+        "line between checks."
     )
-    el(body, "p", caption, **{"class": "paired-caption"}, data_property=row.id)

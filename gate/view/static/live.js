@@ -1,4 +1,4 @@
-// A live run's page: its rows and SPRT paths follow the run over server-sent events, without a reload.
+// A live run's page: its rows and sequential paths follow the run over server-sent events, without a reload.
 // Values are set as text only, and a path arrives as element data built here with DOM calls, never as
 // markup to parse; the card's address is followed once the run has written it.
 "use strict";
@@ -8,7 +8,7 @@
   const source = new EventSource(table.dataset.events);
   const body = table.tBodies[0];
   const fields = Array.from(table.tHead.rows[0].cells).slice(1).map((_, i) => i);
-  const plots = document.getElementById("live-sprt");
+  const plots = document.getElementById("live-paths");
   const SVG = "http://www.w3.org/2000/svg";
   const SVG_TAGS = new Set(["svg", "g", "line", "polyline", "circle", "text", "title"]);
   const HTML_TAGS = new Set(["div", "p"]);
@@ -34,7 +34,7 @@
   }
 
   function showPath(i, tree) {
-    const id = "live-sprt-" + i;
+    const id = "live-path-" + i;
     const old = document.getElementById(id);
     if (!tree) {
       if (old) old.remove();
@@ -67,7 +67,7 @@
         const value = row[cell.dataset.field];
         if (typeof value === "string" && cell.textContent !== value) cell.textContent = value;
       }
-      if (plots) showPath(i, row.sprt);
+      if (plots) showPath(i, row.path);
     });
     document.getElementById("live-total").textContent = String(data.total);
   });

@@ -165,7 +165,7 @@ def test_a_live_runs_rows_update_without_a_reload(
 # Read in one script: the page replaces the plot whenever the stream sends it, so a handle on one of its
 # elements can go stale between two calls.
 SPRT_STATE = """
-const group = document.querySelector("#live-sprt svg#sprt-2 g.sprt-path");
+const group = document.querySelector("#live-paths svg#sprt-2 g.sprt-path");
 if (!group) return null;
 const end = group.querySelector("circle.llr-end").getBoundingClientRect();
 const reject = group.querySelector("line.boundary.reject").getBoundingClientRect();

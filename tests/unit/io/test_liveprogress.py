@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from gate.core.suite.trial import Side
 from gate.core.verdicts.bands import SprtRule
+from gate.core.verdicts.paired import PairedRule
 from gate.core.verdicts.verdict import OutcomeKind
 from gate.io.liveprogress import Judged, ProgressFile, progress_path, read_progress
 
@@ -108,4 +110,41 @@ def test_sprt_fields_that_do_not_add_up_read_as_nothing(tmp_path: Path, fields: 
     garbled and reads as nothing, never raises."""
     path = tmp_path / "x.progress"
     path.write_text(json.dumps({"properties": {"s": {"planned": 5, "judged": 1, "hits": 1, **fields}}}))
+    assert read_progress(path) == {}
+
+
+PAIRED = PairedRule(margin=0.2, max_pairs=20, wave=5)
+
+
+def test_a_paired_property_keeps_its_rule_and_both_trees_outcomes_by_index(tmp_path: Path) -> None:
+    """A property the run judges by the paired rule carries its rule and one letter per trial index for each
+    tree; its counts take both trees' trials, as the run plans them."""
+    path = tmp_path / "x.progress"
+    progress = ProgressFile(path, paired={"q": PAIRED}, every_s=0)
+    progress.planned("q", 4)
+    progress.done("q", OutcomeKind.HIT, 1, Side.BASE)
+    progress.done("q", OutcomeKind.MISS, 1)
+    progress.done("q", OutcomeKind.HIT, 0, Side.BASE)
+    read = read_progress(path)["q"]
+    assert read == Judged(planned=4, judged=3, hits=2, paired=PAIRED, outcomes=".m", base_outcomes="hh")
+    assert read.by_index(Side.BASE) == [(0, OutcomeKind.HIT), (1, OutcomeKind.HIT)]
+    assert read.by_index(Side.PATCH) == [(1, OutcomeKind.MISS)]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"paired": PAIRED.model_dump(mode="json"), "outcomes": "h", "base_outcomes": "h"},  # two judged, one said
+        {"paired": PAIRED.model_dump(mode="json"), "outcomes": "h"},  # no base outcomes
+        {"paired": PAIRED.model_dump(mode="json"), "outcomes": "", "base_outcomes": "." * 21 + "h"},  # past the cap
+        {"paired": {"margin": 2}, "outcomes": "h", "base_outcomes": ""},  # no rule
+        {"paired": PAIRED.model_dump(mode="json"), "sprt": RULE.model_dump(mode="json"), "outcomes": "h",
+         "base_outcomes": ""},  # two rules at once
+    ],
+)  # fmt: skip
+def test_paired_fields_that_do_not_add_up_read_as_nothing(tmp_path: Path, fields: dict) -> None:
+    """A paired rule or outcomes that do not parse, disagree with the counts or the cap, or come beside an
+    SPRT rule: the whole file reads as nothing."""
+    path = tmp_path / "x.progress"
+    path.write_text(json.dumps({"properties": {"q": {"planned": 5, "judged": 1, "hits": 1, **fields}}}))
     assert read_progress(path) == {}

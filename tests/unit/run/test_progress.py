@@ -17,7 +17,7 @@ from support.mini_suite import CONTRACT, NOW, RUN_ID, SAFETY, STAT, Handler, Sui
 from gate.cli.main import main
 from gate.cli.progress import TerminalProgress, progress_for
 from gate.core.errors import SandboxError
-from gate.core.suite.trial import Observation, TrialSpec
+from gate.core.suite.trial import Observation, Side, TrialSpec
 from gate.core.verdicts.verdict import Kind, OutcomeKind
 from gate.run.baseline import run_baseline
 from gate.run.executors.mock import MockExecutor
@@ -39,7 +39,7 @@ class Recorder:
     def planned(self, property_id: str, trials: int) -> None:
         self.planned_calls.append((property_id, trials))
 
-    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int) -> None:
+    def done(self, property_id: str, outcome: OutcomeKind, trial_index: int, side: Side = Side.PATCH) -> None:
         self.done_calls.append((property_id, outcome))
 
     def finished(self) -> None:
